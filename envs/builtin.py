@@ -1,0 +1,14 @@
+"""Registers the environments that ship with rlvr, through the public API, as any third-party
+package would: this module is named by the ``rlvr.envs`` entry point in pyproject.toml.
+
+Entries are lazy ``"module:attribute"`` strings so that listing imports nothing heavy.
+"""
+
+import envs
+
+
+def register_all() -> None:
+    envs.register(
+        "math-v1", "envs.math.env:MathEnv",
+        description="Math final answers: last \\boxed{} or 'Answer:' line, compared exactly with the reference",
+    )

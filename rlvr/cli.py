@@ -1,0 +1,47 @@
+"""The ``rlvr`` command. Each subcommand is a module in `rlvr.commands` that defines
+``add_parser(subparsers)`` and sets ``func`` (taking the parsed args, returning an exit code);
+modules import heavy libraries inside ``func`` so ``rlvr --help`` stays fast."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+import envs
+import rlvr
+import rlvr.commands
+import tasks
+
+USER_ERRORS = (rlvr.UserError, envs.RegistryError, tasks.TaskError)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlvr", description="Verifiable-reward environments, RL trainers and evaluation.")
+    parser.add_argument("--version", action="version", version=f"rlvr {rlvr.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(rlvr.commands.__path__), key=lambda m: m.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"rlvr.commands.{info.name}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except USER_ERRORS as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""`rlvr tasks list`, `rlvr tasks freeze ID`, `rlvr tasks leakage ID`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tasks", help="list tasks, freeze held-out splits, check leakage")
+    s = p.add_subparsers(dest="tasks_command", metavar="ACTION", required=True)
+    s.add_parser("list", help="list registered tasks").set_defaults(func=list_tasks)
+    fr = s.add_parser("freeze", help="regenerate a procedural task's frozen split file and print its checksum")
+    fr.add_argument("id")
+    fr.add_argument("--split", default="test")
+    fr.set_defaults(func=freeze)
+    lk = s.add_parser("leakage", help="prove the training split shares no question with held-out splits")
+    lk.add_argument("id")
+    lk.add_argument("--train-limit", type=int, default=20_000, help="items of an unbounded train stream to check")
+    lk.set_defaults(func=leakage)
+
+
+def list_tasks(args: argparse.Namespace) -> int:
+    import tasks
+
+    specs = tasks.TASKS.specs()
+    width = max([len(s.id) for s in specs] + [2])
+    print(f"{'ID':<{width}}  {'ENV':<10}  DESCRIPTION")
+    for s in specs:
+        print(f"{s.id:<{width}}  {getattr(s.load(), 'env_id', ''):<10}  {s.description}")
+    for err in tasks.TASKS.plugin_errors:
+        print(f"warning: {err}")
+    return 0
+
+
+def freeze(args: argparse.Namespace) -> int:
+    import tasks
+    from tasks.procedural import ProceduralTask
+
+    task = tasks.make(args.id)
+    if not isinstance(task, ProceduralTask):
+        raise tasks.TaskError(f"{task.id} is not procedural; only generated splits can be frozen")
+    path, checksum = task.freeze(args.split)
+    print(f"wrote {path}\nchecksum {checksum}\nrecord it in {type(task).__name__}.frozen[{args.split!r}]")
+    return 0
+
+
+def leakage(args: argparse.Namespace) -> int:
+    import tasks
+    from tasks.leakage import check_leakage
+
+    report = check_leakage(tasks.make(args.id), train_limit=args.train_limit)
+    print(report.summary())
+    return 0 if report.clean else 1

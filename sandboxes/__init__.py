@@ -1,0 +1,1 @@
+"""Run untrusted code: backends, limits, pools. (Built in its own issue.)"""

@@ -1,0 +1,31 @@
+"""Task suites: where problems come from, their splits, and the environment that verifies them.
+
+    import tasks
+    task = tasks.make("arithmetic-v1")
+    test = task.problems("test")
+    verdict = task.env.verify(test[0], "Answer: 42")
+
+Third-party packages register tasks through the ``rlvr.tasks`` entry-point group.
+"""
+
+from envs.registry import Registry, RegistryError
+from tasks.base import Task, TaskError, canonical_text, problems_checksum, stable_hash
+
+TASKS: Registry[Task] = Registry("task", entry_point_group="rlvr.tasks")
+"""Every registered task, by versioned id."""
+
+
+def register(id: str, entry_point=None, **options):
+    """Register a task class or factory (or a lazy ``"module:attribute"`` string) under ``id``."""
+    return TASKS.register(id, entry_point, **options)
+
+
+def make(id: str, **config) -> Task:
+    """Build the task registered under ``id`` with ``config`` overriding its defaults."""
+    task = TASKS.make(id, **config)
+    if not isinstance(task, Task):
+        raise RegistryError(f"task {id!r} built a {type(task).__name__}, not a tasks.Task")
+    return task
+
+
+__all__ = ["TASKS", "Task", "TaskError", "canonical_text", "make", "problems_checksum", "register", "stable_hash"]

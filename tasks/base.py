@@ -1,0 +1,139 @@
+"""The `Task` contract: a named suite of problems with honest splits, bound to an environment."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from abc import ABC, abstractmethod
+from functools import cached_property
+from typing import Any, Iterator
+
+import envs
+from envs.types import Problem
+
+
+class TaskError(ValueError):
+    """A task was misconfigured or its data is unusable; the message names the field or file."""
+
+
+def stable_hash(*fields: Any) -> int:
+    """A 64-bit integer that depends only on ``fields`` (JSON-serialisable values).
+
+    Used for seeds: ``stable_hash(task_id, config, split, index)`` gives unrelated streams for
+    adjacent indices, unlike ``seed + index``.
+    """
+    blob = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big")
+
+
+def canonical_text(text: str) -> str:
+    """Lower-case, whitespace-collapsed text: two questions equal under this are the same item."""
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def problems_checksum(problems: list[Problem]) -> str:
+    """sha256 over the canonical JSON of the problems, in order."""
+    h = hashlib.sha256()
+    for p in problems:
+        h.update(json.dumps(p.to_dict(), sort_keys=True, ensure_ascii=False).encode())
+        h.update(b"\n")
+    return "sha256:" + h.hexdigest()
+
+
+class Task(ABC):
+    """A named suite of problems.
+
+    Subclasses set `env_id` (and optionally `env_kwargs`), list their `splits`, and implement
+    `size` and `get`. Items must be a pure function of (task id, config, split, index).
+
+    Attributes:
+        id: The registered id (e.g. ``"arithmetic-v1"``), set by `tasks.make`.
+        env_id: The environment that verifies this task's problems.
+        env_kwargs: Keyword arguments for that environment.
+        splits: The split names this task provides.
+        heldout_splits: Splits that training must never read.
+    """
+
+    id: str = ""
+    env_id: str = ""
+    env_kwargs: dict[str, Any] = {}
+    splits: tuple[str, ...] = ("train", "test")
+    heldout_splits: tuple[str, ...] = ("test",)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The task's configuration (recorded in reports, part of every procedural seed)."""
+        return {}
+
+    @abstractmethod
+    def size(self, split: str) -> int | None:
+        """Number of problems in ``split``; None for an unbounded procedural stream."""
+
+    @abstractmethod
+    def get(self, split: str, index: int) -> Problem:
+        """Problem number ``index`` of ``split``."""
+
+    # -- derived ------------------------------------------------------------------------------
+
+    def check_split(self, split: str) -> None:
+        if split not in self.splits:
+            raise TaskError(f"task {self.id or type(self).__name__!r} has no split {split!r}; its splits: {', '.join(self.splits)}")
+
+    def problems(self, split: str, limit: int | None = None) -> list[Problem]:
+        """All problems of a finite split (or the first ``limit``)."""
+        self.check_split(split)
+        n = self.size(split)
+        if n is None:
+            if limit is None:
+                raise TaskError(f"split {split!r} of {self.id!r} is unbounded: pass a limit")
+            n = limit
+        return [self.get(split, i) for i in range(min(n, limit) if limit is not None else n)]
+
+    def stream(self, split: str, start: int = 0, seed: int = 0) -> Iterator[Problem]:
+        """Problems for training, from stream position ``start`` onwards, forever.
+
+        An unbounded split yields items ``start, start+1, ...``; a finite split is reshuffled each
+        epoch with a permutation seeded by (task, split, seed, epoch). Position ``k`` is always the
+        same problem, so a resumed run continues exactly where it stopped.
+        """
+        self.check_split(split)
+        n = self.size(split)
+        pos = start
+        while True:
+            if n is None:
+                yield self.get(split, pos)
+            else:
+                if n == 0:
+                    raise TaskError(f"split {split!r} of {self.id!r} is empty")
+                epoch, offset = divmod(pos, n)
+                order = list(range(n))
+                random.Random(stable_hash(self.id, split, seed, epoch)).shuffle(order)
+                for i in order[offset:]:
+                    yield self.get(split, i)
+                    pos += 1
+                continue
+            pos += 1
+
+    def checksum(self, split: str) -> str:
+        """Identifies the exact data of a finite split (recorded in evaluation reports)."""
+        return problems_checksum(self.problems(split))
+
+    def canonical_question(self, problem: Problem) -> str:
+        """Text that is equal for two problems that are the same question (leakage checks)."""
+        prompt = problem.prompt if isinstance(problem.prompt, str) else " ".join(m["content"] for m in problem.prompt)
+        return canonical_text(prompt)
+
+    def solution(self, problem: Problem) -> str | None:
+        """A worked gold completion for supervised warm-up, if the task has one."""
+        return problem.metadata.get("solution")
+
+    @cached_property
+    def env(self) -> envs.Environment:
+        """The environment that verifies this task (built once per task object)."""
+        return envs.make(self.env_id, **self.env_kwargs)
+
+    def describe(self) -> dict[str, Any]:
+        """What a report records about the task."""
+        return {"id": self.id, "env": self.env_id, "config": self.config, "splits": list(self.splits)}

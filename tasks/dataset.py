@@ -1,0 +1,199 @@
+"""Tasks over static datasets, loaded through Hugging Face `datasets`.
+
+A split's `DataSource` names a Hugging Face dataset id (used when the hub is reachable) and/or a
+local file (JSON, JSONL, optionally gzipped, or Parquet). A local file wins when it exists. A
+malformed row never sinks the load and is never silently dropped: it is skipped, counted and
+reported in the split's `LoadReport` with its file and line; a split with no usable row is an
+error that names the file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import warnings
+from abc import abstractmethod
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from envs.types import Problem
+from tasks.base import Task, TaskError
+
+DATA_DIR_ENV = "RLVR_DATA_DIR"
+"""Environment variable naming a folder that relative local paths are resolved against."""
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """Where one split's rows come from.
+
+    Attributes:
+        local: A file path; relative paths are resolved against ``$RLVR_DATA_DIR`` and then the
+            current directory.
+        hf_id: A Hugging Face dataset id, used when no local file is found.
+        hf_config: The dataset configuration name, if any.
+        hf_split: The split name on the hub.
+    """
+
+    local: str | None = None
+    hf_id: str | None = None
+    hf_config: str | None = None
+    hf_split: str = "test"
+
+    def local_path(self) -> Path | None:
+        if not self.local:
+            return None
+        candidates = [Path(self.local).expanduser()]
+        if not candidates[0].is_absolute() and os.environ.get(DATA_DIR_ENV):
+            candidates.insert(0, Path(os.environ[DATA_DIR_ENV]) / self.local)
+        return next((p for p in candidates if p.exists()), None)
+
+    def describe(self) -> str:
+        return " or ".join(x for x in (self.local and f"file {self.local}", self.hf_id and f"hub {self.hf_id}") if x)
+
+
+@dataclass
+class LoadReport:
+    """What loading one split found.
+
+    Attributes:
+        origin: The file or hub id the rows came from.
+        rows: Rows read.
+        bad_rows: ``[(location, reason)]`` for every row skipped.
+    """
+
+    origin: str
+    rows: int = 0
+    bad_rows: list[tuple[str, str]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        s = f"{self.rows} rows from {self.origin}"
+        if self.bad_rows:
+            s += f"; {len(self.bad_rows)} malformed rows skipped (first: {self.bad_rows[0][0]}: {self.bad_rows[0][1]})"
+        return s
+
+
+def _read_json_rows(path: Path, report: LoadReport) -> list[dict[str, Any]]:
+    """Rows of a JSON array or JSONL file, with malformed lines recorded in ``report``."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        text = f.read()
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise TaskError(f"{path}: not valid JSON at line {e.lineno} column {e.colno}: {e.msg}") from e
+        rows = []
+        for i, row in enumerate(data):
+            if isinstance(row, dict):
+                rows.append(row)
+            else:
+                report.bad_rows.append((f"{path}[{i}]", f"expected an object, got {type(row).__name__}"))
+        return rows
+    rows = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            report.bad_rows.append((f"{path}:{lineno}", f"invalid JSON: {e.msg} at column {e.colno}"))
+            continue
+        if not isinstance(row, dict):
+            report.bad_rows.append((f"{path}:{lineno}", f"expected an object, got {type(row).__name__}"))
+            continue
+        rows.append(row)
+    return rows
+
+
+def load_rows(source: DataSource) -> tuple[list[dict[str, Any]], LoadReport]:
+    """Load a split's raw rows through `datasets` (local file first, then the hub)."""
+    import datasets  # heavy: imported only when data is actually loaded
+
+    path = source.local_path()
+    if path is not None:
+        report = LoadReport(str(path))
+        fmt = "parquet" if path.suffix == ".parquet" else "json"
+        try:
+            ds = datasets.load_dataset(fmt, data_files=str(path), split="train")
+            rows = ds.to_list()
+        except Exception:
+            if fmt != "json":
+                raise
+            # datasets refuses a file with any malformed line; read it line by line to find,
+            # count and skip the bad rows instead of losing the whole split.
+            rows = _read_json_rows(path, report)
+            if rows:
+                rows = datasets.Dataset.from_list(rows).to_list()
+        report.rows = len(rows) + len(report.bad_rows)
+        return rows, report
+    if source.hf_id:
+        try:
+            ds = datasets.load_dataset(source.hf_id, source.hf_config, split=source.hf_split)
+        except Exception as e:
+            where = f" (no local file at {source.local!r}; set ${DATA_DIR_ENV} to a folder that has it)" if source.local else ""
+            raise TaskError(f"could not load {source.hf_id!r} split {source.hf_split!r} from the Hugging Face hub{where}: {type(e).__name__}: {e}") from e
+        rows = ds.to_list()
+        return rows, LoadReport(f"hf:{source.hf_id}", rows=len(rows))
+    raise TaskError(f"data file {source.local!r} not found (looked in ${DATA_DIR_ENV} and the current directory) and no hub id is set")
+
+
+class DatasetTask(Task):
+    """A task over static splits. Subclasses set `sources` and implement `row_to_problem`.
+
+    Attributes:
+        sources: ``{split: DataSource}``.
+        max_bad_fraction: Above this fraction of malformed rows, loading fails instead of warning.
+    """
+
+    sources: dict[str, DataSource] = {}
+    max_bad_fraction: float = 0.05
+
+    @property
+    def splits(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(self.sources)
+
+    @abstractmethod
+    def row_to_problem(self, row: dict[str, Any], split: str, index: int) -> Problem:
+        """Convert one raw row; raise KeyError/ValueError/TypeError for a malformed row."""
+
+    def size(self, split: str) -> int:
+        return len(self._split(split))
+
+    def get(self, split: str, index: int) -> Problem:
+        return self._split(split)[index]
+
+    def load_report(self, split: str) -> LoadReport:
+        self._split(split)
+        return self._reports[split]
+
+    @cached_property
+    def _loaded(self) -> dict[str, list[Problem]]:
+        return {}
+
+    @cached_property
+    def _reports(self) -> dict[str, LoadReport]:
+        return {}
+
+    def _split(self, split: str) -> list[Problem]:
+        self.check_split(split)
+        if split not in self._loaded:
+            rows, report = load_rows(self.sources[split])
+            problems = []
+            for i, row in enumerate(rows):
+                try:
+                    problems.append(self.row_to_problem(row, split, i))
+                except (KeyError, ValueError, TypeError) as e:
+                    report.bad_rows.append((f"{report.origin} row {i}", f"{type(e).__name__}: {e}"))
+            if not problems:
+                raise TaskError(f"{self.id}: split {split!r} has no usable rows ({report.summary()})")
+            if report.bad_rows:
+                msg = f"{self.id}: split {split!r}: {report.summary()}"
+                if len(report.bad_rows) > self.max_bad_fraction * max(report.rows, 1):
+                    raise TaskError(msg + f" — more than {self.max_bad_fraction:.0%} of rows are malformed; fix the file")
+                warnings.warn(msg, RuntimeWarning, stacklevel=2)
+            self._loaded[split], self._reports[split] = problems, report
+        return self._loaded[split]

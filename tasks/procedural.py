@@ -1,0 +1,151 @@
+"""Procedural tasks: items generated from a seed, held-out splits frozen to checked-in files.
+
+A procedural item is a pure function of (task id, config, split, index); its seed is
+`stable_hash` of those fields. The held-out split of the default configuration is frozen as a
+JSONL file with a recorded checksum, so benchmark numbers stay comparable across code versions.
+Training items whose canonical question appears in a held-out split are skipped (the next
+attempt's seed is drawn), so train and test cannot overlap by construction; the leakage check
+(`tasks.leakage`) verifies it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from abc import abstractmethod
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from envs.types import Problem
+from tasks.base import Task, TaskError, stable_hash
+
+DATA_DIR = Path(__file__).parent / "data"
+
+
+def file_sha256(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_jsonl(problems: list[Problem], path: Path) -> str:
+    """Write problems as JSONL (one canonical JSON object a line); return the file's checksum."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for p in problems:
+            f.write(json.dumps(p.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
+    return file_sha256(path)
+
+
+class ProceduralTask(Task):
+    """A task whose items are generated.
+
+    Subclasses implement `generate(rng, split, index)` and set:
+        split_sizes: size of each finite split (None for unbounded, e.g. train).
+        frozen: ``{split: "sha256:..."}`` for splits checked in under ``tasks/data/<id>/``.
+        default_config: the configuration the frozen files were generated with.
+    """
+
+    split_sizes: dict[str, int | None] = {"train": None, "test": 500}
+    frozen: dict[str, str] = {}
+    default_config: dict[str, Any] = {}
+
+    def __init__(self, **config: Any):
+        unknown = set(config) - set(self.default_config)
+        if unknown:
+            raise TaskError(f"{type(self).__name__}: unknown config key(s) {sorted(unknown)}; known: {sorted(self.default_config)}")
+        self._config = {**self.default_config, **config}
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self._config)
+
+    @property
+    def splits(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(self.split_sizes)
+
+    @abstractmethod
+    def generate(self, rng: random.Random, split: str, index: int) -> Problem:
+        """Build one problem from ``rng`` (already seeded for this item)."""
+
+    # -- Task ---------------------------------------------------------------------------------
+
+    def size(self, split: str) -> int | None:
+        self.check_split(split)
+        return self.split_sizes[split]
+
+    def get(self, split: str, index: int) -> Problem:
+        self.check_split(split)
+        n = self.split_sizes[split]
+        if index < 0 or (n is not None and index >= n):
+            raise IndexError(f"{self.id}: index {index} out of range for split {split!r} of size {n}")
+        if split in self._frozen_items:
+            return self._frozen_items[split][index]
+        return self._generate_fresh(split, index)
+
+    def checksum(self, split: str) -> str:
+        if split in self._frozen_items:
+            return self.frozen[split]
+        return super().checksum(split)
+
+    # -- generation ---------------------------------------------------------------------------
+
+    def seed_for(self, split: str, index: int, attempt: int = 0) -> int:
+        return stable_hash(self.id or type(self).__name__, self._config, split, index, attempt)
+
+    def _generate_fresh(self, split: str, index: int) -> Problem:
+        """Generate item ``index``, redrawing while it collides with a split held out from it."""
+        avoid = self._avoid_hashes(split)
+        for attempt in range(1000):
+            problem = self.generate(random.Random(self.seed_for(split, index, attempt)), split, index)
+            if self.canonical_question(problem) not in avoid:
+                return problem
+        raise TaskError(f"{self.id}: could not draw a {split!r} item that avoids held-out questions; the config's item space is too small")
+
+    def _avoid_hashes(self, split: str) -> frozenset[str]:
+        """Questions ``split`` must not contain: every held-out split for a training split; the
+        held-out splits listed before it for a held-out split (validation avoids test)."""
+        held = [s for s in self.heldout_splits if s in self.split_sizes]
+        avoid = tuple(held[: held.index(split)] if split in held else held)
+        if avoid not in self._avoid_cache:
+            self._avoid_cache[avoid] = frozenset(
+                self.canonical_question(self.get(s, i)) for s in avoid for i in range(self.split_sizes[s] or 0)
+            )
+        return self._avoid_cache[avoid]
+
+    @cached_property
+    def _avoid_cache(self) -> dict[tuple[str, ...], frozenset[str]]:
+        return {}
+
+    # -- frozen splits ------------------------------------------------------------------------
+
+    def frozen_path(self, split: str) -> Path:
+        return DATA_DIR / (self.id or type(self).__name__) / f"{split}.jsonl"
+
+    @cached_property
+    def _frozen_items(self) -> dict[str, list[Problem]]:
+        """Frozen splits, loaded and checked; only for the default configuration."""
+        if self._config != self.default_config:
+            return {}
+        items: dict[str, list[Problem]] = {}
+        for split, expected in self.frozen.items():
+            path = self.frozen_path(split)
+            if not path.exists():
+                raise TaskError(f"{self.id}: frozen split file {path} is missing; regenerate it with `rlvr tasks freeze {self.id} --split {split}`")
+            actual = file_sha256(path)
+            if actual != expected:
+                raise TaskError(f"{self.id}: frozen split {path} has checksum {actual}, expected {expected}; the held-out data changed")
+            with path.open(encoding="utf-8") as f:
+                items[split] = [Problem.from_dict(json.loads(line)) for line in f]
+            if len(items[split]) != self.split_sizes[split]:
+                raise TaskError(f"{self.id}: {path} holds {len(items[split])} items, expected {self.split_sizes[split]}")
+        return items
+
+    def freeze(self, split: str) -> tuple[Path, str]:
+        """Generate ``split`` from scratch and write it to its frozen file; returns (path, checksum)."""
+        n = self.size(split)
+        if n is None:
+            raise TaskError(f"cannot freeze unbounded split {split!r}")
+        problems = [self._generate_fresh(split, i) for i in range(n)]
+        path = self.frozen_path(split)
+        return path, write_jsonl(problems, path)

@@ -1,0 +1,45 @@
+import pytest
+
+from envs.base import safe_verify
+from envs.pool import VerifierPool
+from envs.testing import FaultyEnv
+from envs.types import Problem, Status
+
+
+P = Problem("p/0", "q", None)
+
+
+def test_safe_verify_contains_exceptions():
+    v = safe_verify(FaultyEnv(), P, "boom")
+    assert v.status is Status.ERROR and "verifier exploded" in v.info["error"] and v.reward == 0.0
+
+
+@pytest.mark.parametrize("kind,workers", [("inline", 0), ("thread", 2), ("process", 2)])
+def test_pool_verdicts_in_order(kind, workers):
+    with VerifierPool(FaultyEnv(), workers=workers, kind=kind, timeout_s=20) as pool:
+        completions = ["ok", "no", "boom", "ok"] * 3
+        verdicts = pool.verify([P] * len(completions), completions)
+    assert [v.passed for v in verdicts] == [c == "ok" for c in completions]
+    assert [v.status for v in verdicts].count(Status.ERROR) == 3
+    assert pool.stats.errors == 3 and pool.stats.verified == 12
+
+
+def test_process_pool_times_out_a_hung_verifier_and_recovers():
+    with VerifierPool(FaultyEnv(), workers=2, kind="process", timeout_s=1.0) as pool:
+        verdicts = pool.verify([P] * 3, ["ok", "hang", "ok"])
+        assert [v.status for v in verdicts] == [Status.OK, Status.TIMEOUT, Status.OK]
+        # the hung worker is replaced before the next batch
+        again = pool.verify([P] * 2, ["ok", "no"])
+        assert [v.passed for v in again] == [True, False]
+        assert pool.stats.timeouts == 1 and pool.stats.restarts == 1
+
+
+class Local(FaultyEnv):
+    pass
+
+
+def test_process_pool_reports_an_environment_it_cannot_load():
+    # defined in a test module that worker processes cannot import: every item is an error, fast
+    with VerifierPool(Local(), workers=1, kind="process", timeout_s=30) as pool:
+        verdicts = pool.verify([P] * 2, ["ok", "ok"])
+    assert all(v.status is Status.ERROR and "could not load" in v.info["error"] for v in verdicts)
