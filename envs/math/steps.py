@@ -60,7 +60,7 @@ def step_rewards(text: str, max_steps: int = MAX_STEPS) -> tuple[StepReward, ...
             for m in _PLAIN_RUN.finditer(line):
                 if "=" in m.group(0) and re.search(r"\d", m.group(0)):
                     lead = len(m.group(0)) - len(m.group(0).lstrip(" \t$,."))
-                    _chain(text, line_start + m.start() + lead, line_start + m.end(), steps)
+                    _chain(plain, line_start + m.start() + lead, line_start + m.end(), steps)
         line_start += len(line) + 1
     steps.sort(key=lambda s: s.start)
     return tuple(steps[:max_steps])
