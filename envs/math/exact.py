@@ -346,9 +346,9 @@ def _pow(node: N.Pow, env: Env) -> Alg:
         if q.denominator == 2:
             return sqrt_rational(base_q).power(q.numerator)
         raise NotExact("even root of a negative number")
-    if base_q < 0:
-        raise NotExact("fractional power of a negative number (principal branch is complex)")
-    return root_rational(base_q, q.denominator).power(q.numerator) if q.denominator != 2 else sqrt_rational(base_q).power(q.numerator)
+    if q.denominator == 2:
+        return sqrt_rational(base_q).power(q.numerator)
+    return root_rational(base_q, q.denominator).power(q.numerator)  # odd roots of negatives are real
 
 
 def _func(node: N.Func, env: Env) -> Alg:

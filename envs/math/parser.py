@@ -85,7 +85,7 @@ def _parse_cached(text: str) -> N.Node:
     if _WORDS.match(words) and _is_prose(words):
         return N.Text(_text_value(words))
     tokens = tokenize(s)
-    if tokens and all(t.kind == "text" for t in tokens):
+    if tokens and all(t.kind == "text" for t in tokens) and not re.fullmatch(r"\s*[A-Za-z]\s*", "".join(t.value for t in tokens)):
         return N.Text(_text_value(" ".join(t.value for t in tokens)))
     return Parser(tokens).parse()
 

@@ -43,7 +43,7 @@ def step_rewards(text: str, max_steps: int = MAX_STEPS) -> tuple[StepReward, ...
     masked = list(text)
 
     def mask(a: int, b: int) -> None:
-        masked[a:b] = " " * (b - a)
+        masked[a:b] = "\x00" * (b - a)  # not in the plain-run alphabet: runs stop at masked text
 
     for m in _ANNOTATION.finditer(text):
         _chain(text, m.start(1), m.end(1), steps)
@@ -105,8 +105,8 @@ def _chain(text: str, start: int, end: int, steps: list[StepReward]) -> None:
     for a, b in sides:
         raw = text[a:b]
         lead = len(raw) - len(raw.lstrip())
-        raw_stripped = raw.strip().replace("&", " ")
-        values.append((_constant(raw_stripped), (a + lead, a + lead + len(raw.strip()))))
+        core = re.sub(r"(?<=\S)[\s.,;:$]+$", "", raw.strip())  # "3.33," ends a sentence
+        values.append((_constant(core.replace("&", " ")), (a + lead, a + lead + len(core))))
     for (left, (ls, _)), (right, (rs, re_)) in zip(values, values[1:]):
         if left is None or right is None:
             continue
