@@ -85,7 +85,11 @@ def boxed_answers(text: str) -> list[Extraction]:
             close = matches.get(m.start(1))
             if close is None:
                 continue
-            found.append(Extraction(text[m.end(): close].strip(), m.end(), close, "boxed"))
+            inner_start = m.end()
+            inner = text[inner_start:close].strip()
+            while (nested := _BOXED.match(inner)) and nested.group(1) and inner.endswith("}"):
+                inner = inner[nested.end():-1].strip()  # \boxed{\boxed{3}}
+            found.append(Extraction(inner, inner_start, close, "boxed"))
             covered_until = close
         else:  # \boxed 5
             tail = re.match(r"\s*([^\s$]+)", text[m.end(): m.end() + 200])

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-MAX_ANSWER_CHARS = 4000
+MAX_ANSWER_CHARS = 10_000
 """Answers longer than this are not parsed (they compare as text): bounds time and memory."""
 
 MAX_NUMBER_DIGITS = 4000
@@ -61,7 +61,9 @@ SIMPLE = {
 }
 WITH_ARGS = {"frac", "binom", "sqrt", "text", "overline", "bar", "begin", "end", "mathbb"}
 BRACKETS = {"{": "\\{", "}": "\\}", "langle": "<(", "rangle": ">)", "lfloor": "floor(", "rfloor": "floor)", "lceil": "ceil(", "rceil": "ceil)"}
-TEXT_COMMANDS = {"text", "textbf", "textit", "textrm", "textnormal", "mathrm", "mathbf", "mathit", "mbox", "operatorname", "textsf", "mathsf", "boldsymbol", "bf"}
+TEXT_COMMANDS = {"text", "textbf", "textit", "textrm", "textnormal", "mathrm", "mbox", "operatorname", "textsf"}
+MATH_FONTS = {"mathbf", "mathit", "mathsf", "boldsymbol", "bm", "mathnormal"}
+"""Font commands around math (``\\mathbf{6}``, ``\\boldsymbol{v}``): their content is math, kept as is."""
 
 _STRIP = [
     (re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)(?![A-Za-z])\s*\.?"), ""),
@@ -275,6 +277,10 @@ def _command(s: str, i: int, depth: int, tokens: list[Token]) -> tuple[int, int]
     m = _IDENT.match(s, i + 1)
     assert m is not None
     name, end = m.group(0), m.end()
+    if name in MATH_FONTS:
+        content, end = _braced(s, end, name)
+        tokens.extend(Token(t.kind, t.value, t.pos + end - len(content) - 1) for t in tokenize(content))
+        return end, depth
     if name in TEXT_COMMANDS:
         content, end = _braced(s, end, name)
         tokens.append(Token("text", content, i))

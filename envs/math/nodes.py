@@ -162,16 +162,28 @@ def _key(node: Node) -> str:
     return repr(node)
 
 
+def _coeff_term(t: Node) -> tuple[Fraction, Node]:
+    """``3·x·y`` → (3, x·y): a term's rational coefficient and the rest."""
+    if isinstance(t, Mul):
+        nums = [a for a in t.args if isinstance(a, Num)]
+        if nums:  # mul() folds constants, so there is at most one
+            rest = tuple(a for a in t.args if not isinstance(a, Num))
+            return nums[0].value, rest[0] if len(rest) == 1 else Mul(rest)
+    return Fraction(1), t
+
+
 def add(*args: Node) -> Node:
-    """A canonical sum: flattened, rational constants folded, operands sorted."""
-    flat: list[Node] = []
+    """A canonical sum: flattened, like terms collected (``x + x = 2x``), operands sorted."""
+    coeffs: dict[Node, Fraction] = {}
     const = Fraction(0)
     for a in args:
         for t in a.args if isinstance(a, Add) else (a,):
             if isinstance(t, Num):
                 const += t.value
             else:
-                flat.append(t)
+                c, rest = _coeff_term(t)
+                coeffs[rest] = coeffs.get(rest, Fraction(0)) + c
+    flat = [mul(Num(c), rest) if c != 1 else rest for rest, c in coeffs.items() if c != 0]
     if const:
         flat.append(Num(const))
     if not flat:
@@ -182,18 +194,27 @@ def add(*args: Node) -> Node:
 
 
 def mul(*args: Node) -> Node:
-    """A canonical product: flattened, rational constants folded, operands sorted."""
-    flat: list[Node] = []
+    """A canonical product: flattened, rational constants folded, powers of one base combined
+    (``x·x^{-1} = 1``, valid for principal powers of x ≠ 0), operands sorted."""
+    exps: dict[Node, list[Node]] = {}
     const = Fraction(1)
     for a in args:
         for t in a.args if isinstance(a, Mul) else (a,):
             if isinstance(t, Num):
                 const *= t.value
+            elif isinstance(t, Pow):
+                exps.setdefault(t.base, []).append(t.exp)
             else:
-                flat.append(t)
-    if const == 0:
-        return ZERO
-    if const != 1:
+                exps.setdefault(t, []).append(ONE)
+    if const == 0 and ZERO not in exps:
+        return ZERO  # (0/0 keeps its Pow(0, -1): undefined, not zero)
+    flat: list[Node] = []
+    for base, es in exps.items():
+        e = es[0] if len(es) == 1 else add(*es)
+        if e == ZERO:
+            continue
+        flat.append(base if e == ONE else Pow(base, e))
+    if const != 1 or not flat and const == 0:
         flat.append(Num(const))
     if not flat:
         return ONE
@@ -209,13 +230,16 @@ def neg(a: Node) -> Node:
 def div(a: Node, b: Node) -> Node:
     if isinstance(b, Num) and b.value != 0:
         return mul(a, Num(1 / b.value))
-    return mul(a, Pow(b, MINUS_ONE))
+    return mul(a, power(b, MINUS_ONE))
 
 
 def power(base: Node, exp: Node) -> Node:
-    """``base^exp`` with only the trivial simplifications (``x^1 = x``); never evaluates."""
+    """``base^exp`` with only structural simplifications (``x^1 = x``, ``(b^e)^n = b^{e·n}``
+    for integer n); never evaluates, so ``9^{9^{9^9}}`` stays a small tree."""
     if exp == ONE:
         return base
+    if isinstance(base, Pow) and isinstance(exp, Num) and exp.value.denominator == 1:
+        return power(base.base, mul(base.exp, exp))
     return Pow(base, exp)
 
 
@@ -336,7 +360,7 @@ def to_text(node: Node) -> str:
             out += f" - {s[1:]}" if s.startswith("-") else f" + {s}"
         return out
     if isinstance(node, Mul):
-        parts = [node.args[-1], *node.args[:-1]] if isinstance(node.args[-1], Num) else list(node.args)
+        parts = sorted(node.args, key=lambda a: not isinstance(a, Num))  # coefficient first
         if parts[0] == MINUS_ONE:
             return "-" + "*".join(_wrap(p) for p in parts[1:])
         return "*".join(_wrap(p) for p in parts)

@@ -30,8 +30,9 @@ from functools import lru_cache
 from envs.math import nodes as N
 from envs.math.lexer import ParseError, Token, literal_value, normalize, tokenize
 
-MAX_DEPTH = 60
-"""Deepest nesting accepted; deeper input is refused rather than risking the recursion limit."""
+MAX_DEPTH = 50
+"""Deepest bracket/command nesting accepted; deeper input is refused rather than risking Python's
+recursion limit (each level costs about a dozen frames)."""
 
 UNITS = frozenset("""
 cm centimeter centimeters centimetre centimetres mm millimeter millimeters km kilometer kilometers
@@ -84,10 +85,29 @@ def _parse_cached(text: str) -> N.Node:
         return N.Text(choice.group(1).lower())
     if _WORDS.match(words) and _is_prose(words):
         return N.Text(_text_value(words))
+    s = _strip_outer_parens(s)
     tokens = tokenize(s)
-    if tokens and all(t.kind == "text" for t in tokens) and not re.fullmatch(r"\s*[A-Za-z]\s*", "".join(t.value for t in tokens)):
+    if tokens and all(t.kind == "text" for t in tokens) and not re.fullmatch(r"\s*(?:[A-Za-z]|\d+(?:\.\d+)?)\s*", "".join(t.value for t in tokens)):
         return N.Text(_text_value(" ".join(t.value for t in tokens)))
     return Parser(tokens).parse()
+
+
+def _strip_outer_parens(s: str) -> str:
+    """``((((2))))`` → ``2`` in one linear pass (grouping parentheses around the whole answer add
+    nothing; a tuple keeps its own pair)."""
+    if not s.startswith("(("):
+        return s
+    match: dict[int, int] = {}
+    stack: list[int] = []
+    for k, ch in enumerate(s):
+        if ch == "(":
+            stack.append(k)
+        elif ch == ")" and stack:
+            match[stack.pop()] = k
+    i, j = 0, len(s) - 1
+    while s[i] == "(" and match.get(i) == j and s[i + 1] == "(" and match.get(i + 1) == j - 1:
+        i, j = i + 1, j - 1
+    return s[i: j + 1]
 
 
 def _strip_text_wrappers(s: str) -> str:
@@ -178,7 +198,6 @@ class Parser:
         return items[0] if len(items) == 1 else N.Answers(tuple(items))
 
     def statement(self) -> N.Node:
-        self.enter()
         terms = [self.union()]
         ops: list[str] = []
         while True:
@@ -192,7 +211,6 @@ class Parser:
                 ops = []
             else:
                 break
-        self.depth -= 1
         return terms[0] if not ops else N.Relation(tuple(ops), tuple(terms))
 
     def union(self) -> N.Node:
@@ -214,7 +232,6 @@ class Parser:
         return node
 
     def expr(self) -> N.Node:
-        self.enter()
         node: N.Node | None = None
         if self.at("op", "pm") or self.at("op", "mp"):
             self.take()
@@ -238,7 +255,6 @@ class Parser:
                 node = N.add(node, N.neg(rhs))
             else:
                 node = N.PlusMinus(node, rhs)
-        self.depth -= 1
         return node
 
     def term(self) -> N.Node:
@@ -439,8 +455,9 @@ class Parser:
             return self._function(name)
         if len(name) == 1 or name in _GREEK_NAMES:
             return self._variable(name)
-        if len(name) == 2:  # "xy" in math text is a product of two variables
-            return N.mul(self._letter(name[0]), self._variable(name[1]))
+        if len(name) == 2:  # "ab" in math text is a product: split it so "ab^2" is a·b²
+            self.toks.insert(self.i, Token("ident", name[1], t.pos + 1))
+            return self._letter(name[0])
         raise ParseError(f"unknown word {name!r} at position {t.pos}")
 
     def _letter(self, ch: str) -> N.Node:
@@ -463,8 +480,8 @@ class Parser:
             return _KNOWN_WORDS[low]
         if len(content) == 1 and content.isalpha():
             return self._variable(content)
-        if content.isdigit():
-            return N.Num(Fraction(int(content)))
+        if re.fullmatch(r"\d+(?:\.\d+)?", content):  # \text{6}
+            return N.Num(Fraction(content))
         if low in ("sin", "cos", "tan", "log", "ln", "exp", "lcm", "gcd", "sec", "csc", "cot", "arcsin", "arccos", "arctan"):
             return self._function(low)
         if re.fullmatch(r"[A-Za-z ,()]+", content):
@@ -516,7 +533,7 @@ class Parser:
         elif self.at("open", "{"):
             args = [self._arg()]
         else:
-            args = [self.power()]
+            args = [self._bare_function_arg()]
         if name == "log" and base is not None:
             node: N.Node = N.Func("log", (args[0], base))
         elif name in ("log", "ln"):  # policy: \log without a base is the natural logarithm
@@ -528,6 +545,15 @@ class Parser:
                 return N.Func("a" + name, node.args)
             node = N.power(node, power)
         return node
+
+    def _bare_function_arg(self) -> N.Node:
+        """``\sin 2x`` is sin(2x): factors written side by side, up to an operator or function."""
+        node = self.power()
+        while True:
+            t = self.peek()
+            if t is None or not (t.kind == "num" or (t.kind == "ident" and (len(t.value) <= 2 or t.value in _GREEK_NAMES) and t.value.lower() not in _SEPARATOR_WORDS | UNITS) or (t.kind == "op" and t.value == "pi")):
+                return node
+            node = N.mul(node, self.power())
 
     def _arg(self) -> N.Node:
         """A command argument: ``{...}`` or one token (``\\frac12``, ``\\sqrt2``, ``\\sqrt x``)."""

@@ -93,7 +93,9 @@ def test_prose_is_text_never_code():
 
 def test_deep_nesting_and_huge_literals_are_refused_not_crashing():
     with pytest.raises(ParseError, match="nesting"):
-        parse_answer("(" * 200 + "1" + ")" * 200)
+        parse_answer("\\sqrt{" * 200 + "2" + "}" * 200)
+    assert parse_answer("(" * 3000 + "1" + ")" * 3000) == num(1)  # redundant grouping is stripped
+    assert parse_answer("((1, 2))") == N.Tuple((num(1), num(2)))
     with pytest.raises(ParseError):
         parse_answer("9" * 5000)
     with pytest.raises(ParseError):
