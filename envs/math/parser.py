@@ -547,7 +547,7 @@ class Parser:
         return node
 
     def _bare_function_arg(self) -> N.Node:
-        """``\sin 2x`` is sin(2x): factors written side by side, up to an operator or function."""
+        """``\\sin 2x`` is sin(2x): factors written side by side, up to an operator or function."""
         node = self.power()
         while True:
             t = self.peek()

@@ -72,8 +72,11 @@ def test_pathological_inputs_are_answered_not_hung():
     cases = [
         ("\\boxed{9^{9^{9^9}}}", "1", False),
         ("\\boxed{9^{9^{9^9}}}", "9^{9^{9^9}}", True),
-        ("\\boxed{" + "(" * 5000 + "1" + ")" * 5000 + "}", "1", False),
-        ("\\boxed{" + "1+" * 3000 + "1}", "3001", False),  # longer than the parser accepts
+        ("\\boxed{" + "(" * 5000 + "1" + ")" * 5000 + "}", "1", True),  # redundant grouping
+        ("\\boxed{" + "(" * 5000 + "1" + ")" * 5000 + "}", "2", False),
+        ("\\boxed{" + "\\frac{1}{" * 200 + "2" + "}" * 200 + "}", "2", False),  # refused: too deep
+        ("\\boxed{" + "1+" * 3000 + "1}", "3001", True),
+        ("\\boxed{" + "1+" * 6000 + "1}", "6001", False),  # longer than the parser accepts (MAX_ANSWER_CHARS)
         ("x" * 1_000_000 + "\\boxed{3}", "3", True),
         ("\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "2", False),
         ("\\boxed{(10^{100})!}", "1", False),
