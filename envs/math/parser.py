@@ -16,7 +16,7 @@ Grammar, loosest binding first::
     atom      := number | variable | constant | function | \\frac | \\sqrt | \\binom | group
                | tuple | interval | set | matrix | |abs| | text
 
-Conventions (documented in `envs.math.policy`): ``i`` is the imaginary unit, ``e`` Euler's number;
+Conventions (the comparison policy is documented in `envs.math.compare`): ``i`` is the imaginary unit, ``e`` Euler's number;
 an integer directly followed by a numeric ``\\frac`` is a mixed number (``2\\frac12 = 5/2``);
 units after a quantity are dropped; ``(a, b)`` is a tuple that also matches the open interval.
 """
