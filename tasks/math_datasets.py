@@ -72,11 +72,20 @@ class MathDatasetTask(DatasetTask):
             raise KeyError(f"no {self.answer_field!r} field and no \\boxed{{}} in the solution")
         return boxed
 
+    def usable_solution(self, solution: str) -> bool:
+        """Whether a dataset solution states its answer the way completions must (a box).
+
+        AoPS transcriptions (AIME) often end with ``\\textbf{(113)}`` or no marked answer; they
+        are kept as ``reference_solution`` but not offered as gold completions."""
+        return last_boxed(solution) is not None
+
     def row_to_problem(self, row: dict[str, Any], split: str, index: int) -> Problem:
         meta = {k: row[k] for k in ("level", "type", "subject", "unique_id", "url", "year") if row.get(k) not in (None, "")}
         solution = row.get("solution")
         if isinstance(solution, str) and solution.strip():
-            meta["solution"] = solution
+            meta["reference_solution"] = solution
+            if self.usable_solution(solution):
+                meta["solution"] = solution  # a worked completion the checker can read
         pid = str(row.get("unique_id") or row.get("id") or index)
         return Problem(
             id=pid if "/" in pid else f"{split}/{pid}",  # MATH ids ("test/algebra/1.json") are shared by MATH-500
@@ -105,6 +114,9 @@ class GSM8K(MathDatasetTask):
             raise ValueError("answer has no '#### <number>' line")
         return _answer_text(answer.rsplit("####", 1)[1].strip().replace(",", ""))
 
+    def usable_solution(self, solution: str) -> bool:
+        return "####" in solution
+
     def row_to_problem(self, row: dict[str, Any], split: str, index: int) -> Problem:
         problem = super().row_to_problem({**row, "solution": row.get("answer")}, split, index)
         return Problem(f"{split}/{index}", problem.prompt, problem.reference, problem.metadata)
@@ -114,6 +126,8 @@ class HendrycksMath(MathDatasetTask):
     """MATH (Hendrycks et al.): 7,500 train / 5,000 test competition problems in seven subjects.
 
     Split ``test_rest``: the test problems outside MATH-500, for training with MATH-500 held out.
+    Train leaves out rows without an answer (reported as malformed) and the one problem whose text
+    also appears in test.
     """
 
     sources = {
@@ -137,9 +151,15 @@ class HendrycksMath(MathDatasetTask):
         return frozenset(re.sub(r"\s+", " ", _question(r)).strip() for r in rows)
 
     def _split(self, split: str) -> list[Problem]:
-        if split != "test_rest" or split in self._loaded:
+        if split not in ("test_rest", "train") or split in self._loaded:
             return super()._split(split)
         problems = super()._split(split)
+        if split == "train":
+            # The release has a train problem whose text is also a test problem; training on it
+            # would leak into every MATH/MATH-500 evaluation, so train drops it (test is untouched).
+            test = {self.canonical_question(p) for p in self._split("test")}
+            self._loaded[split] = [p for p in problems if self.canonical_question(p) not in test]
+            return self._loaded[split]
         held = self._math500_questions
         # MATH-500 problems are identified by their text (ids differ between hub copies)
         self._loaded[split] = [p for p in problems if _raw_question(p) not in held]
@@ -163,6 +183,9 @@ class Math500(MathDatasetTask):
 
 class AIME24(MathDatasetTask):
     """AIME 2024 I and II: 30 problems, integer answers 0-999 (held out)."""
+
+    def usable_solution(self, solution: str) -> bool:
+        return False  # AoPS write-ups mark answers inconsistently; gold completions use the answer
 
     sources = {"test": DataSource(local="aime/aime24.jsonl", hf_id="HuggingFaceH4/aime_2024", hf_split="train")}
 

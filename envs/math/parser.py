@@ -87,8 +87,12 @@ def _parse_cached(text: str) -> N.Node:
         return N.Text(_text_value(words))
     s = _strip_outer_parens(s)
     tokens = tokenize(s)
-    if tokens and all(t.kind == "text" for t in tokens) and not re.fullmatch(r"\s*(?:[A-Za-z]|\d+(?:\.\d+)?)\s*", "".join(t.value for t in tokens)):
-        return N.Text(_text_value(" ".join(t.value for t in tokens)))
+    if tokens and all(t.kind == "text" for t in tokens):
+        content = " ".join(t.value for t in tokens)
+        if re.fullmatch(r"[\s()]*[-+]?\d[\d.,]*[\s()]*", content):  # \textbf{(113)}: a number in text
+            return _parse_cached(content.strip())
+        if not re.fullmatch(r"\s*[A-Za-z]\s*", content):
+            return N.Text(_text_value(content))
     return Parser(tokens).parse()
 
 

@@ -35,11 +35,18 @@ def test_references_are_what_the_checker_expects():
 
 
 def test_gold_solutions_pass_the_checker():
-    for task_id, split in (("gsm8k-v1", "test"), ("math500-v1", "test")):
+    for task_id, split in (("gsm8k-v1", "test"), ("math500-v1", "test"), ("aime24-v1", "test"), ("amc23-v1", "test")):
         task = tasks.make(task_id)
         for p in task.problems(split, limit=60):
-            v = task.env.verify(p, task.solution(p))
+            v = task.env.verify(p, task.env.gold_completion(p))
             assert v.passed, (task_id, p.id, p.reference, v.info)
+
+
+def test_math_train_shares_no_question_with_test():
+    from tasks.leakage import check_leakage
+
+    report = check_leakage(tasks.make("hendrycks-math-v1"), "train")
+    assert report.clean, report.summary()
 
 
 def test_math500_is_disjoint_from_test_rest_and_contained_in_test():
