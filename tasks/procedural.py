@@ -49,6 +49,9 @@ class ProceduralTask(Task):
     split_sizes: dict[str, int | None] = {"train": None, "test": 500}
     frozen: dict[str, str] = {}
     default_config: dict[str, Any] = {}
+    demo_keys: frozenset[str] = frozenset()
+    """Config keys that only change how demonstrations (worked solutions for SFT) are written,
+    not which items exist: they are left out of seeds and do not unfreeze frozen splits."""
 
     def __init__(self, **config: Any):
         unknown = set(config) - set(self.default_config)
@@ -90,8 +93,13 @@ class ProceduralTask(Task):
 
     # -- generation ---------------------------------------------------------------------------
 
+    @property
+    def item_config(self) -> dict[str, Any]:
+        """The configuration that determines the items (everything but `demo_keys`)."""
+        return {k: v for k, v in self._config.items() if k not in self.demo_keys}
+
     def seed_for(self, split: str, index: int, attempt: int = 0) -> int:
-        return stable_hash(self.id or type(self).__name__, self._config, split, index, attempt)
+        return stable_hash(self.id or type(self).__name__, self.item_config, split, index, attempt)
 
     def _generate_fresh(self, split: str, index: int) -> Problem:
         """Generate item ``index``, redrawing while it collides with a split held out from it."""
@@ -125,7 +133,7 @@ class ProceduralTask(Task):
     @cached_property
     def _frozen_items(self) -> dict[str, list[Problem]]:
         """Frozen splits, loaded and checked; only for the default configuration."""
-        if self._config != self.default_config:
+        if self.item_config != {k: v for k, v in self.default_config.items() if k not in self.demo_keys}:
             return {}
         items: dict[str, list[Problem]] = {}
         for split, expected in self.frozen.items():
