@@ -1,0 +1,61 @@
+"""The embedded base model: a tiny Llama-architecture causal LM built from a config, no download.
+
+It is an ordinary transformers model: it saves with ``save_pretrained`` and reloads with
+``AutoModelForCausalLM.from_pretrained``, so every code path that runs on it runs on any Hugging
+Face model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from rlvr.models.tokenizer import build_byte_tokenizer
+
+
+@dataclass
+class TinyModelConfig:
+    """Architecture of the embedded model.
+
+    Attributes:
+        hidden_size: Width of the residual stream.
+        layers: Number of transformer blocks.
+        heads: Attention heads (head size = hidden_size / heads).
+        intermediate_size: Width of the MLP.
+        max_positions: Longest sequence (prompt + completion) in tokens.
+        seed: Initialisation seed.
+    """
+
+    hidden_size: int = 256
+    layers: int = 4
+    heads: int = 4
+    intermediate_size: int = 768
+    max_positions: int = 256
+    seed: int = 0
+
+
+def build_tiny_model(cfg: TinyModelConfig, out_dir: str | Path) -> Path:
+    """Create a randomly initialised tiny model and its tokenizer in ``out_dir`` (HF format)."""
+    tokenizer = build_byte_tokenizer()
+    torch.manual_seed(cfg.seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.layers,
+        num_attention_heads=cfg.heads,
+        num_key_value_heads=cfg.heads,
+        max_position_embeddings=cfg.max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = LlamaForCausalLM(config)
+    out = Path(out_dir)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
