@@ -1,0 +1,1 @@
+"""Held-out evaluation: metrics (`metrics`) and the runner behind `rlvr eval` (`runner`)."""

@@ -1,0 +1,70 @@
+"""Evaluation statistics, as pure functions.
+
+- pass@k: unbiased estimator of Chen et al. (2021), ``1 - C(n-c, k) / C(n, k)`` for n samples of
+  which c are correct, averaged over problems.
+- mean@k: mean accuracy over the k samples of each problem, averaged over problems.
+- maj@k: a problem counts as solved when the most frequent extracted answer among its k samples
+  is correct (ties broken by first occurrence); samples without an answer do not vote.
+- Confidence intervals: Wilson score interval for a proportion; for per-problem means, a normal
+  interval with the standard error over problems.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Sequence
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one problem: probability that at least one of k of the n samples is correct."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples, got {n}")
+    if n - c < k:
+        return 1.0
+    # 1 - prod_{i=n-c+1}^{n} (1 - k/i), numerically stable
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+def majority_correct(answers: Sequence[str | None], correct: Sequence[bool]) -> bool:
+    """Whether the most frequent non-empty answer is a correct one."""
+    votes = Counter(a for a in answers if a)
+    if not votes:
+        return False
+    top = max(votes, key=lambda a: (votes[a], -answers.index(a)))
+    return any(c for a, c in zip(answers, correct) if a == top)
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval for a proportion."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1 + z**2 / n
+    centre = (p + z**2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mean_interval(values: Sequence[float], z: float = 1.96) -> tuple[float, float]:
+    """Normal 95% interval of the mean of per-problem values."""
+    n = len(values)
+    if n < 2:
+        m = values[0] if values else 0.0
+        return (m, m)
+    m = sum(values) / n
+    var = sum((v - m) ** 2 for v in values) / (n - 1)
+    half = z * math.sqrt(var / n)
+    return (max(0.0, m - half), min(1.0, m + half))
+
+
+def ks_up_to(n: int) -> list[int]:
+    """1, 2, 4, ... up to n, plus n itself."""
+    ks, k = [], 1
+    while k < n:
+        ks.append(k)
+        k *= 2
+    return ks + [n]
