@@ -26,3 +26,25 @@ class FaultyEnv(Environment):
             time.sleep(self.hang_s)
         ok = completion == "ok"
         return Verdict(float(ok), ok, extracted=completion)
+
+
+class FlakyEnv(Environment):
+    """Wraps a registered environment and raises on every ``raise_every``-th call (0 = never) or
+    on every call with ``always_raise``: a verifier failing in production, contained by callers."""
+
+    def __init__(self, inner: str = "math-v1", raise_every: int = 3, always_raise: bool = False):
+        import envs
+
+        self.inner = envs.make(inner)
+        self.raise_every = raise_every
+        self.always_raise = always_raise
+        self._calls = 0
+
+    def format_prompt(self, problem: Problem):
+        return self.inner.format_prompt(problem)
+
+    def verify(self, problem: Problem, completion: str) -> Verdict:
+        self._calls += 1
+        if self.always_raise or (self.raise_every and self._calls % self.raise_every == 0):
+            raise RuntimeError(f"flaky verifier failed on call {self._calls}")
+        return self.inner.verify(problem, completion)

@@ -1,0 +1,114 @@
+"""Rollouts with Hugging Face ``generate``: the embedded default, on CPU or GPU.
+
+The engine shares the trainer's model object, so there is nothing to sync after an optimizer
+step. Log-probs come from the logits ``generate`` returns, scaled by the temperature, so they are
+the log-probs of the distribution the tokens were actually drawn from.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from envs.types import Message
+from rlvr.rollout.base import Completion, SamplingParams
+
+
+def render_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[Message]) -> str:
+    """Plain text as is; chat messages through the tokenizer's chat template."""
+    if isinstance(prompt, str):
+        return prompt
+    return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+
+
+def token_char_ends(tokenizer: PreTrainedTokenizerBase, ids: list[int], text_len: int) -> list[int]:
+    """Character offset in the decoded text at which each token ends.
+
+    Decodes token by token (linear time); exact for tokenizers whose tokens decode independently
+    (ASCII text with byte-level or SentencePiece vocabularies), clamped to the text otherwise.
+    """
+    pieces = tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=True)
+    ends, pos = [], 0
+    for piece in pieces:
+        pos = min(pos + len(piece), text_len)
+        ends.append(pos)
+    return ends
+
+
+class HFGenerateEngine:
+    """`RolloutEngine` over ``model.generate``.
+
+    Args:
+        model: The policy (shared with the trainer).
+        tokenizer: Its tokenizer; prompts are left-padded for generation.
+        max_batch_sequences: Sequences per ``generate`` call (bounds memory).
+    """
+
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_batch_sequences: int = 256):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch_sequences = max_batch_sequences
+        if tokenizer.pad_token_id is None:  # many causal LMs ship without one
+            tokenizer.pad_token = tokenizer.eos_token
+
+    def load_weights(self, model: object) -> None:
+        """Nothing to do: the engine generates with the trainer's own model object."""
+
+    @torch.inference_mode()
+    def generate(self, prompts: Sequence[str | list[Message]], n: int, sampling: SamplingParams) -> list[Completion]:
+        texts = [render_prompt(self.tokenizer, p) for p in prompts]
+        jobs = [(i, t) for i, t in enumerate(texts) for _ in range(n)]
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            out: list[Completion] = []
+            for start in range(0, len(jobs), self.max_batch_sequences):
+                out += self._generate_chunk(jobs[start: start + self.max_batch_sequences], sampling)
+            return out
+        finally:
+            self.model.train(was_training)
+
+    def _generate_chunk(self, jobs: list[tuple[int, str]], sampling: SamplingParams) -> list[Completion]:
+        tok = self.tokenizer
+        enc = tok([t for _, t in jobs], return_tensors="pt", padding=True, padding_side="left")
+        device = next(self.model.parameters()).device
+        enc = {k: v.to(device) for k, v in enc.items()}
+        kwargs = dict(do_sample=False) if sampling.greedy else dict(
+            do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,  # 0 = off
+        )
+        result = self.model.generate(
+            **enc, **kwargs, max_new_tokens=sampling.max_new_tokens,
+            pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+            output_logits=True, return_dict_in_generate=True,
+        )
+        width = enc["input_ids"].shape[1]
+        new_tokens = result.sequences[:, width:]  # [B, steps]
+        logits = torch.stack(result.logits, dim=1).float()  # [B, steps, V], before any processing
+        if not sampling.greedy:
+            logits = logits / sampling.temperature
+        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
+
+        is_eos = new_tokens == tok.eos_token_id
+        has_eos = is_eos.any(dim=1)
+        # length includes the first eos; sequences without one run to the last step
+        lengths = torch.where(has_eos, is_eos.int().argmax(dim=1) + 1, torch.full_like(has_eos, new_tokens.shape[1], dtype=torch.long))
+        completions = []
+        for row, (prompt_index, _) in enumerate(jobs):
+            n_tok = int(lengths[row])
+            ids = new_tokens[row, :n_tok].tolist()
+            prompt_ids = enc["input_ids"][row][enc["attention_mask"][row].bool()].tolist()
+            text = tok.decode(ids, skip_special_tokens=True)
+            completions.append(Completion(
+                prompt_index=prompt_index,
+                prompt_ids=prompt_ids,
+                token_ids=ids,
+                logprobs=logprobs[row, :n_tok].tolist(),
+                text=text,
+                truncated=not bool(has_eos[row]),
+                char_ends=token_char_ends(tok, ids, len(text)),
+            ))
+        return completions

@@ -1,0 +1,88 @@
+"""The run directory ``runs/NAME/``: resolved config, metrics, TensorBoard events, sampled
+completions with their verdicts, checkpoints and plots. Every write is flushed at once, so a
+killed run keeps everything it logged."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from rlvr.config import dump_yaml
+from rlvr.plots import plot_metrics
+
+
+class RunDir:
+    """Writer for one run's directory (only the main process writes).
+
+    Layout: ``config.yaml``, ``metrics.jsonl``, ``samples.jsonl``, ``tb/`` (TensorBoard),
+    ``checkpoints/step-N/``, ``final/`` (the trained model), ``curves.png``, ``run_state.json``.
+    """
+
+    def __init__(self, path: str | Path, *, tensorboard: bool = True, enabled: bool = True):
+        self.path = Path(path)
+        self.enabled = enabled
+        self._tb = None
+        if enabled:
+            self.path.mkdir(parents=True, exist_ok=True)
+            if tensorboard:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(self.path / "tb"))
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    def write_config(self, cfg: Any) -> None:
+        if self.enabled:
+            dump_yaml(cfg, self.path / "config.yaml")
+
+    def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
+        if not self.enabled:
+            return
+        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
+        with self.metrics_path.open("a") as f:
+            f.write(json.dumps({"step": step, "time": time.time(), **clean}) + "\n")
+        if self._tb is not None:
+            for k, v in clean.items():
+                if isinstance(v, (int, float)) and v is not None:
+                    self._tb.add_scalar(k, v, step)
+            self._tb.flush()
+
+    def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        if self.enabled and rows:
+            with (self.path / "samples.jsonl").open("a") as f:
+                for row in rows:
+                    f.write(json.dumps({"step": step, **row}, ensure_ascii=False) + "\n")
+
+    def truncate_after(self, step: int) -> None:
+        """Drop logged rows past ``step`` (a resumed run repeats them)."""
+        for name in ("metrics.jsonl", "samples.jsonl"):
+            p = self.path / name
+            if self.enabled and p.exists():
+                keep = [line for line in p.read_text().splitlines() if _row_step(line) <= step]
+                p.write_text("".join(line + "\n" for line in keep))
+
+    def write_state(self, **state: Any) -> None:
+        if self.enabled:
+            (self.path / "run_state.json").write_text(json.dumps(state, indent=2, default=str))
+
+    def plot(self, title: str = "") -> Path | None:
+        if not self.enabled:
+            return None
+        return plot_metrics(self.metrics_path, self.path / "curves.png", title=title)
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+
+def _row_step(line: str) -> float:
+    try:
+        return json.loads(line).get("step", 0)
+    except json.JSONDecodeError:
+        return math.inf  # a torn last line of a killed run: drop it

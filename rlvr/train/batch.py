@@ -1,0 +1,77 @@
+"""Token tensors for training: prompt + completion sequences, masks, per-token log-probs.
+
+Positions are in "target space": index t of a ``[B, L-1]`` tensor refers to predicting token t+1
+of the ``[B, L]`` input from tokens 0..t. The completion mask is 1 where that target is a
+completion token (including the end-of-sequence token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
+
+
+@dataclass
+class TokenBatch:
+    """Right-padded sequences.
+
+    Attributes:
+        input_ids: ``[B, L]`` prompt then completion tokens, padded on the right.
+        attention_mask: ``[B, L]`` 1 on real tokens.
+        completion_mask: ``[B, L-1]`` float, 1 on completion targets.
+    """
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    completion_mask: Tensor
+
+    def select(self, idx: Tensor) -> TokenBatch:
+        """Rows ``idx``, trimmed to their longest sequence."""
+        am = self.attention_mask[idx]
+        width = int(am.sum(-1).max()) if len(idx) else 1
+        return TokenBatch(self.input_ids[idx, :width], am[:, :width], self.completion_mask[idx, : max(width - 1, 1)])
+
+    def to(self, device: torch.device) -> TokenBatch:
+        return TokenBatch(self.input_ids.to(device), self.attention_mask.to(device), self.completion_mask.to(device))
+
+
+def build_token_batch(prompts: list[list[int]], completions: list[list[int]], pad_id: int) -> TokenBatch:
+    """Concatenate each prompt with its completion and pad to a batch."""
+    seqs = [torch.tensor(p + c, dtype=torch.long) for p, c in zip(prompts, completions)]
+    input_ids = pad_sequence(seqs, batch_first=True, padding_value=pad_id)
+    lengths = torch.tensor([len(s) for s in seqs])
+    positions = torch.arange(input_ids.shape[1])
+    attention_mask = (positions.unsqueeze(0) < lengths.unsqueeze(1)).long()
+    starts = torch.tensor([len(p) for p in prompts])
+    target_pos = positions[1:].unsqueeze(0)  # target t predicts token t+1
+    completion_mask = ((target_pos >= starts.unsqueeze(1)) & (target_pos < lengths.unsqueeze(1))).float()
+    return TokenBatch(input_ids, attention_mask, completion_mask)
+
+
+def scatter_completion_values(values: list[list[float]], batch: TokenBatch) -> Tensor:
+    """Place per-completion-token values (e.g. the rollout engine's log-probs) into target space ``[B, L-1]``."""
+    out = torch.zeros_like(batch.completion_mask)
+    flat = torch.tensor([v for row in values for v in row], dtype=out.dtype)
+    out[batch.completion_mask.bool()] = flat
+    return out
+
+
+def token_logprobs(model: torch.nn.Module, batch: TokenBatch, temperature: float = 1.0, entropy: bool = False,
+                   entropy_grad: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Log-probs ``[B, L-1]`` of each next token (logits divided by ``temperature``), and optionally
+    the entropy ``[B, L-1]`` of each next-token distribution (differentiable only with ``entropy_grad``)."""
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
+    if temperature not in (0, 1):
+        logits = logits / temperature
+    logz = torch.logsumexp(logits, dim=-1)
+    targets = batch.input_ids[:, 1:]
+    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz
+    ent = None
+    if entropy:
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            probs = torch.softmax(logits, dim=-1)
+            ent = logz - (probs * logits).sum(-1)
+    return logp, ent
