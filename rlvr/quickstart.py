@@ -1,0 +1,100 @@
+"""The embedded default end to end: build and warm up a tiny model, evaluate it on the frozen
+held-out split, train it with GRPO, evaluate again, and summarise.
+
+Everything runs through the same public pieces a user would call (`sft`, `train`, `evaluate`);
+this module only sequences them and times each phase.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import tasks
+from rlvr.config import load_config
+from rlvr.eval.runner import EvalSettings, evaluate, write_report
+from rlvr.models.loading import load_model
+from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.train.rl import TrainConfig, train
+from rlvr.train.sft import SFTConfig, sft
+
+
+def _heldout(model_dir: Path, task: tasks.Task, out: Path, max_new_tokens: int) -> dict[str, Any]:
+    model, tokenizer = load_model(str(model_dir))
+    settings = EvalSettings(split="test", greedy=True, n=0, max_new_tokens=max_new_tokens, chunk_prompts=256)
+    report = evaluate(HFGenerateEngine(model, tokenizer), task, settings, model_name=str(model_dir))
+    write_report(report, out, task.problems("test"))
+    return report
+
+
+def run_quickstart(output_dir: str = "runs", sft_overrides: list[str] | None = None, rl_overrides: list[str] | None = None) -> dict[str, Any]:
+    """Run the pipeline; returns the summary also written to ``output_dir/quickstart/summary.json``."""
+    root = Path(output_dir) / "quickstart"
+    sft_cfg = load_config(SFTConfig, "sft_quickstart", [f"output_dir={output_dir}", *(sft_overrides or [])])
+    phases: dict[str, float] = {}
+    t_all = time.perf_counter()
+
+    t = time.perf_counter()
+    base = sft(sft_cfg)
+    phases["sft_s"] = time.perf_counter() - t
+
+    task = tasks.make(sft_cfg.task.id, **sft_cfg.task.config)
+    max_new = sft_cfg.eval.max_new_tokens
+    t = time.perf_counter()
+    before = _heldout(base, task, root / "eval_before", max_new)
+    phases["eval_before_s"] = time.perf_counter() - t
+
+    rl_cfg = load_config(TrainConfig, "quickstart", [f"output_dir={output_dir}", f"model.name_or_path={base}", *(rl_overrides or [])])
+    t = time.perf_counter()
+    result = train(rl_cfg)
+    phases["rl_s"] = time.perf_counter() - t
+    if result.final_model is None:
+        raise RuntimeError(f"RL stage ended with status {result.status!r}; see {result.run_dir}")
+
+    t = time.perf_counter()
+    after = _heldout(result.final_model, task, root / "eval_after", max_new)
+    phases["eval_after_s"] = time.perf_counter() - t
+    phases["total_s"] = time.perf_counter() - t_all
+
+    summary = {
+        "task": task.describe(),
+        "heldout_split": "test",
+        "heldout_problems": before["problems"],
+        "data_checksum": before["data_checksum"],
+        "heldout_before": before["greedy"]["accuracy"],
+        "heldout_before_ci95": before["greedy"]["ci95"],
+        "heldout_after": after["greedy"]["accuracy"],
+        "heldout_after_ci95": after["greedy"]["ci95"],
+        "gain_points": 100 * (after["greedy"]["accuracy"] - before["greedy"]["accuracy"]),
+        "mean_completion_chars_before": _mean_chars(before),
+        "mean_completion_chars_after": _mean_chars(after),
+        "wall_time": phases,
+        "sft_model": str(base),
+        "rl_model": str(result.final_model),
+        "rl_run": str(result.run_dir),
+    }
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def _mean_chars(report: dict[str, Any]) -> float:
+    samples = report["_greedy_samples"].completions
+    return sum(len(row[0].text) for row in samples) / max(len(samples), 1)
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    w = s["wall_time"]
+    rows = [
+        ("", "SFT base", "after GRPO"),
+        (f"held-out greedy accuracy ({s['heldout_problems']} problems)", f"{s['heldout_before']:.3f}", f"{s['heldout_after']:.3f}"),
+        ("95% CI", "{:.3f}-{:.3f}".format(*s["heldout_before_ci95"]), "{:.3f}-{:.3f}".format(*s["heldout_after_ci95"])),
+        ("mean completion length (chars)", f"{s['mean_completion_chars_before']:.1f}", f"{s['mean_completion_chars_after']:.1f}"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{a:<{width}}  {b:>12}  {c:>12}" for a, b, c in rows]
+    lines.append(f"\ngain: {s['gain_points']:+.1f} points")
+    lines.append(f"wall time: SFT {w['sft_s']:.0f} s, eval {w['eval_before_s']:.0f}+{w['eval_after_s']:.0f} s, GRPO {w['rl_s']:.0f} s, total {w['total_s']:.0f} s")
+    return "\n".join(lines)
