@@ -1,0 +1,624 @@
+"""The sandbox supervisor: the trusted code that runs *inside* a sandbox and starts jobs.
+
+This module is self-contained (standard library only): the host passes its source to a fresh
+interpreter inside bubblewrap (``python -I -c <source> serve|oneshot``), so nothing of the
+project needs to be visible in the sandbox. The host also imports it for the wire format.
+
+Two modes:
+
+``serve`` (the fast local backend): a long-lived supervisor. For each job it forks a *reaper*
+that joins the job's cgroup and enters fresh PID, mount and IPC namespaces, mounts a private
+size- and inode-limited tmpfs as the scratch directory, and forks the *job* as PID 1 of that
+namespace. The job drops to an unprivileged uid, sets rlimits, loads the seccomp filter and
+runs the code in the already-warm interpreter (no interpreter start per job). When the job's
+PID 1 exits, the kernel kills every process left in its namespace, so daemons, double forks
+and ``setsid`` children cannot outlive the job; the job cannot see, signal or ptrace the
+supervisor. The supervisor enforces the wall clock and the output budget itself (it reads the
+job's pipes), and the host kills the job's cgroup or the whole sandbox if the supervisor ever
+misses its deadline.
+
+``oneshot`` (the per-process backend): one job per sandbox. The bootstrap joins the cgroup,
+writes the files, drops privileges, sets rlimits and seccomp, and ``exec``s a fresh interpreter
+on ``main.py``; the host reads its output directly.
+
+Wire format (host <-> supervisor): a 4-byte big-endian length, a JSON header with a ``sizes``
+list, then that many raw byte blobs. Data only: nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import signal
+import struct
+import sys
+import time
+
+# -- wire format ------------------------------------------------------------------------------
+
+MAX_HEADER = 1 << 20
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks, need = [], n
+    while need:
+        chunk = os.read(fd, min(need, 1 << 20))
+        if not chunk:
+            raise EOFError(f"pipe closed with {need} of {n} bytes unread")
+        chunks.append(chunk)
+        need -= len(chunk)
+    return b"".join(chunks)
+
+
+def encode_message(header: dict, blobs: list = ()) -> bytes:
+    head = json.dumps({**header, "sizes": [len(b) for b in blobs]}, separators=(",", ":")).encode()
+    return struct.pack(">I", len(head)) + head + b"".join(bytes(b) for b in blobs)
+
+
+def send_message(fd: int, header: dict, blobs: list = ()) -> None:
+    _write_all(fd, encode_message(header, blobs))
+
+
+def recv_message(fd: int, max_blob_bytes: int = 1 << 30) -> tuple[dict, list]:
+    (n,) = struct.unpack(">I", _read_exact(fd, 4))
+    if n > MAX_HEADER:
+        raise ValueError(f"message header of {n} bytes exceeds {MAX_HEADER}")
+    header = json.loads(_read_exact(fd, n))
+    sizes = header.pop("sizes", [])
+    if not isinstance(sizes, list) or any(not isinstance(s, int) or s < 0 for s in sizes) or sum(sizes) > max_blob_bytes:
+        raise ValueError("malformed message sizes")
+    return header, [_read_exact(fd, s) for s in sizes]
+
+
+# -- kernel interfaces (ctypes; the sandbox has no compiler and no project code) -------------
+
+_libc = None
+
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 0x4000, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 4, 38, 22
+SECCOMP_MODE_FILTER = 2
+
+
+def libc():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def _check(ret: int, what: str) -> int:
+    if ret == -1:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return ret
+
+
+def unshare(flags: int) -> None:
+    _check(libc().unshare(ctypes.c_int(flags)), "unshare")
+
+
+def mount(source, target, fstype, flags: int, data) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    _check(libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+
+
+def prctl(option: int, arg: int = 0) -> None:
+    _check(libc().prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)), f"prctl {option}")
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def load_seccomp(program: bytes) -> None:
+    """Install a classic-BPF seccomp filter (``no_new_privs`` must already be set)."""
+    if len(program) % 8:
+        raise ValueError("seccomp program length is not a multiple of 8")
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    _check(libc().prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog),
+                        ctypes.c_ulong(0), ctypes.c_ulong(0)), "prctl(PR_SET_SECCOMP)")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+
+
+def clear_capabilities() -> None:
+    """Drop every capability of this process (needed when it stays uid 0 inside a user namespace)."""
+    nr = SYS_CAPSET.get(os.uname().machine)
+    if nr is None:
+        raise OSError(f"no capset syscall number for {os.uname().machine}")
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    _check(libc().syscall(ctypes.c_long(nr), ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
+# -- the jail: what every job goes through before its code runs --------------------------------
+
+def set_rlimits(limits: dict, address_space_base: int) -> None:
+    import resource
+
+    cpu = max(1, int(-(-limits["cpu_s"] // 1)))
+    memory = int(limits["memory_mb"]) << 20
+    fsize = int(limits["file_size_mb"]) << 20
+    pairs = {
+        resource.RLIMIT_CPU: (cpu, cpu + 1),
+        resource.RLIMIT_AS: (address_space_base + memory,) * 2,
+        resource.RLIMIT_FSIZE: (fsize, fsize),
+        resource.RLIMIT_NOFILE: (int(limits["open_files"]),) * 2,
+        resource.RLIMIT_CORE: (0, 0),
+        resource.RLIMIT_MEMLOCK: (0, 0),
+        resource.RLIMIT_MSGQUEUE: (0, 0),
+    }
+    if hasattr(resource, "RLIMIT_NPROC"):
+        # counts every process of the uid: bounded per job by the cgroup where there is one
+        pairs[resource.RLIMIT_NPROC] = (int(limits["processes"]),) * 2
+    for which, value in pairs.items():
+        resource.setrlimit(which, value)
+
+
+def drop_privileges(uid: int, gid: int) -> None:
+    """Become ``uid``/``gid`` with no supplementary groups and no capabilities.
+
+    As real root the job becomes an unprivileged uid of the host. In a user namespace (an
+    unprivileged host user) only one uid is mapped, so the job keeps it and loses its capabilities.
+    """
+    if os.getuid() == 0 and uid != 0:
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+        except OSError:
+            if not _in_user_namespace():
+                raise
+    clear_capabilities()  # also the inheritable set, which a uid change leaves behind
+    prctl(PR_SET_DUMPABLE, 0)
+
+
+def _in_user_namespace() -> bool:
+    try:
+        with open("/proc/self/uid_map") as f:
+            return f.read().split() != ["0", "0", "4294967295"]
+    except OSError:
+        return False
+
+
+def lock_down(seccomp_program: bytes) -> None:
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    if seccomp_program:
+        load_seccomp(seccomp_program)
+
+
+def write_files(root: str, files: dict) -> None:
+    for name, content in files.items():
+        path = os.path.join(root, name)
+        if os.path.dirname(name):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(content)
+
+
+# -- cgroups, as seen from inside the sandbox --------------------------------------------------
+
+class JobCgroup:
+    """The per-job cgroup(s) bind-mounted into the sandbox by the host.
+
+    ``dirs`` maps a controller name (``memory``, ``pids``; ``unified`` for cgroup v2) to the
+    sandbox path of this worker's cgroup directory, which holds ``sup`` (the supervisor) and
+    ``job`` (the current job).
+    """
+
+    def __init__(self, version: int, dirs: dict):
+        self.version = version
+        self.dirs = dirs
+
+    def _job(self, ctrl: str, name: str) -> str:
+        return os.path.join(self.dirs[ctrl], "job", name)
+
+    def _mem_dir(self):
+        return "unified" if self.version == 2 else "memory"
+
+    def _pids_dir(self):
+        return "unified" if self.version == 2 else "pids"
+
+    @staticmethod
+    def _write(path: str, value: str) -> None:
+        with open(path, "w") as f:
+            f.write(value)
+
+    @staticmethod
+    def _read(path: str) -> str:
+        with open(path) as f:
+            return f.read()
+
+    def join(self, part: str) -> None:
+        """Move the calling process into ``part`` (``sup`` or ``job``) of every hierarchy."""
+        for ctrl in self.dirs:
+            self._write(os.path.join(self.dirs[ctrl], part, "cgroup.procs"), "0")
+
+    def prepare(self, limits: dict) -> dict:
+        """Set the job's limits and reset its counters; returns the counters to diff against."""
+        memory = str(int(limits["memory_mb"]) << 20)
+        pids = str(int(limits["processes"]) + 1)  # + the reaper
+        if self.version == 2:
+            self._write(self._job("unified", "memory.max"), memory)
+            try:
+                self._write(self._job("unified", "memory.swap.max"), "0")
+            except OSError:
+                pass
+            self._write(self._job("unified", "pids.max"), pids)
+            try:  # kernels >= 6.12 reset the high-water mark on write
+                self._write(self._job("unified", "memory.peak"), "reset")
+                self.peak_resettable = True
+            except OSError:
+                self.peak_resettable = False
+        else:
+            self._write(self._job("memory", "memory.limit_in_bytes"), memory)
+            self._write(self._job("memory", "memory.max_usage_in_bytes"), "0")
+            self._write(self._job("pids", "pids.max"), pids)
+        return {"oom_kill": self.oom_kills()}
+
+    def oom_kills(self) -> int:
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            for line in self._read(self._job(self._mem_dir(), name)).splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except OSError:
+            pass
+        return 0
+
+    def peak_bytes(self):
+        if self.version == 2:
+            if not getattr(self, "peak_resettable", False):
+                return None
+            return int(self._read(self._job("unified", "memory.peak")))
+        return int(self._read(self._job("memory", "memory.max_usage_in_bytes")))
+
+    def procs(self) -> list:
+        pids = set()
+        for ctrl in self.dirs:
+            for line in self._read(self._job(ctrl, "cgroup.procs")).split():
+                pids.add(int(line))
+        return sorted(pids)
+
+    def kill_all(self) -> None:
+        if self.version == 2:
+            try:
+                self._write(self._job("unified", "cgroup.kill"), "1")
+                return
+            except OSError:
+                pass
+        for pid in self.procs():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+# -- serve mode: the warm supervisor -----------------------------------------------------------
+
+class Supervisor:
+    def __init__(self, config: dict, seccomp_program: bytes):
+        self.uid = int(config["uid"])
+        self.gid = int(config["gid"])
+        self.seccomp = seccomp_program
+        self.scratch = config.get("scratch", "/tmp")
+        cg = config.get("cgroup")
+        self.cgroup = JobCgroup(cg["version"], cg["dirs"]) if cg else None
+        self.stdio_bytes = 0
+        with open("/proc/self/statm") as f:
+            self.as_base = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+    def start(self) -> None:
+        prctl(PR_SET_DUMPABLE, 0)
+        if self.cgroup:
+            self.cgroup.join("sup")
+        # modules most programs import: paid once here instead of in every job
+        import collections, functools, heapq, itertools, math, random, re, string, traceback, io, types, threading, atexit, resource  # noqa: E401,F401
+
+    def run_job(self, header: dict, blobs: list) -> tuple:
+        limits = header["limits"]
+        code, stdin = blobs[0], blobs[1]
+        names = header.get("files", [])
+        files = dict(zip(names, blobs[2:]))
+        before = self.cgroup.prepare(limits) if self.cgroup else {}
+        r_in, w_in = os.pipe()
+        r_out, w_out = os.pipe()
+        r_err, w_err = os.pipe()
+        r_st, w_st = os.pipe()
+        t0 = time.monotonic()
+        reaper = os.fork()
+        if reaper == 0:  # never returns
+            code_rc = 120
+            try:
+                for fd in (w_in, r_out, r_err, r_st):
+                    os.close(fd)
+                self._reaper(limits, code, files, (r_in, w_out, w_err), w_st)
+            except BaseException as e:  # report, never raise into the supervisor's loop
+                try:
+                    os.write(w_st, json.dumps({"reaper_error": f"{type(e).__name__}: {e}"}).encode() + b"\n")
+                except OSError:
+                    pass
+            os._exit(code_rc)
+        for fd in (r_in, w_out, w_err, w_st):
+            os.close(fd)
+        result = self._watch(limits, reaper, w_in, r_out, r_err, r_st, stdin, t0)
+        result["wall_s"] = time.monotonic() - t0
+        if self.cgroup:
+            leftovers = self.cgroup.procs()
+            if leftovers:  # cannot happen when the PID namespace did its job: recycle this worker
+                self.cgroup.kill_all()
+                result["anomaly"] = f"{len(leftovers)} processes left in the job cgroup"
+            ooms = self.cgroup.oom_kills() - before.get("oom_kill", 0)
+            result["oom_kills"] = ooms
+            try:
+                result["peak_memory_bytes"] = self.cgroup.peak_bytes()
+            except (OSError, ValueError):
+                pass
+        stdout, stderr = result.pop("stdout"), result.pop("stderr")
+        return result, [stdout, stderr]
+
+    def _reaper(self, limits, code, files, stdio, w_st) -> None:
+        if self.cgroup:
+            self.cgroup.join("job")
+        unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC)
+        mount(None, "/", None, MS_REC | MS_PRIVATE, None)
+        size = f"size={int(limits['disk_mb'])}m,nr_inodes={int(limits['inodes'])},mode=0700,uid={self.uid},gid={self.gid}"
+        mount("tmpfs", self.scratch, "tmpfs", MS_NOSUID | MS_NODEV, size)
+        job = os.fork()
+        if job == 0:
+            rc = 125
+            try:
+                os.close(w_st)
+                rc = self._job(limits, code, files, stdio)
+            except BaseException as e:
+                try:
+                    os.write(2, f"sandbox: job setup failed: {type(e).__name__}: {e}\n".encode())
+                except OSError:
+                    pass
+            os._exit(rc)
+        for fd in stdio:
+            os.close(fd)
+        os.write(w_st, json.dumps({"job_pid": job}).encode() + b"\n")
+        _, status, ru = os.wait4(job, 0)
+        os.write(w_st, json.dumps({"status": status, "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss}).encode() + b"\n")
+        os._exit(0)
+
+    def _job(self, limits, code: bytes, files: dict, stdio) -> int:
+        r_in, w_out, w_err = stdio
+        os.dup2(r_in, 0)
+        os.dup2(w_out, 1)
+        os.dup2(w_err, 2)
+        os.closerange(3, 1 << 16)
+        os.setsid()
+        drop_privileges(self.uid, self.gid)
+        os.chdir(self.scratch)
+        write_files(self.scratch, {**files, "main.py": code})
+        set_rlimits(limits, self.as_base)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        lock_down(self.seccomp)
+        return run_python_in_process(code, os.path.join(self.scratch, "main.py"))
+
+    def _watch(self, limits, reaper, w_in, r_out, r_err, r_st, stdin: bytes, t0: float) -> dict:
+        deadline = t0 + float(limits["wall_s"])
+        budget = int(limits["output_bytes"])
+        out, err, st = bytearray(), bytearray(), bytearray()
+        total = 0
+        job_pid = None
+        reason = None
+        pending = memoryview(stdin)
+        os.set_blocking(w_in, False)
+        if not pending:
+            os.close(w_in)
+            w_in = -1
+        poller = select.poll()
+        streams = {r_out: out, r_err: err, r_st: st}
+        for fd in streams:
+            poller.register(fd, select.POLLIN)
+        if w_in >= 0:
+            poller.register(w_in, select.POLLOUT)
+        open_fds = set(streams)
+        while open_fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                reason = "timeout"
+                break
+            for fd, ev in poller.poll(left * 1000):
+                if fd == w_in:
+                    try:
+                        n = os.write(w_in, pending[:65536])
+                        pending = pending[n:]
+                    except (BrokenPipeError, BlockingIOError):
+                        n = -1
+                    if not pending or n < 0 or ev & (select.POLLERR | select.POLLHUP):
+                        poller.unregister(w_in)
+                        os.close(w_in)
+                        w_in = -1
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    poller.unregister(fd)
+                    open_fds.discard(fd)
+                    continue
+                if fd == r_st:
+                    st += chunk
+                    if job_pid is None and b"\n" in st:
+                        job_pid = json.loads(bytes(st).split(b"\n", 1)[0]).get("job_pid")
+                    continue
+                take = max(0, min(len(chunk), budget - total))
+                streams[fd] += chunk[:take]
+                total += len(chunk)
+                if total > budget:
+                    reason = "output_limit"
+                    break
+            if reason:
+                break
+        if reason:
+            self._kill(job_pid, reaper)
+        if w_in >= 0:
+            os.close(w_in)
+        # collect what is left (the job is dead or finished; its pipes close with it)
+        for fd in list(open_fds):
+            while True:
+                r, _, _ = select.select([fd], [], [], 2.0)
+                if not r:
+                    break
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                if fd == r_st:
+                    st += chunk
+                    if job_pid is None and b"\n" in st:
+                        job_pid = json.loads(bytes(st).split(b"\n", 1)[0]).get("job_pid")
+        for fd in (r_out, r_err, r_st):
+            os.close(fd)
+        _, reaper_status = os.waitpid(reaper, 0)
+        lines = [json.loads(x) for x in bytes(st).split(b"\n") if x.strip()]
+        final = next((x for x in lines if "status" in x), None)
+        result = {"stdout": bytes(out), "stderr": bytes(err), "limit": reason, "output_total": total}
+        failed = next((x["reaper_error"] for x in lines if "reaper_error" in x), None)
+        if final is None:
+            result["error"] = failed or f"reaper ended without reporting (wait status {reaper_status})"
+        else:
+            result.update(wait_status=final["status"], cpu_s=final["cpu_s"], maxrss_kb=final["maxrss_kb"])
+        return result
+
+    def _kill(self, job_pid, reaper) -> None:
+        # SIGKILL to the job's PID 1 takes its whole PID namespace with it; the cgroup covers
+        # the moment before the reaper has forked it.
+        if job_pid:
+            try:
+                os.kill(job_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.cgroup:
+            self.cgroup.kill_all()
+        elif not job_pid:
+            os.kill(reaper, signal.SIGKILL)
+
+
+def run_python_in_process(code: bytes, filename: str) -> int:
+    """Run ``code`` as ``__main__`` in this (freshly forked) interpreter; return the exit code the
+    same program would have under ``python3 main.py``."""
+    import atexit
+    import builtins
+    import io
+    import threading
+    import traceback
+    import types
+
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=False)
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True)
+    sys.argv = [filename]
+    sys.path[0:0] = [os.path.dirname(filename)]
+    main = types.ModuleType("__main__")
+    main.__file__ = filename
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    rc = 0
+    try:
+        exec(compile(code, filename, "exec"), main.__dict__)
+    except SystemExit as e:
+        rc = _exit_code(e)
+    except BaseException:
+        traceback.print_exc()
+        rc = 1
+    try:  # what the interpreter does at exit: join threads, run atexit, flush
+        threading._shutdown()
+        atexit._run_exitfuncs()
+    except SystemExit as e:
+        rc = _exit_code(e)
+    except BaseException:
+        traceback.print_exc()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            rc = rc or 120
+    return rc
+
+
+def _exit_code(e: SystemExit) -> int:
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code & 0xFF
+    try:
+        print(e.code, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+def serve() -> None:
+    config, blobs = recv_message(0)
+    sup = Supervisor(config, blobs[0] if blobs else b"")
+    sup.start()
+    send_message(1, {"ready": True, "pid": os.getpid(), "uid": os.getuid()})
+    served = 0
+    while True:
+        try:
+            header, blobs = recv_message(0)
+        except EOFError:
+            return
+        try:
+            result, out = sup.run_job(header, blobs)
+        except Exception as e:  # the supervisor itself failed: report it, then let the host recycle us
+            result, out = {"error": f"supervisor: {type(e).__name__}: {e}", "anomaly": "supervisor exception"}, [b"", b""]
+        served += 1
+        send_message(1, {"id": header.get("id"), **result}, out)
+
+
+# -- oneshot mode: one job, then exec a fresh interpreter --------------------------------------
+
+def oneshot() -> None:
+    config, blobs = recv_message(0)
+    seccomp_program, code = blobs[0], blobs[1]
+    files = dict(zip(config.get("files", []), blobs[2:]))
+    limits = config["limits"]
+    scratch = config.get("scratch", "/tmp")
+    cg = config.get("cgroup")
+    if cg:
+        JobCgroup(cg["version"], cg["dirs"]).join("job")
+    drop_privileges(int(config["uid"]), int(config["gid"]))
+    os.chdir(scratch)
+    write_files(scratch, {**files, "main.py": code})
+    os.closerange(3, 1 << 16)
+    with open("/proc/self/statm") as f:  # the interpreter's own mappings are not the job's budget
+        as_base = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    set_rlimits(limits, as_base)
+    lock_down(seccomp_program)
+    python = config["python"]
+    os.execv(python, [python, "-I", os.path.join(scratch, "main.py")])
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "serve":
+        serve()
+    elif mode == "oneshot":
+        oneshot()
+    else:
+        sys.exit(f"usage: {sys.argv[0]} serve|oneshot")
