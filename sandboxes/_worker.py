@@ -274,7 +274,21 @@ class JobCgroup:
             self._write(self._job("memory", "memory.limit_in_bytes"), memory)
             self._write(self._job("memory", "memory.max_usage_in_bytes"), "0")
             self._write(self._job("pids", "pids.max"), pids)
-        return {"oom_kill": self.oom_kills()}
+        return {"oom_kill": self.oom_kills(), "cpu_s": self.cpu_s()}
+
+    def cpu_s(self):
+        """CPU seconds used by every process that was ever in the job cgroup (None if unknown)."""
+        try:
+            if self.version == 2:
+                for line in self._read(self._job("unified", "cpu.stat")).splitlines():
+                    if line.startswith("usage_usec "):
+                        return int(line.split()[1]) / 1e6
+                return None
+            if "cpuacct" not in self.dirs:
+                return None
+            return int(self._read(self._job("cpuacct", "cpuacct.usage"))) / 1e9
+        except (OSError, ValueError):
+            return None
 
     def oom_kills(self) -> int:
         name = "memory.events" if self.version == 2 else "memory.oom_control"
@@ -371,6 +385,9 @@ class Supervisor:
                 result["anomaly"] = f"{len(leftovers)} processes left in the job cgroup"
             ooms = self.cgroup.oom_kills() - before.get("oom_kill", 0)
             result["oom_kills"] = ooms
+            cpu_after = self.cgroup.cpu_s()
+            if cpu_after is not None and before.get("cpu_s") is not None:
+                result["cpu_s"] = cpu_after - before["cpu_s"]
             try:
                 result["peak_memory_bytes"] = self.cgroup.peak_bytes()
             except (OSError, ValueError):
@@ -602,7 +619,10 @@ def oneshot() -> None:
     cg = config.get("cgroup")
     if cg:
         JobCgroup(cg["version"], cg["dirs"]).join("job")
-    drop_privileges(int(config["uid"]), int(config["gid"]))
+    uid, gid = int(config["uid"]), int(config["gid"])
+    scratch_opts = f"size={int(limits['disk_mb'])}m,nr_inodes={int(limits['inodes'])},mode=0700,uid={uid},gid={gid}"
+    mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, scratch_opts)
+    drop_privileges(uid, gid)
     os.chdir(scratch)
     write_files(scratch, {**files, "main.py": code})
     os.closerange(3, 1 << 16)
@@ -611,7 +631,7 @@ def oneshot() -> None:
     set_rlimits(limits, as_base)
     lock_down(seccomp_program)
     python = config["python"]
-    os.execv(python, [python, "-I", os.path.join(scratch, "main.py")])
+    os.execv(python, [python, "-s", os.path.join(scratch, "main.py")])
 
 
 if __name__ == "__main__":
@@ -619,6 +639,10 @@ if __name__ == "__main__":
     if mode == "serve":
         serve()
     elif mode == "oneshot":
-        oneshot()
+        try:
+            oneshot()
+        except BaseException as e:  # the host turns this into an ERROR execution
+            os.write(2, f"sandbox: bootstrap failed: {type(e).__name__}: {e}\n".encode())
+            os._exit(120)
     else:
         sys.exit(f"usage: {sys.argv[0]} serve|oneshot")

@@ -118,9 +118,17 @@ class SandboxRoot:
                 args += ["--ro-bind", path, path]
         exe = self.interpreter()
         prefix = os.path.realpath(sys.base_prefix) if not self.python else str(Path(exe).resolve().parent.parent)
+        made: set[str] = set()
         for path in (prefix, *self.ro_binds):
             real = os.path.realpath(path)
             if not any(real == u or real.startswith(u + "/") for u in usr_like):
+                # bwrap copies the modes of the host's parent directories (/root is 0700, which
+                # would hide a pyenv interpreter from the job's uid): create them traversable
+                for parent in reversed(Path(real).parents):
+                    p = str(parent)
+                    if p != "/" and p not in made and p not in ("/usr",):
+                        made.add(p)
+                        args += ["--perms", "0755", "--dir", p]
                 args += ["--ro-bind", real, real]
         args += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.tmp_mb << 20), "--tmpfs", "/tmp"]
         for host, inside in self.rw_binds:

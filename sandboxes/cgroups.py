@@ -82,6 +82,9 @@ def detect() -> CgroupSupport:
             if fstype == "cgroup" and ctrl in opts and ctrl in own:
                 v1[ctrl] = Path(mnt) / own[ctrl].lstrip("/")
     if set(v1) == set(V1_CONTROLLERS):
+        for mnt, fstype, opts in mounts:  # optional: CPU time of a job's whole process tree
+            if fstype == "cgroup" and "cpuacct" in opts and "cpuacct" in own:
+                v1["cpuacct"] = Path(mnt) / own["cpuacct"].lstrip("/")
         bad = [str(p) for p in v1.values() if not os.access(p, os.W_OK)]
         if bad:
             return CgroupSupport(0, reason=f"cgroup v1 directories not writable: {', '.join(bad)}")

@@ -1,0 +1,235 @@
+"""Values across the sandbox boundary: a data-only tagged JSON encoding and type-aware comparison.
+
+Encoding (the same on both sides; the sandbox's copy is `ENCODER_SOURCE`)::
+
+    None, bool, int, str, finite float  -> themselves      list      -> [ ... ]
+    tuple -> {"$t": [...]}   set -> {"$s": [...]}   frozenset -> {"$fs": [...]}
+    dict  -> {"$d": [[k, v], ...]}   bytes -> {"$b": base64}   complex -> {"$c": [re, im]}
+    nan/inf -> {"$f": "nan" | "inf" | "-inf"}     anything else -> {"$x": "<type name>"}
+
+Only *exact* built-in types are encoded (``type(v) is int``, never ``isinstance``): a subclass with
+an always-true ``__eq__`` becomes ``{"$x": ...}``, which equals nothing. The trusted side only
+ever calls `json.loads` and builds plain built-in values from the tags (`decode`); it never
+unpickles or evaluates what a sandbox sent.
+
+Comparison (`values_equal`) is type-aware:
+- ``bool`` equals only ``bool`` (``True`` is not ``1``); ``None`` only ``None``;
+- ``int`` and ``float`` compare as numbers; when either is a float they are equal if
+  ``|a - b| <= max(abs_tol, rel_tol * max(|a|, |b|))``, with `REL_TOL` = 1e-6 and `ABS_TOL` = 1e-9
+  by default (a test may set its own); two NaNs are equal, infinities equal themselves;
+- ``str``, ``bytes`` exactly; ``list`` only ``list`` and ``tuple`` only ``tuple``, element by
+  element; ``set`` and ``frozenset`` as sets (of equal elements); ``dict`` by keys and values.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from typing import Any
+
+REL_TOL = 1e-6
+ABS_TOL = 1e-9
+MAX_DEPTH = 64
+
+
+class DecodeError(ValueError):
+    """What the sandbox sent is not a valid encoded value."""
+
+
+def encode(value: Any, depth: int = 0) -> Any:
+    """Trusted-side encoder (for expected values stored in `Problem.reference`)."""
+    t = type(value)
+    if depth > MAX_DEPTH:
+        return {"$x": "too deep"}
+    if value is None or t in (bool, int, str):
+        return value
+    if t is float:
+        if math.isnan(value):
+            return {"$f": "nan"}
+        if math.isinf(value):
+            return {"$f": "inf" if value > 0 else "-inf"}
+        return value
+    if t is list:
+        return [encode(v, depth + 1) for v in value]
+    if t is tuple:
+        return {"$t": [encode(v, depth + 1) for v in value]}
+    if t is set or t is frozenset:
+        return {"$s" if t is set else "$fs": [encode(v, depth + 1) for v in value]}
+    if t is dict:
+        return {"$d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if t is bytes:
+        return {"$b": base64.b64encode(value).decode()}
+    if t is complex:
+        return {"$c": [encode(value.real, depth + 1), encode(value.imag, depth + 1)]}
+    return {"$x": t.__name__}
+
+
+class Opaque:
+    """Stands for a value the sandbox could not encode; equal to nothing, itself included."""
+
+    def __init__(self, type_name: str):
+        self.type_name = str(type_name)[:80]
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return f"<unserialisable {self.type_name}>"
+
+
+def decode(data: Any, depth: int = 0) -> Any:
+    """Plain built-in values from the encoding; raises `DecodeError` on anything else."""
+    if depth > MAX_DEPTH:
+        raise DecodeError("value nested too deeply")
+    t = type(data)
+    if data is None or t in (bool, int, str, float):
+        return data
+    if t is list:
+        return [decode(v, depth + 1) for v in data]
+    if t is not dict or len(data) != 1:
+        raise DecodeError(f"unexpected {t.__name__} in encoded value")
+    (tag, body), = data.items()
+    if tag == "$t":
+        return tuple(decode(v, depth + 1) for v in _list(body))
+    if tag in ("$s", "$fs"):
+        items = [decode(v, depth + 1) for v in _list(body)]
+        try:
+            return set(items) if tag == "$s" else frozenset(items)
+        except TypeError as e:
+            raise DecodeError(f"unhashable set element: {e}") from e
+    if tag == "$d":
+        pairs = [(decode(k, depth + 1), decode(v, depth + 1)) for k, v in (_pair(p) for p in _list(body))]
+        try:
+            return dict(pairs)
+        except TypeError as e:
+            raise DecodeError(f"unhashable dict key: {e}") from e
+    if tag == "$b":
+        try:
+            return base64.b64decode(str(body), validate=True)
+        except ValueError as e:
+            raise DecodeError(f"bad base64: {e}") from e
+    if tag == "$c":
+        re_, im = (decode(v, depth + 1) for v in _pair(body))
+        if type(re_) is not float or type(im) is not float:
+            raise DecodeError("complex parts must be floats")
+        return complex(re_, im)
+    if tag == "$f":
+        if body not in ("nan", "inf", "-inf"):
+            raise DecodeError(f"bad float tag {body!r}")
+        return float(body)
+    if tag == "$x":
+        return Opaque(body)
+    raise DecodeError(f"unknown tag {tag!r}")
+
+
+def _list(body: Any) -> list:
+    if type(body) is not list:
+        raise DecodeError("tag body must be a list")
+    return body
+
+
+def _pair(body: Any) -> list:
+    if type(body) is not list or len(body) != 2:
+        raise DecodeError("expected a pair")
+    return body
+
+
+def loads(text: str | bytes) -> Any:
+    """`json.loads` + `decode`; rejects JSON's NaN/Infinity literals (floats travel as tags)."""
+    def no_constants(name: str) -> Any:
+        raise DecodeError(f"bare {name} in JSON")
+
+    try:
+        return decode(json.loads(text, parse_constant=no_constants))
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise DecodeError(f"invalid JSON: {e}") from e
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(encode(value), separators=(",", ":"))
+
+
+def values_equal(actual: Any, expected: Any, *, rel_tol: float = REL_TOL, abs_tol: float = ABS_TOL, depth: int = 0) -> bool:
+    """Type-aware equality of two decoded values (rules in the module docstring)."""
+    if depth > MAX_DEPTH or isinstance(actual, Opaque) or isinstance(expected, Opaque):
+        return False
+    ta, te = type(actual), type(expected)
+    if ta is bool or te is bool or actual is None or expected is None:
+        return ta is te and actual == expected
+    if ta in (int, float) and te in (int, float):
+        if ta is int and te is int:
+            return actual == expected
+        a, e = float(actual), float(expected)
+        if math.isnan(a) or math.isnan(e):
+            return math.isnan(a) and math.isnan(e)
+        if math.isinf(a) or math.isinf(e):
+            return a == e
+        return abs(a - e) <= max(abs_tol, rel_tol * max(abs(a), abs(e)))
+    if ta is complex or te is complex:
+        if ta not in (int, float, complex) or te not in (int, float, complex):
+            return False
+        a, e = complex(actual), complex(expected)
+        return values_equal(a.real, e.real, rel_tol=rel_tol, abs_tol=abs_tol) and values_equal(a.imag, e.imag, rel_tol=rel_tol, abs_tol=abs_tol)
+    sets = (set, frozenset)
+    if ta in sets and te in sets:
+        if len(actual) != len(expected):
+            return False
+        remaining = list(expected)
+        for a in actual:  # elements may be floats: match with the same tolerance, not by hash
+            for i, e in enumerate(remaining):
+                if values_equal(a, e, rel_tol=rel_tol, abs_tol=abs_tol, depth=depth + 1):
+                    del remaining[i]
+                    break
+            else:
+                return False
+        return True
+    if ta is not te:
+        return False
+    if ta in (list, tuple):
+        return len(actual) == len(expected) and all(
+            values_equal(a, e, rel_tol=rel_tol, abs_tol=abs_tol, depth=depth + 1) for a, e in zip(actual, expected))
+    if ta is dict:
+        if len(actual) != len(expected):
+            return False
+        for k, e in expected.items():
+            match = next((ka for ka in actual if values_equal(ka, k, depth=depth + 1)), _MISSING)
+            if match is _MISSING or not values_equal(actual[match], e, rel_tol=rel_tol, abs_tol=abs_tol, depth=depth + 1):
+                return False
+        return True
+    return ta in (str, bytes) and actual == expected
+
+
+_MISSING = object()
+
+
+# The encoder as it runs inside the sandbox: a copy of `encode`'s rules, standard library only.
+ENCODER_SOURCE = r'''
+def _rlvr_encode(value, depth=0, _b64=__import__("base64"), _math=__import__("math")):
+    t = type(value)
+    if depth > 64:
+        return {"$x": "too deep"}
+    if value is None or t is bool or t is int or t is str:
+        return value
+    if t is float:
+        if _math.isnan(value):
+            return {"$f": "nan"}
+        if _math.isinf(value):
+            return {"$f": "inf" if value > 0 else "-inf"}
+        return value
+    if t is list:
+        return [_rlvr_encode(v, depth + 1) for v in value]
+    if t is tuple:
+        return {"$t": [_rlvr_encode(v, depth + 1) for v in value]}
+    if t is set or t is frozenset:
+        return {"$s" if t is set else "$fs": [_rlvr_encode(v, depth + 1) for v in value]}
+    if t is dict:
+        return {"$d": [[_rlvr_encode(k, depth + 1), _rlvr_encode(v, depth + 1)] for k, v in value.items()]}
+    if t is bytes:
+        return {"$b": _b64.b64encode(value).decode()}
+    if t is complex:
+        return {"$c": [_rlvr_encode(value.real, depth + 1), _rlvr_encode(value.imag, depth + 1)]}
+    return {"$x": t.__name__}
+'''
