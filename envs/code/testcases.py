@@ -137,11 +137,49 @@ class TestSuite:
 
 # -- converting assert-style tests ----------------------------------------------------------
 
+_ARITH = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+          ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+
+
 def _literal(node: ast.AST, what: str) -> Any:
+    """A literal, or constant arithmetic over literals (``2.0 / 3.0``, ``3 * 19``, ``'ab' + 'c'``,
+    small powers), evaluated here on the trusted side; anything else is unconvertible."""
     try:
         return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as e:
-        raise UnconvertibleTests(f"{what} is not a literal: {ast.unparse(node)[:80]}") from e
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    try:
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
+            return _ARITH[type(node.op)](_literal(node.left, what), _literal(node.right, what))
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            base, exp = _literal(node.left, what), _literal(node.right, what)
+            if type(exp) is int and 0 <= exp <= 64 and type(base) in (int, float) and abs(base) < 1 << 64:
+                return base ** exp
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            items = [_literal(e, what) for e in node.elts]
+            return {ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(node)](items)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = _literal(node.operand, what)
+            return -v if isinstance(node.op, ast.USub) else +v
+    except (TypeError, ZeroDivisionError, OverflowError) as e:
+        raise UnconvertibleTests(f"{what} cannot be computed: {ast.unparse(node)[:80]}: {e}") from e
+    raise UnconvertibleTests(f"{what} is not a literal: {ast.unparse(node)[:80]}")
+
+
+def _source_of(node: ast.AST) -> str:
+    """Literal source for an argument (constant arithmetic is computed and written back as a literal)."""
+    try:
+        ast.literal_eval(node)
+        return ast.unparse(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        value = _literal(node, "argument")
+        text = repr(value)
+        try:
+            if ast.literal_eval(text) != value and value == value:
+                raise ValueError
+        except (ValueError, SyntaxError) as e:
+            raise UnconvertibleTests(f"argument has no literal form: {ast.unparse(node)[:80]}") from e
+        return text
 
 
 def _call_args(node: ast.AST, names: set[str]) -> str | None:
@@ -149,9 +187,7 @@ def _call_args(node: ast.AST, names: set[str]) -> str | None:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
         if node.keywords:
             raise UnconvertibleTests(f"keyword arguments are not supported: {ast.unparse(node)[:80]}")
-        for a in node.args:
-            _literal(a, "argument")
-        return ", ".join(ast.unparse(a) for a in node.args)
+        return ", ".join(_source_of(a) for a in node.args)
     return None
 
 
@@ -215,7 +251,11 @@ def parse_asserts(source: str, names: set[str] | str) -> list[FunctionTest]:
     def visit(body: list[ast.stmt]) -> None:
         for stmt in body:
             if isinstance(stmt, ast.Assert):
+                if isinstance(stmt.test, ast.Constant) and stmt.test.value is True:
+                    continue  # `assert True, "..."`: tests nothing
                 tests.append(_one_assert(stmt.test, names))
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and ast.unparse(stmt.value.func) == "print":
+                continue
             elif isinstance(stmt, ast.FunctionDef) and stmt.name == "check":
                 visit(stmt.body)
             elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):

@@ -7,18 +7,22 @@ Encoding (the same on both sides; the sandbox's copy is `ENCODER_SOURCE`)::
     dict  -> {"$d": [[k, v], ...]}   bytes -> {"$b": base64}   complex -> {"$c": [re, im]}
     nan/inf -> {"$f": "nan" | "inf" | "-inf"}     anything else -> {"$x": "<type name>"}
 
-Only *exact* built-in types are encoded (``type(v) is int``, never ``isinstance``): a subclass with
-an always-true ``__eq__`` becomes ``{"$x": ...}``, which equals nothing. The trusted side only
-ever calls `json.loads` and builds plain built-in values from the tags (`decode`); it never
-unpickles or evaluates what a sandbox sent.
+A subclass of a built-in type (``Counter``, a namedtuple, an ``IntEnum``, or an ``int`` whose
+``__eq__`` always returns True) is encoded as its built-in *data*, read through the built-in
+type's own methods, so no method of the candidate's class runs and an overridden ``__eq__`` or
+``__iter__`` changes nothing. Other objects become ``{"$x": type name}``, which equals nothing.
+The trusted side only ever calls `json.loads` and builds plain built-in values from the tags
+(`decode`); it never unpickles or evaluates what a sandbox sent.
 
-Comparison (`values_equal`) is type-aware:
-- ``bool`` equals only ``bool`` (``True`` is not ``1``); ``None`` only ``None``;
-- ``int`` and ``float`` compare as numbers; when either is a float they are equal if
-  ``|a - b| <= max(abs_tol, rel_tol * max(|a|, |b|))``, with `REL_TOL` = 1e-6 and `ABS_TOL` = 1e-9
-  by default (a test may set its own); two NaNs are equal, infinities equal themselves;
-- ``str``, ``bytes`` exactly; ``list`` only ``list`` and ``tuple`` only ``tuple``, element by
-  element; ``set`` and ``frozenset`` as sets (of equal elements); ``dict`` by keys and values.
+Comparison (`values_equal`) is type-aware, on those plain values, and otherwise follows Python's
+``==`` for data (so dataset asserts keep their meaning):
+- numbers (``bool``, ``int``, ``float``) compare as numbers, as in Python (``True == 1``); when
+  either is a float they are equal if ``|a - b| <= max(abs_tol, rel_tol * max(|a|, |b|))``, with
+  `REL_TOL` = 1e-6 and `ABS_TOL` = 1e-9 by default (a test may set its own, e.g. from
+  ``abs(f(x) - y) < 1e-6``); two NaNs are equal, an infinity equals only itself;
+- ``None`` equals only ``None``; ``str`` and ``bytes`` exactly, never each other or a number;
+- ``list`` equals only ``list`` and ``tuple`` only ``tuple`` (as in Python), element by element;
+  ``set`` and ``frozenset`` as sets; ``dict`` by keys and values; ``complex`` part by part.
 """
 
 from __future__ import annotations
@@ -37,9 +41,29 @@ class DecodeError(ValueError):
     """What the sandbox sent is not a valid encoded value."""
 
 
+def _as_builtin(value: Any) -> Any:
+    """The built-in data of an instance of a built-in type's subclass, read without calling any
+    method the subclass defines (C-level methods of the base type); None for other objects."""
+    if isinstance(value, bool):
+        return bool(int.__add__(value, 0))
+    for base, read in ((int, lambda v: int.__add__(v, 0)), (float, lambda v: float.__add__(v, 0.0)),
+                       (str, lambda v: str.__add__("", v)), (bytes, lambda v: bytes.__add__(b"", v)),
+                       (list, lambda v: list(list.__iter__(v))), (tuple, lambda v: tuple(tuple.__iter__(v))),
+                       (dict, lambda v: dict(dict.items(v))), (set, lambda v: set(set.__iter__(v))),
+                       (frozenset, lambda v: frozenset(frozenset.__iter__(v)))):
+        if isinstance(value, base):
+            return read(value)
+    return None
+
+
 def encode(value: Any, depth: int = 0) -> Any:
     """Trusted-side encoder (for expected values stored in `Problem.reference`)."""
     t = type(value)
+    if t not in _EXACT and value is not None:
+        plain = _as_builtin(value)
+        if plain is None:
+            return {"$x": t.__name__}
+        value, t = plain, type(plain)
     if depth > MAX_DEPTH:
         return {"$x": "too deep"}
     if value is None or t in (bool, int, str):
@@ -63,6 +87,9 @@ def encode(value: Any, depth: int = 0) -> Any:
     if t is complex:
         return {"$c": [encode(value.real, depth + 1), encode(value.imag, depth + 1)]}
     return {"$x": t.__name__}
+
+
+_EXACT = (bool, int, float, str, bytes, list, tuple, dict, set, frozenset, complex)
 
 
 class Opaque:
@@ -157,11 +184,12 @@ def values_equal(actual: Any, expected: Any, *, rel_tol: float = REL_TOL, abs_to
     if depth > MAX_DEPTH or isinstance(actual, Opaque) or isinstance(expected, Opaque):
         return False
     ta, te = type(actual), type(expected)
-    if ta is bool or te is bool or actual is None or expected is None:
-        return ta is te and actual == expected
-    if ta in (int, float) and te in (int, float):
-        if ta is int and te is int:
-            return actual == expected
+    if actual is None or expected is None:
+        return actual is None and expected is None
+    numbers = (bool, int, float)
+    if ta in numbers and te in numbers:
+        if ta is not float and te is not float:
+            return int(actual) == int(expected)
         a, e = float(actual), float(expected)
         if math.isnan(a) or math.isnan(e):
             return math.isnan(a) and math.isnan(e)
@@ -207,8 +235,29 @@ _MISSING = object()
 
 # The encoder as it runs inside the sandbox: a copy of `encode`'s rules, standard library only.
 ENCODER_SOURCE = r'''
+def _rlvr_plain(value):
+    if isinstance(value, bool):
+        return bool(int.__add__(value, 0))
+    for base, read in ((int, lambda v: int.__add__(v, 0)), (float, lambda v: float.__add__(v, 0.0)),
+                       (str, lambda v: str.__add__("", v)), (bytes, lambda v: bytes.__add__(b"", v)),
+                       (list, lambda v: list(list.__iter__(v))), (tuple, lambda v: tuple(tuple.__iter__(v))),
+                       (dict, lambda v: dict(dict.items(v))), (set, lambda v: set(set.__iter__(v))),
+                       (frozenset, lambda v: frozenset(frozenset.__iter__(v)))):
+        if isinstance(value, base):
+            return read(value)
+    return None
+
+
+_RLVR_EXACT = (bool, int, float, str, bytes, list, tuple, dict, set, frozenset, complex)
+
+
 def _rlvr_encode(value, depth=0, _b64=__import__("base64"), _math=__import__("math")):
     t = type(value)
+    if t not in _RLVR_EXACT and value is not None:
+        plain = _rlvr_plain(value)
+        if plain is None:
+            return {"$x": t.__name__}
+        value, t = plain, type(plain)
     if depth > 64:
         return {"$x": "too deep"}
     if value is None or t is bool or t is int or t is str:
