@@ -28,22 +28,22 @@ PROBE = tuple(range(-6, 16))
 
 # (template, constant ranges): each is a function of x and the drawn constants
 TEMPLATES: dict[str, tuple[Callable[..., int], tuple[range, ...]]] = {
-    "x+{0}": (lambda x, a: x + a, (range(1, 20),)),
-    "x-{0}": (lambda x, a: x - a, (range(1, 20),)),
-    "{0}-x": (lambda x, a: a - x, (range(1, 20),)),
-    "x*{0}": (lambda x, a: x * a, (range(2, 10),)),
-    "x*{0}+{1}": (lambda x, a, b: x * a + b, (range(2, 10), range(1, 10))),
-    "x*{0}-{1}": (lambda x, a, b: x * a - b, (range(2, 10), range(1, 10))),
-    "(x+{0})*{1}": (lambda x, a, b: (x + a) * b, (range(1, 10), range(2, 10))),
+    "x+{0}": (lambda x, a: x + a, (range(1, 50),)),
+    "x-{0}": (lambda x, a: x - a, (range(1, 50),)),
+    "{0}-x": (lambda x, a: a - x, (range(1, 50),)),
+    "x*{0}": (lambda x, a: x * a, (range(2, 13),)),
+    "x*{0}+{1}": (lambda x, a, b: x * a + b, (range(2, 13), range(1, 20))),
+    "x*{0}-{1}": (lambda x, a, b: x * a - b, (range(2, 13), range(1, 20))),
+    "(x+{0})*{1}": (lambda x, a, b: (x + a) * b, (range(1, 10), range(2, 13))),
     "x*x": (lambda x: x * x, ()),
-    "x*x+{0}": (lambda x, a: x * x + a, (range(1, 10),)),
+    "x*x+{0}": (lambda x, a: x * x + a, (range(1, 20),)),
     "x*x-x": (lambda x: x * x - x, ()),
-    "x%{0}": (lambda x, a: x % a, (range(2, 10),)),
-    "x//{0}": (lambda x, a: x // a, (range(2, 10),)),
-    "abs(x-{0})": (lambda x, a: abs(x - a), (range(1, 10),)),
-    "max(x,{0})": (lambda x, a: max(x, a), (range(1, 10),)),
-    "min(x,{0})": (lambda x, a: min(x, a), (range(1, 10),)),
-    "x*{0}%{1}": (lambda x, a, b: x * a % b, (range(2, 10), range(3, 10))),
+    "x%{0}": (lambda x, a: x % a, (range(2, 13),)),
+    "x//{0}": (lambda x, a: x // a, (range(2, 13),)),
+    "abs(x-{0})": (lambda x, a: abs(x - a), (range(1, 20),)),
+    "max(x,{0})": (lambda x, a: max(x, a), (range(1, 20),)),
+    "min(x,{0})": (lambda x, a: min(x, a), (range(1, 20),)),
+    "x*{0}%{1}": (lambda x, a, b: x * a % b, (range(2, 10), range(3, 13))),
 }
 
 
@@ -62,8 +62,8 @@ class ProgramSynthesisTask(ProceduralTask):
     heldout_splits = ("test", "validation")
     default_config: dict[str, Any] = {"shown": 3, "hidden": 5, "templates": sorted(TEMPLATES), "x_range": [0, 9]}
     frozen: dict[str, str] = {  # tasks/data/program-synthesis-v1/*.jsonl (`rlvr tasks freeze`)
-        "test": "sha256:157adbe16f6c1a813c9a6d25695f0cac885a83d0511225a3166b2f57d1ea036f",
-        "validation": "sha256:d9e7127b5dfb5c573691c05028a7fe3060020baff912ecfb6d032237482f6d89",
+        "test": "sha256:77999ec73428ace207a184eddca36329e84d82099eeadebe7bad8e71f0e48565",
+        "validation": "sha256:260c75ca7ebd27e7300b68e68205e32d7f95c5610724be6b09667d5aa4054256",
     }
 
     def __init__(self, **config: Any):
