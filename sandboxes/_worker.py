@@ -514,7 +514,9 @@ class Supervisor:
         final = next((x for x in lines if "status" in x), None)
         result = {"stdout": bytes(out), "stderr": bytes(err), "limit": reason, "output_total": total}
         failed = next((x["reaper_error"] for x in lines if "reaper_error" in x), None)
-        if final is None:
+        if final is None and reason and not failed:  # we killed it before it could report
+            result.update(wait_status=signal.SIGKILL, cpu_s=0.0, maxrss_kb=None)
+        elif final is None:
             result["error"] = failed or f"reaper ended without reporting (wait status {reaper_status})"
         else:
             result.update(wait_status=final["status"], cpu_s=final["cpu_s"], maxrss_kb=final["maxrss_kb"])
@@ -526,11 +528,12 @@ class Supervisor:
         if job_pid:
             try:
                 os.kill(job_pid, signal.SIGKILL)
+                return
             except ProcessLookupError:
-                pass
-        if self.cgroup:
+                return
+        if self.cgroup:  # killing the reaper too: the result is synthesised from `reason`
             self.cgroup.kill_all()
-        elif not job_pid:
+        else:
             os.kill(reaper, signal.SIGKILL)
 
 

@@ -1,0 +1,5 @@
+import sys
+from pathlib import Path
+
+# the harness modules beside the tests (pytest runs with --import-mode=importlib)
+sys.path.insert(0, str(Path(__file__).parent))
