@@ -8,11 +8,12 @@ Two modes:
 
 ``serve`` (the fast local backend): a long-lived supervisor. For each job it forks a *reaper*
 that joins the job's cgroup and enters fresh PID, mount and IPC namespaces, mounts a private
-size- and inode-limited tmpfs as the scratch directory, and forks the *job* as PID 1 of that
-namespace. The job drops to an unprivileged uid, sets rlimits, loads the seccomp filter and
-runs the code in the already-warm interpreter (no interpreter start per job). When the job's
-PID 1 exits, the kernel kills every process left in its namespace, so daemons, double forks
-and ``setsid`` children cannot outlive the job; the job cannot see, signal or ptrace the
+size- and inode-limited tmpfs as the scratch directory, and forks the namespace's *init*
+(PID 1), which forks the job (PID 2, so signals behave as usual). The job drops to an
+unprivileged uid, sets rlimits, loads the seccomp filter and runs the code in the already-warm
+interpreter (no interpreter start per job). When the job ends, its init reports and exits, and
+the kernel kills every process left in the namespace, so daemons, double forks and ``setsid``
+children cannot outlive the job; the job cannot see, signal or ptrace the
 supervisor. The supervisor enforces the wall clock and the output budget itself (it reads the
 job's pipes), and the host kills the job's cgroup or the whole sandbox if the supervisor ever
 misses its deadline.
@@ -402,6 +403,29 @@ class Supervisor:
         mount(None, "/", None, MS_REC | MS_PRIVATE, None)
         size = f"size={int(limits['disk_mb'])}m,nr_inodes={int(limits['inodes'])},mode=0700,uid={self.uid},gid={self.gid}"
         mount("tmpfs", self.scratch, "tmpfs", MS_NOSUID | MS_NODEV, size)
+        init = os.fork()
+        if init == 0:  # PID 1 of the job's namespace
+            rc = 124
+            try:
+                rc = self._init(limits, code, files, stdio, w_st)
+            except BaseException as e:
+                try:
+                    os.write(w_st, json.dumps({"reaper_error": f"init: {type(e).__name__}: {e}"}).encode() + b"\n")
+                except OSError:
+                    pass
+            os._exit(rc)
+        for fd in stdio:
+            os.close(fd)
+        # killing this PID 1 kills every process of the job: the supervisor's handle on the job
+        os.write(w_st, json.dumps({"job_pid": init}).encode() + b"\n")
+        os.close(w_st)
+        os.waitpid(init, 0)
+        os._exit(0)
+
+    def _init(self, limits, code, files, stdio, w_st) -> int:
+        """PID 1 of the job's namespace: starts the job as PID 2 (so it has ordinary signal
+        semantics), reaps orphans, reports the job's status, and exits, which makes the kernel
+        kill whatever the job left behind."""
         job = os.fork()
         if job == 0:
             rc = 125
@@ -416,10 +440,12 @@ class Supervisor:
             os._exit(rc)
         for fd in stdio:
             os.close(fd)
-        os.write(w_st, json.dumps({"job_pid": job}).encode() + b"\n")
-        _, status, ru = os.wait4(job, 0)
+        while True:
+            pid, status, ru = os.wait4(-1, 0)
+            if pid == job:
+                break
         os.write(w_st, json.dumps({"status": status, "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss}).encode() + b"\n")
-        os._exit(0)
+        return 0
 
     def _job(self, limits, code: bytes, files: dict, stdio) -> int:
         r_in, w_out, w_err = stdio

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import queue
 import select
+import signal
 import struct
 import subprocess
 import tempfile
@@ -36,6 +37,32 @@ from sandboxes.types import Execution, ExecStatus, Job, SandboxError
 WORKER_SOURCE = Path(_worker.__file__).read_text()
 JOB_UID = 65534  # "nobody": jobs never run as the host's root
 CGROUP_MOUNT = "/run/rlvr-cgroup"
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (from /proc/PID/task/*/children)."""
+    found: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a bwrap process and its children. bwrap's child is the PID 1 of the sandbox's
+    namespace, so the kernel then kills every process in the sandbox."""
+    for child in children(pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 class ProtocolTimeout(Exception):
@@ -142,7 +169,7 @@ class _Worker:
                 except OSError:
                     pass
             if self.proc.poll() is None:
-                self.proc.kill()  # bwrap's PID namespace dies with it
+                kill_tree(self.proc.pid)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
