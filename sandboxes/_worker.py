@@ -7,8 +7,8 @@ project needs to be visible in the sandbox. The host also imports it for the wir
 Two modes:
 
 ``serve`` (the fast local backend): a long-lived supervisor. For each job it forks a *reaper*
-that joins the job's cgroup and enters fresh PID, mount and IPC namespaces, mounts a private
-size- and inode-limited tmpfs as the scratch directory, and forks the namespace's *init*
+that joins the job's cgroup and enters a fresh PID namespace (the supervisor has mounted a
+fresh size- and inode-limited tmpfs as the job's scratch directory), and forks the namespace's *init*
 (PID 1), which forks the job (PID 2, so signals behave as usual). The job drops to an
 unprivileged uid, sets rlimits, loads the seccomp filter and runs the code in the already-warm
 interpreter (no interpreter start per job). When the job ends, its init reports and exits, and
@@ -86,7 +86,7 @@ _libc = None
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 0x4000, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 4, 38, 22
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER = 1, 4, 38, 22, 36
 SECCOMP_MODE_FILTER = 2
 
 
@@ -113,6 +113,13 @@ def mount(source, target, fstype, flags: int, data) -> None:
     _check(libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 
+MNT_DETACH = 2
+
+
+def umount(target: str) -> None:
+    _check(libc().umount2(target.encode(), ctypes.c_int(MNT_DETACH)), f"umount {target}")
+
+
 def prctl(option: int, arg: int = 0) -> None:
     _check(libc().prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)), f"prctl {option}")
 
@@ -121,14 +128,26 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+class SeccompProgram:
+    """A classic-BPF filter prepared once (ctypes structures built in the supervisor, so a job
+    only pays for the prctl call)."""
+
+    def __init__(self, program: bytes):
+        if len(program) % 8:
+            raise ValueError("seccomp program length is not a multiple of 8")
+        self.program = program
+        self._buf = ctypes.create_string_buffer(program, len(program))
+        self._fprog = _SockFprog(len(program) // 8, ctypes.cast(self._buf, ctypes.c_void_p))
+
+    def load(self) -> None:
+        """Install the filter on this process (``no_new_privs`` must already be set)."""
+        _check(libc().prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(self._fprog),
+                            ctypes.c_ulong(0), ctypes.c_ulong(0)), "prctl(PR_SET_SECCOMP)")
+
+
 def load_seccomp(program: bytes) -> None:
     """Install a classic-BPF seccomp filter (``no_new_privs`` must already be set)."""
-    if len(program) % 8:
-        raise ValueError("seccomp program length is not a multiple of 8")
-    buf = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    _check(libc().prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog),
-                        ctypes.c_ulong(0), ctypes.c_ulong(0)), "prctl(PR_SET_SECCOMP)")
+    SeccompProgram(program).load()
 
 
 class _CapHeader(ctypes.Structure):
@@ -190,8 +209,28 @@ def drop_privileges(uid: int, gid: int) -> None:
         except OSError:
             if not _in_user_namespace():
                 raise
-    clear_capabilities()  # also the inheritable set, which a uid change leaves behind
+    if os.getuid() == 0 or not _INHERITABLE_CLEARED:
+        clear_capabilities()  # also the inheritable set, which a uid change leaves behind
     prctl(PR_SET_DUMPABLE, 0)
+
+
+_INHERITABLE_CLEARED = False
+
+
+def clear_inheritable_capabilities() -> None:
+    """Empty this process's inheritable (and so ambient) capability set, keeping the others, so
+    that children that change uid are left with no capabilities at all without a capset each."""
+    global _INHERITABLE_CLEARED
+    nr = SYS_CAPSET.get(os.uname().machine)
+    if nr is None:
+        return
+    header = _CapHeader(0x20080522, 0)
+    data = (_CapData * 2)()
+    _check(libc().syscall(ctypes.c_long(nr - 1), ctypes.byref(header), ctypes.byref(data)), "capget")  # capget = capset - 1
+    for d in data:
+        d.inheritable = 0
+    _check(libc().syscall(ctypes.c_long(nr), ctypes.byref(header), ctypes.byref(data)), "capset")
+    _INHERITABLE_CLEARED = True
 
 
 def _in_user_namespace() -> bool:
@@ -202,9 +241,12 @@ def _in_user_namespace() -> bool:
         return False
 
 
-def lock_down(seccomp_program: bytes) -> None:
+def lock_down(seccomp_program) -> None:
+    """``no_new_privs``, then the seccomp filter (bytes, or a prepared `SeccompProgram`)."""
     prctl(PR_SET_NO_NEW_PRIVS, 1)
-    if seccomp_program:
+    if isinstance(seccomp_program, SeccompProgram):
+        seccomp_program.load()
+    elif seccomp_program:
         load_seccomp(seccomp_program)
 
 
@@ -336,20 +378,30 @@ class Supervisor:
     def __init__(self, config: dict, seccomp_program: bytes):
         self.uid = int(config["uid"])
         self.gid = int(config["gid"])
-        self.seccomp = seccomp_program
+        self.seccomp = SeccompProgram(seccomp_program) if seccomp_program else b""
         self.scratch = config.get("scratch", "/tmp")
         cg = config.get("cgroup")
         self.cgroup = JobCgroup(cg["version"], cg["dirs"]) if cg else None
-        self.stdio_bytes = 0
+        # Per-job PID namespaces are needed only when a job cannot get a uid of its own (an
+        # unprivileged host: one uid mapped), since then only the namespace keeps it from
+        # signalling this supervisor. Otherwise one fork per job is enough: the job runs in this
+        # worker's own PID namespace, as another uid, and everything it leaves is killed after it.
+        pidns = config.get("job_pid_namespace")
+        self.job_pid_namespace = (os.getuid() != 0 or _in_user_namespace()) if pidns is None else bool(pidns)
         with open("/proc/self/statm") as f:
             self.as_base = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
     def start(self) -> None:
         prctl(PR_SET_DUMPABLE, 0)
+        prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of a job become our children, to be reaped
+        if os.getuid() == 0:
+            clear_inheritable_capabilities()
         if self.cgroup:
             self.cgroup.join("sup")
         # modules most programs import: paid once here instead of in every job
-        import collections, functools, heapq, itertools, math, random, re, string, traceback, io, types, threading, atexit, resource  # noqa: E401,F401
+        # (each preloaded module makes every fork a little dearer: typing costs a job ~4 ms to
+        # import and HumanEval prompts import it; random/hashlib are left to the jobs that use them)
+        import atexit, collections, functools, heapq, io, itertools, math, re, resource, string, threading, traceback, types, typing  # noqa: E401,F401
 
     def run_job(self, header: dict, blobs: list) -> tuple:
         limits = header["limits"]
@@ -357,6 +409,156 @@ class Supervisor:
         names = header.get("files", [])
         files = dict(zip(names, blobs[2:]))
         before = self.cgroup.prepare(limits) if self.cgroup else {}
+        # a fresh scratch filesystem per job, discarded afterwards: nothing a job writes survives
+        # it. (Mounted here rather than in a per-job mount namespace, whose teardown costs
+        # milliseconds; jobs cannot mount or unmount anything.)
+        scratch_opts = f"size={int(limits['disk_mb'])}m,nr_inodes={int(limits['inodes'])},mode=0700,uid={self.uid},gid={self.gid}"
+        mount("tmpfs", self.scratch, "tmpfs", MS_NOSUID | MS_NODEV, scratch_opts)
+        try:
+            if self.job_pid_namespace:
+                return self._run_job(limits, code, stdin, files, before)
+            return self._run_direct(limits, code, stdin, files, before)
+        finally:
+            umount(self.scratch)
+
+    def _run_direct(self, limits, code, stdin, files, before) -> tuple:
+        """One fork: the job is our child in this worker's PID namespace, under another uid."""
+        r_in, w_in = os.pipe()
+        r_out, w_out = os.pipe()
+        r_err, w_err = os.pipe()
+        t0 = time.monotonic()
+        job = os.fork()
+        if job == 0:
+            rc = 125
+            try:
+                for fd in (w_in, r_out, r_err):
+                    os.close(fd)
+                if self.cgroup:
+                    self.cgroup.join("job")
+                rc = self._job(limits, code, files, (r_in, w_out, w_err))
+            except BaseException as e:
+                try:
+                    os.write(w_err, f"sandbox: job setup failed: {type(e).__name__}: {e}\n".encode())
+                except OSError:
+                    pass
+            os._exit(rc)
+        for fd in (r_in, w_out, w_err):
+            os.close(fd)
+        pidfd = os.pidfd_open(job)
+        try:
+            out, err, total, reason = self._pump(limits, t0, w_in, r_out, r_err, pidfd, stdin)
+        finally:
+            os.close(pidfd)
+        self._kill_everything_but_us()  # the job's leftovers, or the job itself at a limit
+        _, status, ru = os.wait4(job, 0)
+        while True:  # reap what the job left behind (reparented to us: we are a subreaper)
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+        out, err, total = self._drain(r_out, r_err, out, err, total, int(limits["output_bytes"]))
+        wall = time.monotonic() - t0
+        result = {"limit": reason or ("output_limit" if total > int(limits["output_bytes"]) else None), "output_total": total,
+                  "wait_status": status, "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss, "wall_s": wall}
+        self._cgroup_report(result, before)
+        return result, [bytes(out), bytes(err)]
+
+    def _kill_everything_but_us(self) -> None:
+        """SIGKILL every process of this worker's PID namespace except its init and us: between
+        jobs that is exactly the job's process set. (kill(-1) holds the task list lock, so a fork
+        bomb cannot race it.) The job cgroup is killed too where there is one."""
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if self.cgroup:
+            self.cgroup.kill_all()
+
+    def _pump(self, limits, t0, w_in, r_out, r_err, pidfd, stdin: bytes):
+        """Feed stdin and collect output until the job exits, its wall clock ends or its output
+        budget is spent; returns (out, err, total bytes seen, limit hit or None)."""
+        deadline = t0 + float(limits["wall_s"])
+        budget = int(limits["output_bytes"])
+        out, err = bytearray(), bytearray()
+        bufs = {r_out: out, r_err: err}
+        total, reason = 0, None
+        pending = memoryview(stdin)
+        poller = select.poll()
+        for fd in (r_out, r_err, pidfd):
+            poller.register(fd, select.POLLIN)
+        if pending:
+            os.set_blocking(w_in, False)
+            poller.register(w_in, select.POLLOUT)
+        else:
+            os.close(w_in)
+            w_in = -1
+        exited = False
+        while not exited:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                reason = "timeout"
+                break
+            for fd, ev in poller.poll(left * 1000):
+                if fd == pidfd:
+                    exited = True
+                elif fd == w_in:
+                    try:
+                        n = os.write(w_in, pending[:65536])
+                        pending = pending[n:]
+                    except (BrokenPipeError, BlockingIOError):
+                        n = -1
+                    if not pending or n < 0 or ev & (select.POLLERR | select.POLLHUP):
+                        poller.unregister(w_in)
+                        os.close(w_in)
+                        w_in = -1
+                else:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        poller.unregister(fd)
+                        continue
+                    bufs[fd] += chunk[: max(0, budget - total)]
+                    total += len(chunk)
+                    if total > budget:
+                        reason = "output_limit"
+                        exited = True
+        if w_in >= 0:
+            os.close(w_in)
+        return out, err, total, reason
+
+    @staticmethod
+    def _drain(r_out, r_err, out, err, total, budget):
+        """Read what the (now dead) job's pipes still hold, within the budget, and close them."""
+        for fd, buf in ((r_out, out), (r_err, err)):
+            os.set_blocking(fd, False)
+            while True:
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:  # a writer survived somewhere: never wait for it
+                    break
+                if not chunk:
+                    break
+                buf += chunk[: max(0, budget - total)]
+                total += len(chunk)
+            os.close(fd)
+        return out, err, total
+
+    def _cgroup_report(self, result: dict, before: dict) -> None:
+        if not self.cgroup:
+            return
+        leftovers = self.cgroup.procs()
+        if leftovers:  # cannot happen when the kill above worked: recycle this worker
+            self.cgroup.kill_all()
+            result["anomaly"] = f"{len(leftovers)} processes left in the job cgroup"
+        result["oom_kills"] = self.cgroup.oom_kills() - before.get("oom_kill", 0)
+        cpu_after = self.cgroup.cpu_s()
+        if cpu_after is not None and before.get("cpu_s") is not None:
+            result["cpu_s"] = cpu_after - before["cpu_s"]
+        try:
+            result["peak_memory_bytes"] = self.cgroup.peak_bytes()
+        except (OSError, ValueError):
+            pass
+
+    def _run_job(self, limits, code, stdin, files, before) -> tuple:
         r_in, w_in = os.pipe()
         r_out, w_out = os.pipe()
         r_err, w_err = os.pipe()
@@ -399,10 +601,7 @@ class Supervisor:
     def _reaper(self, limits, code, files, stdio, w_st) -> None:
         if self.cgroup:
             self.cgroup.join("job")
-        unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC)
-        mount(None, "/", None, MS_REC | MS_PRIVATE, None)
-        size = f"size={int(limits['disk_mb'])}m,nr_inodes={int(limits['inodes'])},mode=0700,uid={self.uid},gid={self.gid}"
-        mount("tmpfs", self.scratch, "tmpfs", MS_NOSUID | MS_NODEV, size)
+        unshare(CLONE_NEWPID)
         init = os.fork()
         if init == 0:  # PID 1 of the job's namespace
             rc = 124
@@ -660,7 +859,7 @@ def oneshot() -> None:
     set_rlimits(limits, as_base)
     lock_down(seccomp_program)
     python = config["python"]
-    os.execv(python, [python, "-s", os.path.join(scratch, "main.py")])
+    os.execv(python, [python, *config.get("flags", ["-s"]), os.path.join(scratch, "main.py")])
 
 
 if __name__ == "__main__":

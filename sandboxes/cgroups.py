@@ -151,6 +151,20 @@ class WorkerCgroups:
         else:
             _write(self.dirs["memory"] / "memory.limit_in_bytes", limit)
 
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds used so far by every process that has been in this worker's cgroup."""
+        try:
+            if self.support.version == 2:
+                for line in (self.dirs["unified"] / "cpu.stat").read_text().splitlines():
+                    if line.startswith("usage_usec "):
+                        return int(line.split()[1]) / 1e6
+                return None
+            if "cpuacct" in self.dirs:
+                return int((self.dirs["cpuacct"] / "cpuacct.usage").read_text()) / 1e9
+        except OSError:
+            pass
+        return None
+
     def sandbox_dirs(self, mount_root: str = "/run/rlvr-cgroup") -> dict[str, str]:
         """Controller -> the path where the worker's directory appears inside the sandbox."""
         return {ctrl: f"{mount_root}/{ctrl}" for ctrl in self.dirs}

@@ -65,6 +65,12 @@ def kill_tree(pid: int) -> None:
         pass
 
 
+def interpreter_flags(site_packages: bool) -> list[str]:
+    """``-s``: no user site-packages; ``-S`` too unless asked: jobs get the standard library only,
+    and a worker without site-packages is smaller, so each fork is cheaper."""
+    return ["-s"] if site_packages else ["-s", "-S"]
+
+
 class ProtocolTimeout(Exception):
     pass
 
@@ -135,11 +141,11 @@ class _Worker:
             rw_binds = self.cgroups.binds(CGROUP_MOUNT)
             cg_config = {"version": b.cgroup_support.version, "dirs": self.cgroups.sandbox_dirs(CGROUP_MOUNT)}
         root = SandboxRoot(python=b.python, ro_binds=tuple(b.ro_binds), rw_binds=tuple(rw_binds))
-        argv = root.command(b.bwrap, [root.interpreter(), "-s", "-c", WORKER_SOURCE, "serve"], caps=SUPERVISOR_CAPS)
+        argv = root.command(b.bwrap, [root.interpreter(), *interpreter_flags(b.site_packages), "-c", WORKER_SOURCE, "serve"], caps=SUPERVISOR_CAPS)
         self.log.seek(0)
         self.log.truncate()
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, bufsize=0)
-        config = {"uid": b.uid, "gid": b.uid, "cgroup": cg_config, "scratch": "/tmp"}
+        config = {"uid": b.uid, "gid": b.uid, "cgroup": cg_config, "scratch": "/tmp", "job_pid_namespace": b.job_pid_namespace}
         try:
             _worker.send_message(self.proc.stdin.fileno(), config, [b.seccomp_program])
             hello, _ = read_message_until(self.proc.stdout.fileno(), time.monotonic() + b.start_timeout_s)
@@ -238,12 +244,16 @@ class LocalBackend(Backend):
         cgroups: ``"auto"`` (use them where possible), ``"required"`` or ``"off"``.
         worker_memory_mb: Ceiling for a whole worker, supervisor included (outer guard).
         grace_s: Seconds the host waits past a job's wall limit before acting itself.
+        site_packages: Let jobs import the interpreter's site-packages (default: stdlib only).
+        job_pid_namespace: Run each job in a PID namespace of its own (three forks instead of
+            one). Default: only where jobs cannot get a uid of their own (unprivileged hosts).
     """
 
     name = "local"
 
     def __init__(self, workers: int | None = None, recycle_after: int = 1000, python: str = "", ro_binds: tuple[str, ...] = (),
-                 cgroups: str = "auto", worker_memory_mb: int = 8192, grace_s: float = 1.0, start_timeout_s: float = 30.0):
+                 cgroups: str = "auto", worker_memory_mb: int = 8192, grace_s: float = 1.0, start_timeout_s: float = 30.0,
+                 site_packages: bool = False, job_pid_namespace: bool | None = None):
         bwrap, why = find_bwrap()
         if bwrap is None:
             raise SandboxError(why)
@@ -256,6 +266,8 @@ class LocalBackend(Backend):
         self.grace_s = grace_s
         self.start_timeout_s = start_timeout_s
         self.uid = JOB_UID
+        self.site_packages = site_packages
+        self.job_pid_namespace = job_pid_namespace
         self.seccomp_program = seccomp.build_filter()
         self.cgroup_support = _cgroup_support(cgroups)
         self._idle: queue.Queue[_Worker] = queue.Queue()
@@ -308,6 +320,24 @@ class LocalBackend(Backend):
             return execution
         finally:
             self._idle.put(worker)
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds used so far by the current workers and every job they reaped (from
+        /proc: the supervisor's own and its children's times), or None if unreadable."""
+        total = 0.0
+        tick = os.sysconf("SC_CLK_TCK")
+        for w in self._all:
+            if not w.alive:
+                continue
+            for init in children(w.proc.pid):  # bwrap -> the sandbox's PID 1 -> the supervisor
+                for sup in children(init):
+                    try:
+                        with open(f"/proc/{sup}/stat") as f:
+                            fields = f.read().rsplit(")", 1)[1].split()
+                    except OSError:
+                        return None
+                    total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+        return total
 
     def info(self) -> dict[str, Any]:
         return {

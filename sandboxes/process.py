@@ -22,7 +22,7 @@ from typing import Any
 from sandboxes import _worker, cgroups, seccomp
 from sandboxes.backend import Availability, Backend
 from sandboxes.bwrap import SandboxRoot, find_bwrap
-from sandboxes.local import JOB_UID, WORKER_SOURCE, _cgroup_support
+from sandboxes.local import JOB_UID, WORKER_SOURCE, _cgroup_support, interpreter_flags
 from sandboxes.outcome import classify, signal_name
 from sandboxes.types import Execution, Job, SandboxError
 
@@ -38,11 +38,13 @@ class ProcessBackend(Backend):
         python: Interpreter that runs jobs (default: this process's base interpreter).
         ro_binds: Extra host paths visible read-only in the sandbox.
         cgroups: ``"auto"``, ``"required"`` or ``"off"``.
+        site_packages: Let jobs import the interpreter's site-packages (default: stdlib only).
     """
 
     name = "process"
 
-    def __init__(self, concurrency: int | None = None, python: str = "", ro_binds: tuple[str, ...] = (), cgroups: str = "auto"):
+    def __init__(self, concurrency: int | None = None, python: str = "", ro_binds: tuple[str, ...] = (), cgroups: str = "auto",
+                 site_packages: bool = False):
         bwrap, why = find_bwrap()
         if bwrap is None:
             raise SandboxError(why)
@@ -51,6 +53,7 @@ class ProcessBackend(Backend):
         self.python = python
         self.ro_binds = tuple(ro_binds)
         self.cgroup_support = _cgroup_support(cgroups)
+        self.site_packages = site_packages
         self.seccomp_program = seccomp.build_filter()
         self._counter = itertools.count()
 
@@ -90,9 +93,9 @@ class ProcessBackend(Backend):
             before, cpu_before = counters["oom_kill"], counters["cpu_s"]
         names = list(job.files)
         config = {"uid": JOB_UID, "gid": JOB_UID, "cgroup": cg_config, "scratch": "/tmp", "files": names,
-                  "limits": limits.to_dict(), "python": root.interpreter()}
+                  "limits": limits.to_dict(), "python": root.interpreter(), "flags": interpreter_flags(self.site_packages)}
         message = _worker.encode_message(config, [self.seccomp_program, job.code.encode(), *[job.files[n] for n in names]])
-        argv = root.command(self.bwrap, [root.interpreter(), "-s", "-c", WORKER_SOURCE, "oneshot"], caps=BOOTSTRAP_CAPS)
+        argv = root.command(self.bwrap, [root.interpreter(), *interpreter_flags(self.site_packages), "-c", WORKER_SOURCE, "oneshot"], caps=BOOTSTRAP_CAPS)
         argv.insert(1, "--die-with-parent")
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, start_new_session=True)

@@ -7,6 +7,7 @@ Policy (a deny list on top of namespaces, an unprivileged uid and rlimits, which
 - no new namespaces (``unshare``, ``setns``, namespace flags to ``clone``), no mounts;
 - no kernel-facing administration (modules, kexec, reboot, swap, clock, bpf, perf, keyrings,
   io_uring, userfaultfd, file handles);
+- no System V IPC objects or POSIX message queues (they would outlive a job);
 - a foreign architecture or the x32 ABI kills the process (they would bypass the table).
 ``clone3`` answers ENOSYS, so the C library falls back to ``clone``, whose flags BPF can see.
 
@@ -37,6 +38,9 @@ DENIED: tuple[str, ...] = (
     "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
     "keyctl", "add_key", "request_key", "open_by_handle_at", "name_to_handle_at",
     "lookup_dcookie", "fanotify_init", "personality", "vhangup", "uselib", "nfsservctl",
+    # System V IPC and POSIX message queues outlive processes: state that could pass between
+    # jobs of one worker (jobs share the worker's IPC namespace)
+    "shmget", "semget", "msgget", "mq_open",
 )
 
 # Syscall numbers by architecture; a name missing from a table does not exist there.
@@ -54,6 +58,7 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "io_uring_enter": 426, "io_uring_register": 427, "keyctl": 250, "add_key": 248,
         "request_key": 249, "open_by_handle_at": 304, "name_to_handle_at": 303, "lookup_dcookie": 212,
         "fanotify_init": 300, "personality": 135, "vhangup": 153, "uselib": 134, "nfsservctl": 180,
+        "shmget": 29, "semget": 64, "msgget": 68, "mq_open": 240,
         "clone": 56, "clone3": 435,
     },
     "aarch64": {
@@ -69,6 +74,7 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "io_uring_register": 427, "keyctl": 219, "add_key": 217, "request_key": 218,
         "open_by_handle_at": 265, "name_to_handle_at": 264, "lookup_dcookie": 18, "fanotify_init": 262,
         "personality": 92, "vhangup": 58, "nfsservctl": 42,
+        "shmget": 194, "semget": 190, "msgget": 186, "mq_open": 180,
         "clone": 220, "clone3": 435,
     },
 }
