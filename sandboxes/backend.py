@@ -136,8 +136,6 @@ def best_available(**options: Any) -> Backend:
     """The available backend with the lowest priority number; never an unsandboxed one."""
     reasons = []
     for spec in sorted((s for s in BACKENDS.values() if s.priority is not None), key=lambda s: s.priority):
-        if spec.name in ("remote",) and "url" not in options:
-            continue
         availability = spec.probe()
         if availability.ok:
             return make_backend(spec.name, **options)
