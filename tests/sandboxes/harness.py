@@ -216,8 +216,10 @@ class OuterGuard:
 class GuardedRunner:
     """A backend in a subprocess under `OuterGuard` (see guarded_runner.py)."""
 
-    def __init__(self, backend: str, options: dict | None = None, env: dict | None = None):
+    def __init__(self, backend: str, options: dict | None = None, env: dict | None = None, guard=None):
+        # a backend whose jobs run elsewhere (Docker: under the engine) brings its own guard
         self.guard = OuterGuard()
+        self.job_guard = guard or self.guard
         self.proc = subprocess.Popen([sys.executable, str(HERE / "guarded_runner.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env={**os.environ, **(env or {})}, cwd=str(REPO))
         self.guard.add(self.proc.pid)  # before it starts any sandbox: they all inherit the guard

@@ -177,3 +177,23 @@ def test_bundled_bwrap_from_the_wheel_runs_the_sandbox():
         assert ex.ok and ex.stdout.strip() != b"0" and b.info()["bwrap"] == path
     finally:
         b.close()
+
+
+def test_docker_backend_on_a_real_engine(docker_options):
+    options = {k: v for k, v in docker_options.items() if k != "guard"}
+    b = sandboxes.make_backend("docker", containers=1, **options)
+    try:
+        ex = b.run(Job.make("import ctypes, os, sys\nprint(input(), os.getuid(), open('d/x.txt').read(), os.getcwd())\nsys.exit(2)\n",
+                            stdin="in\n", files={"d/x.txt": "x"}))
+        assert (ex.status, ex.exit_code, ex.stdout) == (ExecStatus.OK, 2, b"in 65534 x /tmp/job\n"), ex
+        ex = b.run(Job.make("import os\nprint(sorted(os.listdir('/tmp')))\nopen('/tmp/left', 'w').write('x')\n"))
+        assert ex.stdout == b"['job']\n"
+        assert b.run(Job.make("import os\nprint(os.path.exists('/tmp/left'))\n")).stdout == b"False\n"  # emptied between jobs
+        ex = b.run(Job.make("import os, time\nif os.fork() == 0:\n    time.sleep(60)\nprint('parent done')\n"))
+        assert ex.ok and ex.info.get("leftover_processes")  # the container was replaced
+        assert b.run(Job.make("import socket\nsocket.socket()\n")).stderr.rstrip().endswith(b"Operation not permitted")
+        assert b.run(Job.make("x = bytearray(2 << 30)\n", limits={"memory_mb": 128})).status is ExecStatus.MEMORY
+        assert b.run(Job.make("while True: pass", limits={"wall_s": 1})).status is ExecStatus.TIMEOUT
+        assert b.run(Job.make("print('after a timeout')")).stdout == b"after a timeout\n"
+    finally:
+        b.close()

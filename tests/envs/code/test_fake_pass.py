@@ -46,10 +46,14 @@ CORRECT = "def add(a, b):\n    return a + b\n"
 
 @pytest.fixture(scope="module", params=["local", "process", "docker"])
 def backend(request):
-    avail = sandboxes.backend_spec(request.param).probe()
-    if not avail.ok:
-        pytest.skip(f"backend {request.param!r} unavailable here: {avail.reason}")
-    b = sandboxes.make_backend(request.param)
+    options = {}
+    if request.param == "docker":  # a real engine started for the tests
+        options = {k: v for k, v in request.getfixturevalue("docker_options").items() if k != "guard"}
+    else:
+        avail = sandboxes.backend_spec(request.param).probe()
+        if not avail.ok:
+            pytest.skip(f"backend {request.param!r} unavailable here: {avail.reason}")
+    b = sandboxes.make_backend(request.param, **options)
     yield b
     b.close()
 
