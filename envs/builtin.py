@@ -10,7 +10,7 @@ import envs
 def register_all() -> None:
     envs.register(
         "math-v1", "envs.math.env:MathEnv",
-        description="Math final answers: last \\boxed{} or 'Answer:' line, compared exactly with the reference",
+        description="Math final answers: last \\boxed{}/Answer:, exact + symbolic equivalence (1 s bound), step rewards",
     )
     envs.register(
         "code-v1", "envs.code.env:CodeEnv",

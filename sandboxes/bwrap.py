@@ -113,6 +113,7 @@ class SandboxRoot:
                 args += ["--symlink", os.readlink(top), top]
             elif os.path.isdir(top):
                 args += ["--ro-bind", top, top]
+        args += ["--perms", "0755", "--dir", "/etc"]  # else it copies the host's mode, unreadable for jobs if 0700
         for path in ("/etc/localtime", "/etc/ld.so.cache", "/etc/alternatives"):
             if os.path.exists(path):
                 args += ["--ro-bind", path, path]

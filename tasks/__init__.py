@@ -9,7 +9,7 @@ Third-party packages register tasks through the ``rlvr.tasks`` entry-point group
 """
 
 from envs.registry import Registry, RegistryError
-from tasks.base import Task, TaskError, canonical_text, problems_checksum, stable_hash
+from tasks.base import Task, TaskError, assert_disjoint, canonical_text, problems_checksum, stable_hash
 
 TASKS: Registry[Task] = Registry("task", entry_point_group="rlvr.tasks")
 """Every registered task, by versioned id."""
@@ -28,4 +28,4 @@ def make(id: str, **config) -> Task:
     return task
 
 
-__all__ = ["TASKS", "Task", "TaskError", "canonical_text", "make", "problems_checksum", "register", "stable_hash"]
+__all__ = ["TASKS", "Task", "TaskError", "assert_disjoint", "canonical_text", "make", "problems_checksum", "register", "stable_hash"]

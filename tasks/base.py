@@ -134,6 +134,57 @@ class Task(ABC):
         """The environment that verifies this task (built once per task object)."""
         return envs.make(self.env_id, **self.env_kwargs)
 
+    def data_sets(self, split: str) -> frozenset[str]:
+        """Names of the underlying collections of problems that ``split`` consists of or overlaps.
+
+        Two (task, split) pairs whose sets intersect may share problems (see `assert_disjoint`).
+        Default: the task's unversioned name and the split (``"gsm8k/test"``), so versions of a
+        task share data. Tasks built from another task's data declare it here (MATH-500 declares
+        the part of MATH test it was drawn from).
+        """
+        self.check_split(split)
+        base = envs.parse_id(self.id).base if self.id else type(self).__name__
+        return frozenset({f"{base}/{split}"})
+
     def describe(self) -> dict[str, Any]:
         """What a report records about the task."""
         return {"id": self.id, "env": self.env_id, "config": self.config, "splits": list(self.splits)}
+
+
+TaskSplit = tuple[Any, str]
+"""A ``(task, split)`` pair; the task is a `Task` or a registered id."""
+
+
+def assert_disjoint(train: TaskSplit, heldout: list[TaskSplit] | tuple[TaskSplit, ...]) -> None:
+    """Refuse to train on ``train`` when it may share problems with any held-out pair.
+
+    Raises `TaskError` naming both pairs and the shared collection, e.g. training on
+    ``("hendrycks-math-v1", "test")`` while ``("math500-v1", "test")`` is held out: MATH-500 is a
+    subset of MATH test. Pairs are compared by `Task.data_sets`, so no data is loaded.
+    """
+    train_task, train_split = _resolve(train)
+    train_sets = train_task.data_sets(train_split)
+    for pair in heldout:
+        task, split = _resolve(pair)
+        shared = train_sets & task.data_sets(split)
+        if shared:
+            raise TaskError(
+                f"training on {train_task.id or type(train_task).__name__}:{train_split} would leak into held-out "
+                f"{task.id or type(task).__name__}:{split}: both contain {', '.join(sorted(shared))}. "
+                "Train on a disjoint split instead (for MATH with MATH-500 held out: hendrycks-math-v1:train "
+                "or hendrycks-math-v1:test_rest)."
+            )
+
+
+def _resolve(pair: TaskSplit) -> tuple[Task, str]:
+    if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], str)):
+        raise TaskError(f"expected a (task, split) pair, got {pair!r}")
+    task, split = pair
+    if isinstance(task, str):
+        import tasks
+
+        task = tasks.make(task)
+    if not isinstance(task, Task):
+        raise TaskError(f"expected a Task or task id in {pair!r}, got {type(task).__name__}")
+    task.check_split(split)
+    return task, split

@@ -1,10 +1,19 @@
-"""Math answers: extraction, comparison and the ``math`` environment.
+"""Math answers: extraction, parsing, exact/symbolic comparison, process rewards, the ``math``
+environment.
 
     from envs.math import check
-    check("... so \\boxed{42}", "42").passed  # True
+    check("... so \\boxed{\\frac{1}{2}}", "0.5").passed  # True
+
+Modules, one job each: `extract` (find the final answer), `lexer` + `parser` (text → answer tree,
+never evaluating model text), `nodes` (the tree), `exact` (pure-Python exact arithmetic),
+`numeric` (float refutation), `symbolic` + `worker` (sympy in supervised processes with a hard
+deadline), `compare` (the comparison policy), `steps` (process rewards), `env` (`check`, `MathEnv`).
+Importing this package does not import sympy.
 """
 
-from envs.math.env import MathEnv, check
+from envs.math.env import MathEnv, check, plain_number, warmup
 from envs.math.extract import Extraction, extract_answer
+from envs.math.lexer import ParseError
+from envs.math.parser import parse_answer
 
-__all__ = ["Extraction", "MathEnv", "check", "extract_answer"]
+__all__ = ["Extraction", "MathEnv", "ParseError", "check", "extract_answer", "parse_answer", "plain_number", "warmup"]

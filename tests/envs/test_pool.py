@@ -1,3 +1,6 @@
+import sys
+import types
+
 import pytest
 
 from envs.base import safe_verify
@@ -34,12 +37,13 @@ def test_process_pool_times_out_a_hung_verifier_and_recovers():
         assert pool.stats.timeouts == 1 and pool.stats.restarts == 1
 
 
-class Local(FaultyEnv):
-    pass
-
-
 def test_process_pool_reports_an_environment_it_cannot_load():
-    # defined in a test module that worker processes cannot import: every item is an error, fast
+    # a module that exists only in this process: the parent can pickle the class by reference,
+    # a spawned worker cannot import it
+    module = types.ModuleType("rlvr_parent_only_module")
+    Local = type("Local", (FaultyEnv,), {"__module__": module.__name__})
+    module.Local = Local
+    sys.modules[module.__name__] = module
     with VerifierPool(Local(), workers=1, kind="process", timeout_s=30) as pool:
         verdicts = pool.verify([P] * 2, ["ok", "ok"])
     assert all(v.status is Status.ERROR and "could not load" in v.info["error"] for v in verdicts)

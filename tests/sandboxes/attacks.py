@@ -104,10 +104,12 @@ ATTACKS: list[Attack] = [
 # reports whether it can see any of it.
 LEAVE_STATE = ("import ctypes, os, subprocess, sys\n"
                "open('/tmp/marker-' + {token}, 'w').write('x')\nopen('marker-' + {token}, 'w').write('x')\n"
+               "for d in ('/dev/shm', '/run', '/etc', '/'):\n    try:\n        open(d + '/marker-' + {token}, 'w').write('x')\n    except OSError:\n        pass\n"
                "libc = ctypes.CDLL(None)\nprint('shm', libc.shmget(0x52564c52, 4096, 0o1666))\n"
                "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n")
 SEE_STATE = ("import ctypes, os\n"
-             "seen = [p for p in ('/tmp/marker-' + {token}, 'marker-' + {token}) if os.path.exists(p)]\n"
+             "seen = [p for p in ('/tmp/marker-' + {token}, 'marker-' + {token}, '/dev/shm/marker-' + {token}, '/run/marker-' + {token},\n"
+             "                    '/etc/marker-' + {token}, '/marker-' + {token}) if os.path.exists(p)]\n"
              "libc = ctypes.CDLL(None)\nif libc.shmget(0x52564c52, 0, 0) != -1:\n    seen.append('sysv shm')\n"
              "procs = [p for p in os.listdir('/proc') if p.isdigit() and open(f'/proc/{p}/cmdline','rb').read().find(b'sleep(60)') >= 0]\n"
              "if procs:\n    seen.append(f'processes {procs}')\nprint('CLEAN' if not seen else f'LEFTOVER {seen}')\n")

@@ -1,0 +1,657 @@
+"""Tokens → answer tree: a whitelist recursive-descent parser for LaTeX and plain-text answers.
+
+Model text is never evaluated as Python (no ``eval``, no ``sympify``/``parse_expr``): the parser
+accepts a fixed grammar and builds `envs.math.nodes` trees; anything else is a `ParseError`.
+
+Grammar, loosest binding first::
+
+    answers   := statement ((',' | ';' | 'or' | 'and') statement)*     several answers
+    statement := union (relop union)*                                  = < <= > >= != and \\in
+    union     := expr ('\\cup' expr)*
+    expr      := [sign] term (('+' | '-' | '\\pm') term)*
+    term      := factor (('*' | '/' | implicit) factor)*              2x, 2\\pi, 2\\sqrt{3}
+    factor    := ('-' | '+') factor | power
+    power     := postfix ('^' exponent)?                               right-associative
+    postfix   := atom ('!' | '%' | '°')*
+    atom      := number | variable | constant | function | \\frac | \\sqrt | \\binom | group
+               | tuple | interval | set | matrix | |abs| | text
+
+Conventions (the comparison policy is documented in `envs.math.compare`): ``i`` is the imaginary unit, ``e`` Euler's number;
+an integer directly followed by a numeric ``\\frac`` is a mixed number (``2\\frac12 = 5/2``);
+units after a quantity are dropped; ``(a, b)`` is a tuple that also matches the open interval.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from functools import lru_cache
+
+from envs.math import nodes as N
+from envs.math.lexer import ParseError, Token, literal_value, normalize, tokenize
+
+MAX_DEPTH = 50
+"""Deepest bracket/command nesting accepted; deeper input is refused rather than risking Python's
+recursion limit (each level costs about a dozen frames)."""
+
+UNITS = frozenset("""
+cm centimeter centimeters centimetre centimetres mm millimeter millimeters km kilometer kilometers
+kilometre kilometres meter meters metre metres inch inches ft foot feet yard yards yd yds mile miles
+mph kph kmh kg kilogram kilograms gram grams mg lb lbs pound pounds ounce ounces oz ton tons tonne
+tonnes liter liters litre litres ml milliliter milliliters gallon gallons gal quart quarts pint pints
+cup cups second seconds sec secs minute minutes min mins hour hours hr hrs day days week weeks month
+months year years yr yrs dollar dollars cent cents euro euros unit units sq square squared cubic per
+rad radian radians mins sqft people persons times
+""".split())
+UNITS_TEXT_ONLY = frozenset("m g s h l".split())
+"""Single-letter units are dropped only inside ``\\text{}``/``\\mathrm{}``: bare, they are variables."""
+
+EMPTY_WORDS = re.compile(
+    r"^(?:no\s+(?:real\s+|integer\s+)?solutions?|none|empty\s*set|the\s+empty\s+set|no\s+such\s+\w+|"
+    r"there\s+(?:is|are)\s+no\s+(?:real\s+)?solutions?|\{\s*\}|\\emptyset|\\varnothing|∅)$",
+    re.I,
+)
+_WORDS = re.compile(r"^[A-Za-z][A-Za-z\s\-']*$")
+_CHOICE = re.compile(r"^\(?\s*([A-Ea-e])\s*\)?$")
+REALS_WORDS = re.compile(r"^(?:all\s+real\s+numbers|\\mathbb\s*\{?R\}?|all\s+reals|\(-\\infty,\s*\\infty\))$", re.I)
+
+_KNOWN_WORDS = {"pi": N.PI, "inf": N.OO, "infty": N.OO, "infinity": N.OO}
+_FUNC_ALIASES = {"lg": "log10", "arcsin": "asin", "arccos": "acos", "arctan": "atan"}
+_MATRIX_ENVS = {"pmatrix", "bmatrix", "Bmatrix", "matrix", "smallmatrix", "array", "vmatrix"}
+_SEPARATOR_WORDS = {"or", "and"}
+_RELOPS = {"=", "<", ">", "<=", ">=", "!="}
+
+
+def parse_answer(text: str) -> N.Node:
+    """Parse one answer (LaTeX or plain text) into a tree; raises `ParseError`.
+
+    Results are cached: golds repeat across a group of completions.
+    """
+    return _parse_cached(text)
+
+
+@lru_cache(maxsize=8192)
+def _parse_cached(text: str) -> N.Node:
+    s = normalize(text)
+    if not s:
+        raise ParseError("empty answer")
+    words = _strip_text_wrappers(s)
+    if EMPTY_WORDS.match(words):
+        return N.EmptySet()
+    if REALS_WORDS.match(words):
+        return N.Interval(N.neg(N.OO), N.OO, True, True)
+    choice = _CHOICE.match(words)
+    if choice and ("(" in words or "\\text" in s):  # "(C)" / \text{(C)}: a multiple-choice letter
+        return N.Text(choice.group(1).lower())
+    if _WORDS.match(words) and _is_prose(words):
+        return N.Text(_text_value(words))
+    s = _strip_outer_parens(s)
+    tokens = tokenize(s)
+    if tokens and all(t.kind == "text" for t in tokens):
+        content = " ".join(t.value for t in tokens)
+        if re.fullmatch(r"[\s()]*[-+]?\d[\d.,]*[\s()]*", content):  # \textbf{(113)}: a number in text
+            return _parse_cached(content.strip())
+        if not re.fullmatch(r"\s*[A-Za-z]\s*", content):
+            return N.Text(_text_value(content))
+    return Parser(tokens).parse()
+
+
+def _strip_outer_parens(s: str) -> str:
+    """``((((2))))`` → ``2`` in one linear pass (grouping parentheses around the whole answer add
+    nothing; a tuple keeps its own pair)."""
+    if not s.startswith("(("):
+        return s
+    match: dict[int, int] = {}
+    stack: list[int] = []
+    for k, ch in enumerate(s):
+        if ch == "(":
+            stack.append(k)
+        elif ch == ")" and stack:
+            match[stack.pop()] = k
+    i, j = 0, len(s) - 1
+    while s[i] == "(" and match.get(i) == j and s[i + 1] == "(" and match.get(i + 1) == j - 1:
+        i, j = i + 1, j - 1
+    return s[i: j + 1]
+
+
+def _strip_text_wrappers(s: str) -> str:
+    return re.sub(r"\\(?:text|textbf|textit|textrm|mathrm|mbox|textnormal)\s*\{([^{}]*)\}", r"\1", s).strip()
+
+
+def _is_prose(words: str) -> bool:
+    """True for answers like ``Monday`` or ``even``: a word of 3+ letters that is not math."""
+    for w in re.findall(r"[A-Za-z]+", words):
+        lw = w.lower()
+        if len(w) >= 3 and lw not in _KNOWN_WORDS and lw not in UNITS and w not in ("sqrt", "sin", "cos", "tan", "log", "ln", "exp"):
+            return True
+    return False
+
+
+def _text_value(s: str) -> str:
+    s = re.sub(r"[^0-9A-Za-z,\s]", " ", s.lower())
+    return re.sub(r"\s+", " ", s).strip(" ,")
+
+
+class Parser:
+    """Recursive descent over `Token`s; one instance parses one answer."""
+
+    def __init__(self, tokens: list[Token]):
+        self.toks = tokens
+        self.i = 0
+        self.depth = 0
+        self.abs_depth = 0
+
+    # -- token helpers ------------------------------------------------------------------------
+
+    def peek(self, k: int = 0) -> Token | None:
+        j = self.i + k
+        return self.toks[j] if j < len(self.toks) else None
+
+    def at(self, kind: str, value: str | None = None, k: int = 0) -> bool:
+        t = self.peek(k)
+        return t is not None and t.kind == kind and (value is None or t.value == value)
+
+    def take(self) -> Token:
+        t = self.peek()
+        if t is None:
+            raise ParseError("unexpected end of answer")
+        self.i += 1
+        return t
+
+    def expect(self, kind: str, value: str | None = None) -> Token:
+        t = self.peek()
+        if t is None or t.kind != kind or (value is not None and t.value != value):
+            where = f"{t.value!r} at position {t.pos}" if t else "end of answer"
+            raise ParseError(f"expected {value or kind}, found {where}")
+        self.i += 1
+        return t
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ParseError(f"nesting deeper than {MAX_DEPTH}")
+
+    # -- grammar ------------------------------------------------------------------------------
+
+    def parse(self) -> N.Node:
+        node = self.answers()
+        if self.peek() is not None:
+            t = self.peek()
+            raise ParseError(f"unexpected {t.value!r} at position {t.pos}")
+        return node
+
+    def _separator(self) -> bool:
+        t = self.peek()
+        if t is None:
+            return False
+        if t.kind == "op" and t.value in (",", ";"):
+            return True
+        if t.kind == "ident" and t.value.lower() in _SEPARATOR_WORDS:
+            return True
+        return t.kind == "text" and re.sub(r"[,\s]+", " ", t.value).strip().lower() in _SEPARATOR_WORDS | {""}
+
+    def answers(self) -> N.Node:
+        items = [self.statement()]
+        while self._separator():
+            self.take()
+            while self._separator():  # ", or", ", and"
+                self.take()
+            if self.peek() is None:
+                break
+            items.append(self.statement())
+        return items[0] if len(items) == 1 else N.Answers(tuple(items))
+
+    def statement(self) -> N.Node:
+        terms = [self.union()]
+        ops: list[str] = []
+        while True:
+            t = self.peek()
+            if t is not None and t.kind == "op" and t.value in _RELOPS:
+                ops.append(self.take().value)
+                terms.append(self.union())
+            elif t is not None and t.kind == "op" and t.value == "in":
+                self.take()
+                terms = [self.union()]  # "x \in [2, 5]": the answer is the set
+                ops = []
+            else:
+                break
+        return terms[0] if not ops else N.Relation(tuple(ops), tuple(terms))
+
+    def union(self) -> N.Node:
+        first = self.ratio()
+        if not self.at("op", "cup"):
+            return first
+        items = [first]
+        while self.at("op", "cup"):
+            self.take()
+            items.append(self.ratio())
+        return N.Union_(tuple(items))
+
+    def ratio(self) -> N.Node:
+        """``3:1`` is the ratio 3/1 (policy: a ratio answer is its quotient)."""
+        node = self.expr()
+        if self.at("op", ":"):
+            self.take()
+            node = N.div(node, self.expr())
+        return node
+
+    def expr(self) -> N.Node:
+        node: N.Node | None = None
+        if self.at("op", "pm") or self.at("op", "mp"):
+            self.take()
+            node = N.PlusMinus(N.ZERO, self.term())
+        elif self.at("op", "-"):
+            self.take()
+            node = N.neg(self.term())
+        elif self.at("op", "+"):
+            self.take()
+        if node is None:
+            node = self.term()
+        while True:
+            t = self.peek()
+            if t is None or t.kind != "op" or t.value not in ("+", "-", "pm", "mp"):
+                break
+            self.take()
+            rhs = self.term()
+            if t.value == "+":
+                node = N.add(node, rhs)
+            elif t.value == "-":
+                node = N.add(node, N.neg(rhs))
+            else:
+                node = N.PlusMinus(node, rhs)
+        return node
+
+    def term(self) -> N.Node:
+        node = self.factor()
+        while True:
+            self._skip_units()
+            t = self.peek()
+            if t is None:
+                break
+            if t.kind == "op" and t.value in ("*", "/"):
+                self.take()
+                rhs = self.factor()
+                node = N.mul(node, rhs) if t.value == "*" else N.div(node, rhs)
+            elif self._starts_atom(t):
+                if isinstance(node, N.Num) and t.kind == "num":
+                    raise ParseError(f"two numbers side by side at position {t.pos}")
+                mixed = self._mixed_number(node, t)
+                node = mixed if mixed is not None else N.mul(node, self.factor())
+            else:
+                break
+        return node
+
+    def _mixed_number(self, node: N.Node, t: Token) -> N.Node | None:
+        # 2\frac{1}{2} is two and a half: an integer literal directly before a numeric \frac
+        if not (t.kind == "cmd" and t.value == "frac" and isinstance(node, N.Num) and node.value.denominator == 1):
+            return None
+        prev = self.toks[self.i - 1]
+        if prev.kind != "num":
+            return None
+        start = self.i
+        frac = self.factor()
+        if isinstance(frac, N.Num) and 0 < frac.value < 1:
+            return N.Num(node.value + frac.value if node.value >= 0 else node.value - frac.value)
+        self.i = start
+        return None
+
+    def _starts_atom(self, t: Token) -> bool:
+        if t.kind in ("num", "ident", "begin"):
+            return t.kind != "ident" or t.value.lower() not in _SEPARATOR_WORDS
+        if t.kind == "cmd":
+            return True
+        if t.kind == "open":
+            return True
+        if t.kind == "op":
+            return t.value in ("pi", "infty", "i") or (t.value == "|" and self.abs_depth == 0)
+        return False
+
+    def _skip_units(self) -> None:
+        """Drop unit words after a quantity (``5 cm``, ``5\\text{ cm}^2``, ``3 square units``)."""
+        while True:
+            t = self.peek()
+            if t is None:
+                return
+            if t.kind == "ident" and t.value.lower() in UNITS and len(t.value) > 1:
+                self.take()
+            elif t.kind == "text" and (_is_unit_text(t.value) or self._trailing_label(t)):
+                self.take()
+            else:
+                return
+            if self.at("op", "^") and (self.at("num", k=1) or self.at("open", "{", k=1)):
+                self.take()
+                self.atom()
+
+    def _trailing_label(self, t: Token) -> bool:
+        """A word label closing the answer (``575\text{ students}``): a noun, not math."""
+        nxt = self.peek(1)
+        at_end = nxt is None or (nxt.kind == "op" and nxt.value in (",", ";"))
+        return at_end and bool(re.fullmatch(r"[A-Za-z][A-Za-z .]*", t.value.strip())) and t.value.strip().lower() not in _SEPARATOR_WORDS
+
+    def factor(self) -> N.Node:
+        if self.at("op", "-"):
+            self.take()
+            return N.neg(self.factor())
+        if self.at("op", "+"):
+            self.take()
+            return self.factor()
+        return self.power()
+
+    def power(self) -> N.Node:
+        base = self.postfix()
+        if self.at("op", "^"):
+            self.take()
+            self.enter()
+            exp = self.exponent()
+            self.depth -= 1
+            base = self._postfix_ops(N.power(base, exp))
+        return base
+
+    def exponent(self) -> N.Node:
+        if self.at("op", "-"):
+            self.take()
+            return N.neg(self.exponent())
+        if self.at("op", "+"):
+            self.take()
+        base = self.atom()
+        if self.at("op", "^"):  # right-associative: 2^3^2 = 2^(3^2)
+            self.take()
+            self.enter()
+            base = N.power(base, self.exponent())
+            self.depth -= 1
+        return base
+
+    def postfix(self) -> N.Node:
+        return self._postfix_ops(self.atom())
+
+    def _postfix_ops(self, node: N.Node) -> N.Node:
+        while True:
+            if self.at("op", "!"):
+                self.take()
+                node = N.Func("factorial", (node,))
+            elif self.at("op", "%"):
+                self.take()
+                node = N.Percent(node)
+            elif self.at("op", "°"):
+                self.take()
+                node = N.Degrees(node)
+            elif self.at("ident") and self.peek().value.lower() in ("percent", "degrees", "degree"):
+                word = self.take().value.lower()
+                node = N.Percent(node) if word == "percent" else N.Degrees(node)
+            elif self.at("text") and self.peek().value.strip().lower() in ("%", "percent", "degrees", "degree"):
+                word = self.take().value.strip().lower()
+                node = N.Percent(node) if word in ("%", "percent") else N.Degrees(node)
+            else:
+                return node
+
+    # -- atoms --------------------------------------------------------------------------------
+
+    def atom(self) -> N.Node:
+        self.enter()
+        try:
+            return self._atom()
+        finally:
+            self.depth -= 1
+
+    def _atom(self) -> N.Node:
+        t = self.take()
+        if t.kind == "num":
+            return self._number(t)
+        if t.kind == "ident":
+            return self._ident(t)
+        if t.kind == "cmd":
+            return self._command(t)
+        if t.kind == "open":
+            return self._bracketed(t)
+        if t.kind == "begin":
+            return self._matrix(t)
+        if t.kind == "text":
+            return self._text_atom(t)
+        if t.kind == "op":
+            if t.value == "pi":
+                return N.PI
+            if t.value == "infty":
+                return N.OO
+            if t.value == "i":
+                return N.I
+            if t.value == "emptyset":
+                return N.EmptySet()
+            if t.value == "|":
+                self.abs_depth += 1
+                inner = self.expr()
+                self.abs_depth -= 1
+                self.expect("op", "|")
+                return N.Func("abs", (inner,))
+        raise ParseError(f"unexpected {t.value!r} at position {t.pos}")
+
+    def _number(self, t: Token) -> N.Node:
+        if self.at("op", "_") and "." not in t.value and "e" not in t.value and "|" not in t.value:
+            self.take()  # 1011_2: a numeral in another base
+            base_tok = self._subscript_text()
+            if not base_tok.isdigit() or not 2 <= int(base_tok) <= 36:
+                raise ParseError(f"bad number base {base_tok!r}")
+            try:
+                return N.Num(Fraction(int(t.value, int(base_tok))))
+            except ValueError:
+                raise ParseError(f"{t.value} is not a numeral in base {base_tok}") from None
+        return N.Num(literal_value(t.value))
+
+    def _subscript_text(self) -> str:
+        if self.at("open", "{"):
+            self.take()
+            parts = []
+            while not self.at("close", "}"):
+                parts.append(self.take().value)
+            self.take()
+            return "".join(parts)
+        return self.take().value
+
+    def _ident(self, t: Token) -> N.Node:
+        name = t.value
+        if name.startswith("mathbb:"):
+            if name == "mathbb:R":
+                return N.Interval(N.neg(N.OO), N.OO, True, True)
+            return N.Text(name)
+        low = name.lower()
+        if low in _KNOWN_WORDS:
+            return _KNOWN_WORDS[low]
+        if name in ("sqrt", "sin", "cos", "tan", "log", "ln", "exp", "abs", "sec", "csc", "cot", "arcsin", "arccos", "arctan"):
+            return self._function(name)
+        if len(name) == 1 or name in _GREEK_NAMES:
+            return self._variable(name)
+        if len(name) == 2:  # "ab" in math text is a product: split it so "ab^2" is a·b²
+            self.toks.insert(self.i, Token("ident", name[1], t.pos + 1))
+            return self._letter(name[0])
+        raise ParseError(f"unknown word {name!r} at position {t.pos}")
+
+    def _letter(self, ch: str) -> N.Node:
+        return N.I if ch == "i" else N.E if ch == "e" else N.Sym(ch)
+
+    def _variable(self, name: str) -> N.Node:
+        if self.at("op", "_"):
+            self.take()
+            return N.Sym(f"{name}_{self._subscript_text()}")
+        return self._letter(name) if len(name) == 1 else N.Sym(name)
+
+    def _text_atom(self, t: Token) -> N.Node:
+        content = t.value.strip()
+        low = content.lower()
+        if EMPTY_WORDS.match(low):
+            return N.EmptySet()
+        if low in ("i", "e"):  # \mathrm{i}, \mathrm{e}
+            return self._letter(low)
+        if low in _KNOWN_WORDS:
+            return _KNOWN_WORDS[low]
+        if len(content) == 1 and content.isalpha():
+            return self._variable(content)
+        if re.fullmatch(r"\d+(?:\.\d+)?", content):  # \text{6}
+            return N.Num(Fraction(content))
+        if low in ("sin", "cos", "tan", "log", "ln", "exp", "lcm", "gcd", "sec", "csc", "cot", "arcsin", "arccos", "arctan"):
+            return self._function(low)
+        if re.fullmatch(r"[A-Za-z ,()]+", content):
+            return N.Text(_text_value(content))
+        raise ParseError(f"cannot read text {content!r} inside a formula")
+
+    def _command(self, t: Token) -> N.Node:
+        name = t.value
+        if name == "frac":
+            num, den = self._two_args()
+            return N.div(num, den)
+        if name == "binom":
+            n, k = self._two_args()
+            return N.Func("binom", (n, k))
+        if name == "sqrt":
+            index: N.Node | None = None
+            if self.at("open", "["):
+                self.take()
+                index = self.expr()
+                self.expect("close", "]")
+            arg = self._arg()
+            if index is None or index == N.Num(Fraction(2)):
+                return N.Func("sqrt", (arg,))
+            return N.Pow(arg, N.div(N.ONE, index))
+        if name in ("overline", "bar"):
+            raise ParseError("\\overline outside a repeating decimal")
+        if name == "text":
+            raise ParseError("stray \\text")
+        return self._function(name)
+
+    def _function(self, name: str) -> N.Node:
+        name = _FUNC_ALIASES.get(name, name)
+        power: N.Node | None = None
+        base: N.Node | None = None
+        for _ in range(2):
+            if self.at("op", "^"):
+                self.take()
+                power = self.exponent()
+            elif self.at("op", "_") and name == "log":
+                self.take()
+                base = self.exponent()
+        if self.at("open", "("):
+            self.take()
+            args = [self.statement()]
+            while self.at("op", ","):
+                self.take()
+                args.append(self.statement())
+            self.expect("close", ")")
+        elif self.at("open", "{"):
+            args = [self._arg()]
+        else:
+            args = [self._bare_function_arg()]
+        if name == "log" and base is not None:
+            node: N.Node = N.Func("log", (args[0], base))
+        elif name in ("log", "ln"):  # policy: \log without a base is the natural logarithm
+            node = N.Func("log", (args[0],))
+        else:
+            node = N.Func(name, tuple(args))
+        if power is not None:
+            if power == N.MINUS_ONE and name in ("sin", "cos", "tan"):  # \sin^{-1} x is arcsin x
+                return N.Func("a" + name, node.args)
+            node = N.power(node, power)
+        return node
+
+    def _bare_function_arg(self) -> N.Node:
+        """``\\sin 2x`` is sin(2x): factors written side by side, up to an operator or function."""
+        node = self.power()
+        while True:
+            t = self.peek()
+            if t is None or not (t.kind == "num" or (t.kind == "ident" and (len(t.value) <= 2 or t.value in _GREEK_NAMES) and t.value.lower() not in _SEPARATOR_WORDS | UNITS) or (t.kind == "op" and t.value == "pi")):
+                return node
+            node = N.mul(node, self.power())
+
+    def _arg(self) -> N.Node:
+        """A command argument: ``{...}`` or one token (``\\frac12``, ``\\sqrt2``, ``\\sqrt x``)."""
+        if self.at("open", "{"):
+            self.take()
+            inner = self.answers()
+            self.expect("close", "}")
+            return inner
+        t = self.peek()
+        if t is not None and t.kind == "num" and len(t.value) > 1 and t.value.isdigit():
+            # \frac12: LaTeX takes one character per argument
+            self.toks[self.i] = Token("num", t.value[1:], t.pos + 1)
+            return N.Num(Fraction(int(t.value[0])))
+        return self.atom()
+
+    def _two_args(self) -> tuple[N.Node, N.Node]:
+        return self._arg(), self._arg()
+
+    def _bracketed(self, t: Token) -> N.Node:
+        opener = t.value
+        if opener == "{":
+            inner = self.answers()
+            self.expect("close", "}")
+            return inner
+        if opener == "\\{":
+            if self.at("close", "\\}"):
+                self.take()
+                return N.EmptySet()
+            items = self._items()
+            self.expect("close", "\\}")
+            return N.SetOf(tuple(items))
+        if opener == "<(":
+            items = self._items()
+            self.expect("close", ">)")
+            return N.Tuple(tuple(items))
+        if opener in ("floor(", "ceil("):
+            inner = self.expr()
+            self.expect("close", opener[:-1] + ")")
+            return N.Func(opener[:-1], (inner,))
+        items = self._items()
+        close = self.take()
+        if close.kind != "close" or close.value not in (")", "]"):
+            raise ParseError(f"expected ) or ] at position {close.pos}, found {close.value!r}")
+        if len(items) == 1:
+            if opener == "(" and close.value == ")" or opener == "[" and close.value == "]":
+                return items[0]
+            raise ParseError(f"mismatched brackets {opener}...{close.value}")
+        if len(items) == 2 and (opener == "[" or close.value == "]"):
+            return N.Interval(items[0], items[1], opener == "(", close.value == ")")
+        if opener == "(" and close.value == ")":
+            return N.Tuple(tuple(items))
+        if opener == "[" and close.value == "]":
+            return N.Tuple(tuple(items))
+        raise ParseError(f"mismatched brackets {opener}...{close.value}")
+
+    def _items(self) -> list[N.Node]:
+        items = [self.statement()]
+        while self.at("op", ","):
+            self.take()
+            items.append(self.statement())
+        return items
+
+    def _matrix(self, t: Token) -> N.Node:
+        if t.value not in _MATRIX_ENVS:
+            raise ParseError(f"unsupported environment {t.value!r}")
+        rows: list[tuple[N.Node, ...]] = []
+        row: list[N.Node] = []
+        while not self.at("end"):
+            if self.peek() is None:
+                raise ParseError(f"\\begin{{{t.value}}} without \\end")
+            row.append(self.expr())
+            if self.at("op", "&"):
+                self.take()
+            elif self.at("sep"):
+                self.take()
+                rows.append(tuple(row))
+                row = []
+        end = self.take()
+        if end.value != t.value:
+            raise ParseError(f"\\begin{{{t.value}}} closed by \\end{{{end.value}}}")
+        if row:
+            rows.append(tuple(row))
+        if not rows or len({len(r) for r in rows}) != 1:
+            raise ParseError("matrix rows have different lengths")
+        matrix = N.Matrix(tuple(rows))
+        return N.Func("det", (matrix,)) if t.value == "vmatrix" else matrix
+
+
+_GREEK_NAMES = frozenset("""alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi
+rho sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Sigma Phi Psi Omega""".split())
+
+
+def _is_unit_text(text: str) -> bool:
+    words = re.findall(r"[A-Za-z]+", text.lower())
+    if not words or re.search(r"[0-9]", text):
+        return False
+    return all(w in UNITS or w in UNITS_TEXT_ONLY for w in words)

@@ -1,0 +1,53 @@
+"""`rlvr verify --gold G --response R`: run the math checker on one pair and show why it decided.
+
+Prints the verdict, the extracted answer, both normalised forms, the evidence that decided it and
+the process-reward steps, so a surprising reward can be debugged without writing code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="check one response against a gold answer with the math checker and explain the verdict")
+    p.add_argument("--gold", required=True, help="the gold answer, e.g. '\\frac{1}{2}'")
+    p.add_argument("--response", required=True, help="the model's response text, or '-' to read it from standard input")
+    p.add_argument("--lenient", action="store_true", help="fall back to the last math or number when the response has no explicit answer")
+    p.add_argument("--rel-tol", type=float, default=None, help="opt-in relative tolerance for numeric answers (default: exact)")
+    p.add_argument("--timeout", type=float, default=1.0, help="time budget of the check in seconds (default 1)")
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import rlvr
+    from envs.math import check, warmup
+
+    response = sys.stdin.read() if args.response == "-" else args.response
+    if args.timeout <= 0:
+        raise rlvr.UserError(f"--timeout must be > 0, got {args.timeout}")
+    if args.rel_tol is not None and not 0 <= args.rel_tol < 1:
+        raise rlvr.UserError(f"--rel-tol must be in [0, 1), got {args.rel_tol}")
+    warmup()  # a one-off check should not spend its budget starting sympy
+    verdict = check(response, args.gold, strict=not args.lenient, rel_tol=args.rel_tol, timeout_s=args.timeout)
+    if args.json:
+        print(json.dumps(verdict.to_dict(), indent=2, ensure_ascii=False))
+        return 0 if verdict.passed else 1
+    info = verdict.info
+    print(f"verdict:    {'PASS' if verdict.passed else 'FAIL'} (reward {verdict.reward:g}, status {verdict.status.value})")
+    print(f"extracted:  {verdict.extracted!r}" + (f" via {info['method']}" if "method" in info else ""))
+    print(f"normalised: {info.get('pred', '-')}  vs gold  {info.get('gold', '-')}")
+    if info.get("decided_by"):
+        print(f"decided by: {', '.join(info['decided_by'])}")
+    for key in ("parse_error", "error", "undecided"):
+        if key in info:
+            print(f"{key}: {info[key]}")
+    if verdict.steps:
+        print(f"steps ({sum(s.reward for s in verdict.steps):g}/{len(verdict.steps)} correct):")
+        for s in verdict.steps:
+            print(f"  [{'ok' if s.reward else 'WRONG'}] {s.label!r} at {s.start}-{s.end}")
+    print(f"time:       {info.get('check_s', 0) * 1000:.2f} ms")
+    return 0 if verdict.passed else 1

@@ -1,0 +1,63 @@
+from envs.math.extract import boxed_answers, extract_answer
+
+
+def test_last_box_wins_over_earlier_self_corrected_box():
+    text = "So \\boxed{5}. Hmm, that is wrong; correcting: the result is \\boxed{7}."
+    assert extract_answer(text).answer == "7"
+
+
+def test_adjacent_boxes_form_one_multi_part_answer():
+    assert extract_answer("The roots are \\boxed{2} and \\boxed{3}.").answer == "2, 3"
+    assert extract_answer("\\boxed{2}, \\boxed{-1}").answer == "2, -1"
+
+
+def test_nested_braces_and_escaped_set_braces_are_matched():
+    assert extract_answer("$\\boxed{\\frac{1}{\\sqrt{2}}}$").answer == "\\frac{1}{\\sqrt{2}}"
+    assert extract_answer("\\boxed{\\{1, 2\\}}").answer == "\\{1, 2\\}"
+    assert extract_answer("\\fbox{12}").answer == "12"
+    assert extract_answer("\\boxed 5 is it").answer == "5"
+
+
+def test_unclosed_box_is_ignored():
+    assert boxed_answers("\\boxed{3") == []
+    assert extract_answer("\\boxed{3") is not None  # one short line: a bare answer, not a box
+    assert extract_answer("\\boxed{3").method == "bare"
+
+
+def test_markers():
+    assert extract_answer("work\nAnswer: 20126").answer == "20126"
+    assert extract_answer("So the answer is $18$ dollars.").answer == "18"
+    assert extract_answer("The final answer is 42.").answer == "42"
+    assert extract_answer("steps\n#### 1,000").answer == "1,000"
+    assert extract_answer("**Final Answer:** 12").answer == "12"
+
+
+def test_latest_marker_or_box_wins():
+    assert extract_answer("\\boxed{5}\nWait, no.\nAnswer: 7").answer == "7"
+    assert extract_answer("Answer: 7\nActually \\boxed{9}").answer == "9"
+
+
+def test_span_points_into_the_completion():
+    text = "The answer is $18$ dollars."
+    found = extract_answer(text)
+    assert text[found.start:found.end] == "18"
+
+
+def test_strict_has_no_answer_without_marker_lenient_guesses():
+    prose = "First we add 3 and 4 to get 7.\nThen we double it to get 14."
+    assert extract_answer(prose) is None
+    guess = extract_answer(prose, strict=False)
+    assert guess.answer == "14" and guess.method == "last_number"
+    assert extract_answer("we get $x=3$ and then\n$y = 4$", strict=False).answer == "y = 4"
+
+
+def test_bare_one_line_answer_is_its_own_answer():
+    assert extract_answer("  $\\frac{1}{2}$ ").answer == "$\\frac{1}{2}$"
+    assert extract_answer("2i").method == "bare"
+    assert extract_answer("") is None
+
+
+def test_megabyte_completion_is_scanned_linearly():
+    junk = "\\boxed{" * 100_000 + "x" * 500_000 + "\nthe answer is " * 50_000
+    text = junk + "\n\\boxed{41}"
+    assert extract_answer(text).answer == "41"
