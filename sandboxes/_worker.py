@@ -29,6 +29,7 @@ list, then that many raw byte blobs. Data only: nothing is ever unpickled.
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import select
@@ -265,13 +266,20 @@ class JobCgroup:
     """The per-job cgroup(s) bind-mounted into the sandbox by the host.
 
     ``dirs`` maps a controller name (``memory``, ``pids``; ``unified`` for cgroup v2) to the
-    sandbox path of this worker's cgroup directory, which holds ``sup`` (the supervisor) and
-    ``job`` (the current job).
+    sandbox path of this worker's cgroup directory, which holds ``job``: the supervisor of the
+    local backend lives there with its jobs (no migration per job); the per-process bootstrap
+    joins it. (``sup`` is kept empty.)
     """
 
     def __init__(self, version: int, dirs: dict):
         self.version = version
         self.dirs = dirs
+        self._written: dict = {}  # path -> value last written (a limit write costs the kernel work)
+
+    def _set(self, path: str, value: str) -> None:
+        if self._written.get(path) != value:
+            self._write(path, value)
+            self._written[path] = value
 
     def _job(self, ctrl: str, name: str) -> str:
         return os.path.join(self.dirs[ctrl], "job", name)
@@ -297,27 +305,40 @@ class JobCgroup:
         for ctrl in self.dirs:
             self._write(os.path.join(self.dirs[ctrl], part, "cgroup.procs"), "0")
 
-    def prepare(self, limits: dict) -> dict:
-        """Set the job's limits and reset its counters; returns the counters to diff against."""
-        memory = str(int(limits["memory_mb"]) << 20)
-        pids = str(int(limits["processes"]) + 1)  # + the reaper
+    def prepare_fast(self, limits: dict, resident_bytes: int = 0, resident_procs: int = 0) -> None:
+        """`prepare` without reading the counters (the caller kept them from the last job)."""
+        self.prepare(limits, resident_bytes, resident_procs, read_counters=False)
+
+    def usage_bytes(self) -> int:
+        """Memory charged to the job cgroup now."""
+        name = "memory.current" if self.version == 2 else "memory.usage_in_bytes"
+        return int(self._read(self._job(self._mem_dir(), name)))
+
+    def prepare(self, limits: dict, resident_bytes: int = 0, resident_procs: int = 0, read_counters: bool = True) -> dict:
+        """Set the job's limits and reset its counters; returns the counters to diff against.
+
+        ``resident_bytes``/``resident_procs``: what already lives in the cgroup (a supervisor that
+        stays there, so that jobs need no cgroup migration) on top of which the job's limits apply.
+        """
+        memory = str((int(limits["memory_mb"]) << 20) + resident_bytes)
+        pids = str(int(limits["processes"]) + 1 + resident_procs)  # + a reaper
         if self.version == 2:
-            self._write(self._job("unified", "memory.max"), memory)
+            self._set(self._job("unified", "memory.max"), memory)
             try:
-                self._write(self._job("unified", "memory.swap.max"), "0")
+                self._set(self._job("unified", "memory.swap.max"), "0")
             except OSError:
                 pass
-            self._write(self._job("unified", "pids.max"), pids)
+            self._set(self._job("unified", "pids.max"), pids)
             try:  # kernels >= 6.12 reset the high-water mark on write
                 self._write(self._job("unified", "memory.peak"), "reset")
                 self.peak_resettable = True
             except OSError:
                 self.peak_resettable = False
         else:
-            self._write(self._job("memory", "memory.limit_in_bytes"), memory)
+            self._set(self._job("memory", "memory.limit_in_bytes"), memory)
             self._write(self._job("memory", "memory.max_usage_in_bytes"), "0")
-            self._write(self._job("pids", "pids.max"), pids)
-        return {"oom_kill": self.oom_kills(), "cpu_s": self.cpu_s()}
+            self._set(self._job("pids", "pids.max"), pids)
+        return {"oom_kill": self.oom_kills(), "cpu_s": self.cpu_s()} if read_counters else {}
 
     def cpu_s(self):
         """CPU seconds used by every process that was ever in the job cgroup (None if unknown)."""
@@ -352,20 +373,21 @@ class JobCgroup:
         return int(self._read(self._job("memory", "memory.max_usage_in_bytes")))
 
     def procs(self) -> list:
-        pids = set()
-        for ctrl in self.dirs:
-            for line in self._read(self._job(ctrl, "cgroup.procs")).split():
-                pids.add(int(line))
-        return sorted(pids)
+        """Pids in the job cgroup (of the pids hierarchy: every job process is in all of them)."""
+        ctrl = "unified" if self.version == 2 else ("pids" if "pids" in self.dirs else next(iter(self.dirs)))
+        return sorted(int(line) for line in self._read(self._job(ctrl, "cgroup.procs")).split())
 
-    def kill_all(self) -> None:
-        if self.version == 2:
+    def kill_all(self, exclude: frozenset = frozenset()) -> None:
+        """SIGKILL every process in the job cgroup except ``exclude`` (pids in our namespace)."""
+        if self.version == 2 and not exclude:
             try:
                 self._write(self._job("unified", "cgroup.kill"), "1")
                 return
             except OSError:
                 pass
         for pid in self.procs():
+            if pid in exclude:
+                continue
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -390,6 +412,9 @@ class Supervisor:
         self.job_pid_namespace = (os.getuid() != 0 or _in_user_namespace()) if pidns is None else bool(pidns)
         with open("/proc/self/statm") as f:
             self.as_base = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        self.resident_allowance = 128 << 20  # the supervisor's share of the job cgroup's limit
+        self._counters: dict = {}  # oom_kill / cpu_s after the previous job = before the next
+        self._compiled = None
 
     def start(self) -> None:
         prctl(PR_SET_DUMPABLE, 0)
@@ -397,7 +422,10 @@ class Supervisor:
         if os.getuid() == 0:
             clear_inheritable_capabilities()
         if self.cgroup:
-            self.cgroup.join("sup")
+            # the supervisor lives in the job cgroup itself: forks inherit it, so no job pays for a
+            # cgroup migration; the job's limits are set on top of what the supervisor uses, and
+            # jobs make themselves the OOM killer's first choice
+            self.cgroup.join("job")
         # modules most programs import: paid once here instead of in every job
         # (each preloaded module makes every fork a little dearer: typing costs a job ~4 ms to
         # import and HumanEval prompts import it; random/hashlib are left to the jobs that use them)
@@ -408,7 +436,15 @@ class Supervisor:
         code, stdin = blobs[0], blobs[1]
         names = header.get("files", [])
         files = dict(zip(names, blobs[2:]))
-        before = self.cgroup.prepare(limits) if self.cgroup else {}
+        before = {}
+        if self.cgroup:
+            # the limit sits a fixed allowance above the supervisor's own memory (so it is not
+            # rewritten for every job); the job's peak is measured from what is charged now
+            resident = self.cgroup.usage_bytes()
+            counters = self._counters or self.cgroup.prepare(limits, self.resident_allowance, 1)
+            if self._counters:
+                self.cgroup.prepare_fast(limits, self.resident_allowance, 1)
+            before = {**counters, "resident_bytes": resident}
         # a fresh scratch filesystem per job, discarded afterwards: nothing a job writes survives
         # it. (Mounted here rather than in a per-job mount namespace, whose teardown costs
         # milliseconds; jobs cannot mount or unmount anything.)
@@ -423,6 +459,8 @@ class Supervisor:
 
     def _run_direct(self, limits, code, stdin, files, before) -> tuple:
         """One fork: the job is our child in this worker's PID namespace, under another uid."""
+        self._compiled = precompile(code, os.path.join(self.scratch, "main.py"))
+        gc.freeze()  # the job's garbage collections must not walk (and so copy) our objects
         r_in, w_in = os.pipe()
         r_out, w_out = os.pipe()
         r_err, w_err = os.pipe()
@@ -433,8 +471,6 @@ class Supervisor:
             try:
                 for fd in (w_in, r_out, r_err):
                     os.close(fd)
-                if self.cgroup:
-                    self.cgroup.join("job")
                 rc = self._job(limits, code, files, (r_in, w_out, w_err))
             except BaseException as e:
                 try:
@@ -472,7 +508,7 @@ class Supervisor:
         except ProcessLookupError:
             pass
         if self.cgroup:
-            self.cgroup.kill_all()
+            self.cgroup.kill_all(exclude=frozenset({os.getpid()}))
 
     def _pump(self, limits, t0, w_in, r_out, r_err, pidfd, stdin: bytes):
         """Feed stdin and collect output until the job exits, its wall clock ends or its output
@@ -545,16 +581,17 @@ class Supervisor:
     def _cgroup_report(self, result: dict, before: dict) -> None:
         if not self.cgroup:
             return
-        leftovers = self.cgroup.procs()
+        leftovers = [p for p in self.cgroup.procs() if p != os.getpid()]
         if leftovers:  # cannot happen when the kill above worked: recycle this worker
-            self.cgroup.kill_all()
+            self.cgroup.kill_all(exclude=frozenset({os.getpid()}))
             result["anomaly"] = f"{len(leftovers)} processes left in the job cgroup"
-        result["oom_kills"] = self.cgroup.oom_kills() - before.get("oom_kill", 0)
-        cpu_after = self.cgroup.cpu_s()
+        ooms_after, cpu_after = self.cgroup.oom_kills(), self.cgroup.cpu_s()
+        self._counters = {"oom_kill": ooms_after, "cpu_s": cpu_after}
+        result["oom_kills"] = ooms_after - before.get("oom_kill", 0)
         if cpu_after is not None and before.get("cpu_s") is not None:
             result["cpu_s"] = cpu_after - before["cpu_s"]
         try:
-            result["peak_memory_bytes"] = self.cgroup.peak_bytes()
+            result["peak_memory_bytes"] = max(0, self.cgroup.peak_bytes() - before.get("resident_bytes", 0))
         except (OSError, ValueError):
             pass
 
@@ -563,6 +600,8 @@ class Supervisor:
         r_out, w_out = os.pipe()
         r_err, w_err = os.pipe()
         r_st, w_st = os.pipe()
+        self._compiled = precompile(code, os.path.join(self.scratch, "main.py"))
+        gc.freeze()
         t0 = time.monotonic()
         reaper = os.fork()
         if reaper == 0:  # never returns
@@ -581,26 +620,11 @@ class Supervisor:
             os.close(fd)
         result = self._watch(limits, reaper, w_in, r_out, r_err, r_st, stdin, t0)
         result["wall_s"] = time.monotonic() - t0
-        if self.cgroup:
-            leftovers = self.cgroup.procs()
-            if leftovers:  # cannot happen when the PID namespace did its job: recycle this worker
-                self.cgroup.kill_all()
-                result["anomaly"] = f"{len(leftovers)} processes left in the job cgroup"
-            ooms = self.cgroup.oom_kills() - before.get("oom_kill", 0)
-            result["oom_kills"] = ooms
-            cpu_after = self.cgroup.cpu_s()
-            if cpu_after is not None and before.get("cpu_s") is not None:
-                result["cpu_s"] = cpu_after - before["cpu_s"]
-            try:
-                result["peak_memory_bytes"] = self.cgroup.peak_bytes()
-            except (OSError, ValueError):
-                pass
+        self._cgroup_report(result, before)
         stdout, stderr = result.pop("stdout"), result.pop("stderr")
         return result, [stdout, stderr]
 
     def _reaper(self, limits, code, files, stdio, w_st) -> None:
-        if self.cgroup:
-            self.cgroup.join("job")
         unshare(CLONE_NEWPID)
         init = os.fork()
         if init == 0:  # PID 1 of the job's namespace
@@ -653,13 +677,17 @@ class Supervisor:
         os.dup2(w_err, 2)
         os.closerange(3, 1 << 16)
         os.setsid()
+        # the job (and all it forks) is the OOM killer's first choice, before the supervisor that
+        # shares its cgroup (raising one's own score needs no privilege; lowering would)
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
         drop_privileges(self.uid, self.gid)
         os.chdir(self.scratch)
         write_files(self.scratch, {**files, "main.py": code})
         set_rlimits(limits, self.as_base)
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         lock_down(self.seccomp)
-        return run_python_in_process(code, os.path.join(self.scratch, "main.py"))
+        return run_python_in_process(code, os.path.join(self.scratch, "main.py"), self._compiled)
 
     def _watch(self, limits, reaper, w_in, r_out, r_err, r_st, stdin: bytes, t0: float) -> dict:
         deadline = t0 + float(limits["wall_s"])
@@ -757,12 +785,31 @@ class Supervisor:
             except ProcessLookupError:
                 return
         if self.cgroup:  # killing the reaper too: the result is synthesised from `reason`
-            self.cgroup.kill_all()
+            self.cgroup.kill_all(exclude=frozenset({os.getpid()}))
         else:
             os.kill(reaper, signal.SIGKILL)
 
 
-def run_python_in_process(code: bytes, filename: str) -> int:
+PRECOMPILE_MAX_BYTES = 64 << 10
+
+
+def precompile(code: bytes, filename: str):
+    """The code object for a small program, compiled in the supervisor before the fork, or None.
+
+    The first compile in a freshly forked child costs about a millisecond of copy-on-write
+    faults; compiling here costs tens of microseconds. Compiling runs none of the program, and
+    the size cap bounds the parser's memory; any failure just leaves the job to compile (and
+    report the error) itself, as ``python3 main.py`` would.
+    """
+    if len(code) > PRECOMPILE_MAX_BYTES:
+        return None
+    try:
+        return compile(code, filename, "exec", dont_inherit=True)
+    except BaseException:
+        return None
+
+
+def run_python_in_process(code: bytes, filename: str, compiled=None) -> int:
     """Run ``code`` as ``__main__`` in this (freshly forked) interpreter; return the exit code the
     same program would have under ``python3 main.py``."""
     import atexit
@@ -780,11 +827,14 @@ def run_python_in_process(code: bytes, filename: str) -> int:
     main = types.ModuleType("__main__")
     main.__file__ = filename
     main.__builtins__ = builtins
+    # keep the supervisor's own __main__ alive under another name: freeing it would make this
+    # forked child walk (and so copy) much of the supervisor's memory for nothing
+    sys.modules["_rlvr_supervisor_main"] = sys.modules.get("__main__")
     sys.modules["__main__"] = main
     signal.signal(signal.SIGINT, signal.default_int_handler)
     rc = 0
     try:
-        exec(compile(code, filename, "exec"), main.__dict__)
+        exec(compiled if compiled is not None else compile(code, filename, "exec", dont_inherit=True), main.__dict__)
     except SystemExit as e:
         rc = _exit_code(e)
     except BaseException:

@@ -8,9 +8,9 @@ goes through (fresh PID/mount/IPC namespaces, per-job cgroup, tmpfs scratch, unp
 rlimits, seccomp).
 
 Watchdogs: the supervisor kills a job at its wall-clock or output limit. The host waits for
-the supervisor's answer until ``wall_s + grace_s``; past that it kills the job's cgroup itself,
-and if the supervisor still does not answer it kills the whole worker sandbox (its PID namespace
-takes every process with it), reports ``ERROR`` and starts a new worker. A worker is also
+the supervisor's answer until ``wall_s + grace_s``; past that it kills the job cgroup itself and
+the whole worker sandbox (its PID namespace takes every process with it), reports ``ERROR`` and
+starts a new worker. A worker is also
 replaced after ``recycle_after`` jobs or after any anomaly it reports.
 """
 
@@ -198,13 +198,14 @@ class _Worker:
             try:
                 header, blobs = read_message_until(self.proc.stdout.fileno(), deadline)
             except ProtocolTimeout:
-                # host-side watchdog: kill the job's process set through its cgroup, then give
-                # the supervisor one more grace period to report
+                # host-side watchdog: the supervisor missed its own deadline. Kill the job cgroup
+                # (the job's process set, and the supervisor that lives there) and the sandbox.
                 if self.cgroups is not None:
                     self.cgroups.kill("job")
-                header, blobs = read_message_until(self.proc.stdout.fileno(), deadline + b.grace_s)
+                kill_tree(self.proc.pid)
+                raise
         except ProtocolTimeout:
-            return Execution.error(f"sandbox supervisor did not answer within {job.limits.wall_s + 2 * b.grace_s:.1f}s; worker replaced",
+            return Execution.error(f"sandbox supervisor did not answer within {job.limits.wall_s + b.grace_s:.1f}s; worker killed and replaced",
                                    backend=b.name, wall_s=time.monotonic() - t0), True
         except (EOFError, OSError, ValueError) as e:
             return Execution.error(f"sandbox worker failed: {type(e).__name__}: {e}; {self.stderr_tail()}", backend=b.name), True

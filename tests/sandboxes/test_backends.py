@@ -57,6 +57,15 @@ def test_interpreter_exit_semantics(backend):
     assert ex.stdout.decode().splitlines() == ["main done", "thread finished", "atexit ran"]
 
 
+def test_job_code_is_compiled_like_a_fresh_script(backend):
+    # annotations are evaluated (no `from __future__ import annotations` leaking in from the
+    # supervisor's own module), and syntax errors are reported like python3 main.py does
+    ex = run(backend, "def f(x: undefined_name):\n    pass\n")
+    assert ex.exit_code == 1 and b"NameError" in ex.stderr
+    ex = run(backend, "print(1 +)\n")
+    assert ex.exit_code == 1 and b"SyntaxError" in ex.stderr and b"main.py" in ex.stderr
+
+
 def test_wall_cpu_memory_and_output_limits(backend):
     ex = run(backend, "import time\ntime.sleep(30)\n", limits={"wall_s": 1})
     assert ex.status is ExecStatus.TIMEOUT and ex.wall_s < 10
