@@ -55,7 +55,7 @@ def cpu_now(backend=None) -> float | None:
     return total
 
 
-def measure(run_one, n_latency: int, n_jobs: int, concurrency: int, backend=None) -> dict:
+def measure(run_one, n_latency: int, n_jobs: int, concurrency: int, backend=None, cpu_visible: bool = True) -> dict:
     for _ in range(min(5, n_latency)):  # warm-up (worker start, caches)
         run_one()
     lat = []
@@ -76,7 +76,7 @@ def measure(run_one, n_latency: int, n_jobs: int, concurrency: int, backend=None
         "latency_median_ms": statistics.median(lat) * 1000, "latency_p95_ms": lat[int(0.95 * (len(lat) - 1))] * 1000,
         # CPU time per job summed over every process involved: independent of other load on the
         # machine, so cores / cpu_per_job is the throughput an otherwise idle machine would reach
-        "cpu_ms_per_job": None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / n_jobs * 1000,
+        "cpu_ms_per_job": None if cpu0 is None or cpu1 is None or not cpu_visible else (cpu1 - cpu0) / n_jobs * 1000,
     }
 
 
@@ -86,6 +86,7 @@ def main() -> int:
     ap.add_argument("--latency-jobs", type=int, default=100, help="sequential jobs for latency (default 100)")
     ap.add_argument("--backends", default="local,process,docker", help="comma-separated backends (unavailable ones are reported and skipped)")
     ap.add_argument("--baseline-jobs", type=int, default=200, help="jobs for the plain-subprocess baseline throughput (default 200)")
+    ap.add_argument("--local-workers", type=int, default=0, help="workers of the local backend (default: one per core)")
     ap.add_argument("--out", default="bench_results/sandbox.json", help="JSON output path")
     args = ap.parse_args()
 
@@ -99,12 +100,16 @@ def main() -> int:
         if not avail.ok:
             rows[name] = {"unavailable": avail.reason}
             continue
-        backend = sandboxes.make_backend(name)
+        backend = sandboxes.make_backend(name, **({"workers": args.local_workers} if name == "local" and args.local_workers else {}))
+        if hasattr(backend, "warm_up"):
+            backend.warm_up()
         job = sandboxes.Job.make(PROGRAM)
         try:
             n = args.jobs if name == "local" else min(args.jobs, args.baseline_jobs)
             rows[name] = {**measure(lambda: backend.run(job).stdout, args.latency_jobs if name == "local" else min(args.latency_jobs, 50),
-                                    n, backend.concurrency, backend), "info": {k: str(v) for k, v in backend.info().items()}}
+                                    n, backend.concurrency, backend,
+                                    # a Docker job runs in the engine's processes, whose CPU time this process cannot see
+                                    cpu_visible=name != "docker"), "info": {k: str(v) for k, v in backend.info().items()}}
         finally:
             backend.close()
 
