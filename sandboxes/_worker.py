@@ -268,7 +268,7 @@ class JobCgroup:
     ``dirs`` maps a controller name (``memory``, ``pids``; ``unified`` for cgroup v2) to the
     sandbox path of this worker's cgroup directory, which holds ``job``: the supervisor of the
     local backend lives there with its jobs (no migration per job); the per-process bootstrap
-    joins it. (``sup`` is kept empty.)
+    joins it.
     """
 
     def __init__(self, version: int, dirs: dict):
@@ -301,7 +301,7 @@ class JobCgroup:
             return f.read()
 
     def join(self, part: str) -> None:
-        """Move the calling process into ``part`` (``sup`` or ``job``) of every hierarchy."""
+        """Move the calling process into ``part`` (``job``) of every hierarchy."""
         for ctrl in self.dirs:
             self._write(os.path.join(self.dirs[ctrl], part, "cgroup.procs"), "0")
 

@@ -1,13 +1,15 @@
-"""Host-side cgroup management: one cgroup per sandbox worker, with a ``job`` child per job.
+"""Host-side cgroup management: one cgroup per sandbox worker, with a ``job`` child for its jobs.
 
-Layout, in every hierarchy used (cgroup v1: ``memory`` and ``pids``; v2: the unified tree)::
+Layout, in every hierarchy used (cgroup v1: ``memory``, ``pids`` and, for CPU time, ``cpuacct``;
+v2: the unified tree)::
 
-    <our own cgroup>/rlvr-sandbox-<host pid>/<worker>/sup   the supervisor
-                                                    /job   the running job (limits set per job)
+    <our own cgroup>/rlvr-sandbox-<host pid>/<worker>        ceiling for the whole worker
+                                                    /job     the supervisor and its current job
+                                                             (job limits reset for every job)
 
 The worker directory is bind-mounted read-write into the worker's sandbox so the supervisor can
-move each job's reaper into ``job`` and set its limits; jobs run as an unprivileged uid that
-cannot write these root-owned files. Everything is created below the cgroup the host process
+set each job's limits and read its counters (the per-process backend's bootstrap joins ``job``);
+jobs run as an unprivileged uid that cannot write these root-owned files. Everything is created below the cgroup the host process
 already lives in, so outer limits (a CI runner's, a container's) still apply.
 
 `detect()` says whether cgroups can be used here and, if not, why.
@@ -128,7 +130,7 @@ class WorkerCgroups:
         for ctrl, base in support.bases.items():
             top = base / group
             worker = top / name
-            for d in (top, worker, worker / "sup", worker / "job"):
+            for d in (top, worker, worker / "job"):
                 d.mkdir(exist_ok=True)
                 if support.version == 2 and d in (top, worker):
                     self._enable_v2(d)
@@ -175,10 +177,10 @@ class WorkerCgroups:
         return [(str(self.dirs[c]), inside[c]) for c in self.dirs]
 
     def procs(self, part: str = "") -> list[int]:
-        """Host pids in the worker's cgroups (``part`` = ``sup``/``job``/all)."""
+        """Host pids in the worker's cgroups (``part`` = ``job``, or all)."""
         pids: set[int] = set()
         for d in self.dirs.values():
-            for sub in ([part] if part else ["sup", "job", ""]):
+            for sub in ([part] if part else ["job", ""]):
                 try:
                     pids.update(int(x) for x in (d / sub / "cgroup.procs").read_text().split())
                 except OSError:
@@ -209,7 +211,7 @@ class WorkerCgroups:
         """Kill what is left and remove the directories (children first)."""
         self.kill()
         for d in self.dirs.values():
-            for sub in ("sup", "job", ""):
+            for sub in ("job", ""):
                 for _ in range(100):
                     try:
                         (d / sub).rmdir() if sub else d.rmdir()
