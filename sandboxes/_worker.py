@@ -412,7 +412,7 @@ class Supervisor:
         self.job_pid_namespace = (os.getuid() != 0 or _in_user_namespace()) if pidns is None else bool(pidns)
         with open("/proc/self/statm") as f:
             self.as_base = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        self.resident_allowance = 128 << 20  # the supervisor's share of the job cgroup's limit
+        self.resident_step = 8 << 20  # the supervisor's share of the limit is rounded up to this
         self._counters: dict = {}  # oom_kill / cpu_s after the previous job = before the next
         self._compiled = None
 
@@ -438,12 +438,13 @@ class Supervisor:
         files = dict(zip(names, blobs[2:]))
         before = {}
         if self.cgroup:
-            # the limit sits a fixed allowance above the supervisor's own memory (so it is not
-            # rewritten for every job); the job's peak is measured from what is charged now
+            # the limit is the job's memory on top of what the supervisor already uses (rounded up,
+            # so it is rarely rewritten); the job's peak is measured from what is charged now
             resident = self.cgroup.usage_bytes()
-            counters = self._counters or self.cgroup.prepare(limits, self.resident_allowance, 1)
+            allowance = (resident // self.resident_step + 1) * self.resident_step  # rarely changes between jobs
+            counters = self._counters or self.cgroup.prepare(limits, allowance, 1)
             if self._counters:
-                self.cgroup.prepare_fast(limits, self.resident_allowance, 1)
+                self.cgroup.prepare_fast(limits, allowance, 1)
             before = {**counters, "resident_bytes": resident}
         # a fresh scratch filesystem per job, discarded afterwards: nothing a job writes survives
         # it. (Mounted here rather than in a per-job mount namespace, whose teardown costs

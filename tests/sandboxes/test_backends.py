@@ -77,6 +77,18 @@ def test_wall_cpu_memory_and_output_limits(backend):
     assert ex.status is ExecStatus.OUTPUT_LIMIT and len(ex.stdout) <= 1000
 
 
+def test_memory_limit_covers_the_whole_process_set(backend):
+    """Four processes of 60 MiB each stay under the per-process address-space limit but not under
+    the job's 128 MiB cgroup limit (where there is one)."""
+    if not backend.info()["cgroups"].startswith("v"):
+        pytest.skip("no cgroups here: only per-process limits apply")
+    code = ("import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n        x = bytearray(60 << 20)\n"
+            "        x[::4096] = b'x' * len(x[::4096])\n        time.sleep(3)\n        os._exit(0)\n    kids.append(pid)\n"
+            "codes = [os.waitstatus_to_exitcode(os.waitpid(k, 0)[1]) for k in kids]\nprint(codes)\n")
+    ex = run(backend, code, limits={"memory_mb": 128, "wall_s": 20})
+    assert ex.status is ExecStatus.MEMORY and b"-9" in ex.stdout, (ex.status, ex.stdout, ex.stderr[-300:])  # the OOM killer took a child
+
+
 def test_peak_memory_is_measured(backend):
     small = run(backend, "print(1)\n")
     big = run(backend, "x = bytearray(100 << 20)\nx[::4096] = b'x' * len(x[::4096])\nprint(len(x))\n", limits={"memory_mb": 400})
