@@ -283,12 +283,7 @@ class LocalBackend(Backend):
 
     @classmethod
     def probe(cls) -> Availability:
-        bwrap, why = find_bwrap()
-        if bwrap is None:
-            return Availability(False, why)
-        if not seccomp.supported():
-            return Availability(False, f"no seccomp syscall table for {seccomp.machine_arch()}")
-        return Availability(True)
+        return bwrap_availability()
 
     def warm_up(self) -> None:
         """Start every worker now instead of at first use."""
@@ -360,6 +355,16 @@ class LocalBackend(Backend):
             self.close()
         except Exception:
             pass
+
+
+def bwrap_availability() -> Availability:
+    """Whether the bubblewrap backends can run here: a working bwrap and a seccomp table."""
+    bwrap, why = find_bwrap()
+    if bwrap is None:
+        return Availability(False, why)
+    if not seccomp.supported():
+        return Availability(False, f"no seccomp syscall table for {seccomp.machine_arch()}")
+    return Availability(True)
 
 
 def _cgroup_support(mode: str) -> cgroups.CgroupSupport:

@@ -22,7 +22,7 @@ from typing import Any
 from sandboxes import _worker, cgroups, seccomp
 from sandboxes.backend import Availability, Backend
 from sandboxes.bwrap import SandboxRoot, find_bwrap
-from sandboxes.local import JOB_UID, WORKER_SOURCE, _cgroup_support, interpreter_flags
+from sandboxes.local import JOB_UID, WORKER_SOURCE, _cgroup_support, bwrap_availability, interpreter_flags
 from sandboxes.outcome import classify, signal_name
 from sandboxes.types import Execution, Job, SandboxError
 
@@ -60,12 +60,7 @@ class ProcessBackend(Backend):
 
     @classmethod
     def probe(cls) -> Availability:
-        bwrap, why = find_bwrap()
-        if bwrap is None:
-            return Availability(False, why)
-        if not seccomp.supported():
-            return Availability(False, f"no seccomp syscall table for {seccomp.machine_arch()}")
-        return Availability(True)
+        return bwrap_availability()
 
     def info(self) -> dict[str, Any]:
         cg = f"v{self.cgroup_support.version}" if self.cgroup_support.available else f"off ({self.cgroup_support.reason})"

@@ -28,68 +28,25 @@ Comparison (`values_equal`) is type-aware, on those plain values, and otherwise 
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import math
 from typing import Any
 
+from envs.code import encoder as encoder_module
+from envs.code.encoder import _RLVR_MAX_DEPTH as MAX_DEPTH, _rlvr_encode
+
 REL_TOL = 1e-6
 ABS_TOL = 1e-9
-MAX_DEPTH = 64
 
 
 class DecodeError(ValueError):
     """What the sandbox sent is not a valid encoded value."""
 
 
-def _as_builtin(value: Any) -> Any:
-    """The built-in data of an instance of a built-in type's subclass, read without calling any
-    method the subclass defines (C-level methods of the base type); None for other objects."""
-    if isinstance(value, bool):
-        return bool(int.__add__(value, 0))
-    for base, read in ((int, lambda v: int.__add__(v, 0)), (float, lambda v: float.__add__(v, 0.0)),
-                       (str, lambda v: str.__add__("", v)), (bytes, lambda v: bytes.__add__(b"", v)),
-                       (list, lambda v: list(list.__iter__(v))), (tuple, lambda v: tuple(tuple.__iter__(v))),
-                       (dict, lambda v: dict(dict.items(v))), (set, lambda v: set(set.__iter__(v))),
-                       (frozenset, lambda v: frozenset(frozenset.__iter__(v)))):
-        if isinstance(value, base):
-            return read(value)
-    return None
-
-
-def encode(value: Any, depth: int = 0) -> Any:
-    """Trusted-side encoder (for expected values stored in `Problem.reference`)."""
-    t = type(value)
-    if t not in _EXACT and value is not None:
-        plain = _as_builtin(value)
-        if plain is None:
-            return {"$x": t.__name__}
-        value, t = plain, type(plain)
-    if depth > MAX_DEPTH:
-        return {"$x": "too deep"}
-    if value is None or t in (bool, int, str):
-        return value
-    if t is float:
-        if math.isnan(value):
-            return {"$f": "nan"}
-        if math.isinf(value):
-            return {"$f": "inf" if value > 0 else "-inf"}
-        return value
-    if t is list:
-        return [encode(v, depth + 1) for v in value]
-    if t is tuple:
-        return {"$t": [encode(v, depth + 1) for v in value]}
-    if t is set or t is frozenset:
-        return {"$s" if t is set else "$fs": [encode(v, depth + 1) for v in value]}
-    if t is dict:
-        return {"$d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
-    if t is bytes:
-        return {"$b": base64.b64encode(value).decode()}
-    if t is complex:
-        return {"$c": [encode(value.real, depth + 1), encode(value.imag, depth + 1)]}
-    return {"$x": t.__name__}
-
-
-_EXACT = (bool, int, float, str, bytes, list, tuple, dict, set, frozenset, complex)
+def encode(value: Any) -> Any:
+    """The tagged form of ``value`` (the same code the sandbox runs: `envs.code.encoder`)."""
+    return _rlvr_encode(value)
 
 
 class Opaque:
@@ -233,52 +190,5 @@ def values_equal(actual: Any, expected: Any, *, rel_tol: float = REL_TOL, abs_to
 _MISSING = object()
 
 
-# The encoder as it runs inside the sandbox: a copy of `encode`'s rules, standard library only.
-ENCODER_SOURCE = r'''
-def _rlvr_plain(value):
-    if isinstance(value, bool):
-        return bool(int.__add__(value, 0))
-    for base, read in ((int, lambda v: int.__add__(v, 0)), (float, lambda v: float.__add__(v, 0.0)),
-                       (str, lambda v: str.__add__("", v)), (bytes, lambda v: bytes.__add__(b"", v)),
-                       (list, lambda v: list(list.__iter__(v))), (tuple, lambda v: tuple(tuple.__iter__(v))),
-                       (dict, lambda v: dict(dict.items(v))), (set, lambda v: set(set.__iter__(v))),
-                       (frozenset, lambda v: frozenset(frozenset.__iter__(v)))):
-        if isinstance(value, base):
-            return read(value)
-    return None
-
-
-_RLVR_EXACT = (bool, int, float, str, bytes, list, tuple, dict, set, frozenset, complex)
-
-
-def _rlvr_encode(value, depth=0, _b64=__import__("base64"), _math=__import__("math")):
-    t = type(value)
-    if t not in _RLVR_EXACT and value is not None:
-        plain = _rlvr_plain(value)
-        if plain is None:
-            return {"$x": t.__name__}
-        value, t = plain, type(plain)
-    if depth > 64:
-        return {"$x": "too deep"}
-    if value is None or t is bool or t is int or t is str:
-        return value
-    if t is float:
-        if _math.isnan(value):
-            return {"$f": "nan"}
-        if _math.isinf(value):
-            return {"$f": "inf" if value > 0 else "-inf"}
-        return value
-    if t is list:
-        return [_rlvr_encode(v, depth + 1) for v in value]
-    if t is tuple:
-        return {"$t": [_rlvr_encode(v, depth + 1) for v in value]}
-    if t is set or t is frozenset:
-        return {"$s" if t is set else "$fs": [_rlvr_encode(v, depth + 1) for v in value]}
-    if t is dict:
-        return {"$d": [[_rlvr_encode(k, depth + 1), _rlvr_encode(v, depth + 1)] for k, v in value.items()]}
-    if t is bytes:
-        return {"$b": _b64.b64encode(value).decode()}
-    if t is complex:
-        return {"$c": [_rlvr_encode(value.real, depth + 1), _rlvr_encode(value.imag, depth + 1)]}
-    return {"$x": t.__name__}
-'''
+# The encoder as it runs inside the sandbox: the very source of `envs.code.encoder`.
+ENCODER_SOURCE = inspect.getsource(encoder_module)
