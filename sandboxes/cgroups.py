@@ -130,10 +130,17 @@ class WorkerCgroups:
         for ctrl, base in support.bases.items():
             top = base / group
             worker = top / name
-            for d in (top, worker, worker / "job"):
-                d.mkdir(exist_ok=True)
-                if support.version == 2 and d in (top, worker):
-                    self._enable_v2(d)
+            for attempt in range(20):
+                try:
+                    for d in (top, worker, worker / "job"):
+                        d.mkdir(exist_ok=True)
+                        if support.version == 2 and d in (top, worker):
+                            self._enable_v2(d)
+                    break
+                except (FileExistsError, FileNotFoundError):
+                    # another worker's destroy() removed the shared parent just now: again
+                    if attempt == 19:
+                        raise
             self.dirs[ctrl] = worker
         self._limit_worker(memory_mb)
 

@@ -99,6 +99,11 @@ class RootGuard:
     def peak_memory(self) -> int | None:
         return int((self.dirs["memory"] / "memory.max_usage_in_bytes").read_text()) if self.dirs else None
 
+    def procs(self) -> list[int]:
+        from harness import guard_procs
+
+        return guard_procs(self.dirs.values())
+
     def close(self) -> None:
         for d in self.dirs.values():
             for sub in sorted(d.rglob("*"), key=lambda p: len(p.parts), reverse=True):

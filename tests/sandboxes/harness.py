@@ -92,8 +92,11 @@ class Bait:
 
     # -- host checks ------------------------------------------------------------------------
 
-    def breaches(self, outputs: bytes) -> list[str]:
-        """Everything on the host that shows an escape; empty when the attack was contained."""
+    def breaches(self, outputs: bytes, guard=None) -> list[str]:
+        """Everything on the host that shows an escape; empty when the attack was contained.
+
+        ``guard``: the outer guard the backend runs under; processes left running are looked
+        for there (and, without one, among every process of the jobs' uid on the host)."""
         found = []
         if self.secret.encode() in outputs:
             found.append("secret leaked into the job's output")
@@ -121,7 +124,7 @@ class Bait:
                 pass
         if self.victim.poll() is not None:
             found.append(f"host victim process {self.victim.pid} was killed")
-        left = leftover_job_processes()
+        left = leftover_job_processes(guard)
         if left:
             found.append(f"job processes alive on the host after the job: {left}")
             for pid in left:
@@ -144,13 +147,28 @@ class Bait:
                 pass
 
 
-def leftover_job_processes(wait_s: float = 3.0) -> list[int]:
-    """Host pids running as the jobs' uid, after giving the kernel ``wait_s`` to reap them."""
+def _someone_elses(pid: str, guard) -> bool:
+    """Whether a process belongs to another sandbox on this machine (another test run's, another
+    engineer's): it sits in an rlvr cgroup that is not under our guard. A process that escaped
+    ours sits in no rlvr cgroup at all, so it still counts."""
+    try:
+        paths = [line.split(":", 2)[2] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()]
+    except (OSError, IndexError):
+        return False
+    ours = guard.name if guard is not None and getattr(guard, "available", False) else None
+    in_rlvr = [p for p in paths if "rlvr-" in p]
+    return bool(in_rlvr) and (ours is None or not any(ours in p for p in in_rlvr))
+
+
+def leftover_job_processes(guard=None, wait_s: float = 3.0) -> list[int]:
+    """Host pids running as the jobs' uid (other sandboxes' excepted, see `_someone_elses`),
+    after giving the kernel ``wait_s`` to reap them."""
     deadline = time.monotonic() + wait_s
     while True:
         pids = []
         for d in Path("/proc").iterdir():
-            if d.name.isdigit():
+            name = d.name
+            if name.isdigit() and not _someone_elses(name, guard):
                 try:
                     if d.stat().st_uid == JOB_UID and (d / "status").read_text().split("State:")[1].split()[0] != "Z":
                         pids.append(int(d.name))
@@ -161,16 +179,28 @@ def leftover_job_processes(wait_s: float = 3.0) -> list[int]:
         time.sleep(0.1)
 
 
+def guard_procs(dirs) -> list[int]:
+    pids: set[int] = set()
+    for d in dirs:
+        for procs in Path(d).rglob("cgroup.procs"):
+            try:
+                pids.update(int(x) for x in procs.read_text().split())
+            except OSError:
+                pass
+    return sorted(pids)
+
+
 class OuterGuard:
     """A cgroup with memory and pids ceilings that the runner (and every sandbox it starts) lives in."""
 
     def __init__(self) -> None:
         self.support = cgroups.detect()
+        self.name = f"rlvr-test-guard-{os.getpid()}-{secrets.token_hex(3)}"
         self.dirs: dict[str, Path] = {}
         if not self.support.available:
             return
         for ctrl, base in self.support.bases.items():
-            d = base / f"rlvr-test-guard-{os.getpid()}"
+            d = base / self.name
             d.mkdir(exist_ok=True)
             self.dirs[ctrl] = d
         if self.support.version == 2:
@@ -184,6 +214,10 @@ class OuterGuard:
     @property
     def available(self) -> bool:
         return bool(self.dirs)
+
+    def procs(self) -> list[int]:
+        """Every process in the guard, in any of its descendant cgroups."""
+        return guard_procs(self.dirs.values())
 
     def add(self, pid: int) -> None:
         for d in self.dirs.values():

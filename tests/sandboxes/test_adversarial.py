@@ -63,7 +63,7 @@ def test_suite_is_large_enough():
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.name)
 def test_attack_is_contained(runner, bait, attack):
     ex = runner.run(bait.fmt(attack.code), attack.stdin, LIMITS)
-    breaches = bait.breaches(ex["stdout"] + ex["stderr"])
+    breaches = bait.breaches(ex["stdout"] + ex["stderr"], runner.job_guard)
     assert not breaches, f"{attack.name} escaped: {breaches}"
     problem = attack.expect(ex)
     assert problem is None, f"{attack.name}: {problem}"
@@ -75,7 +75,7 @@ def test_attack_is_contained(runner, bait, attack):
 def test_no_state_leaks_between_jobs(runner, bait):
     first = runner.run(bait.fmt(LEAVE_STATE), "", LIMITS)
     assert first["status"] != "error", first["info"]
-    assert not bait.breaches(first["stdout"] + first["stderr"])
+    assert not bait.breaches(first["stdout"] + first["stderr"], runner.job_guard)
     for _ in range(3):  # on the local backend these land on both workers
         ex = runner.run(bait.fmt(SEE_STATE), "", LIMITS)
         assert b"CLEAN" in ex["stdout"], (ex["stdout"], ex["stderr"][-500:])
