@@ -115,7 +115,7 @@ def main() -> int:
 
     print(f"\nsandbox benchmark: {cores} cores, {platform.platform()}, program {PROGRAM.strip()!r}\n")
     print(f"load average before/after: {load0} / {os.getloadavg()} (other work on the machine slows every row)\n")
-    print(f"{'backend':<32} {'jobs/s':>9} {'median ms':>10} {'p95 ms':>9} {'CPU ms/job':>11} {'idle-machine jobs/s':>20} {'jobs':>6}")
+    print(f"{'backend':<32} {'jobs/s':>9} {'median ms':>10} {'p95 ms':>9} {'CPU ms/job':>11} {'idle-machine jobs/s':>20} {'jobs':>6} {'wrong':>6}")
     for name, r in rows.items():
         if "unavailable" in r:
             print(f"{name:<32} unavailable: {r['unavailable'][:90]}")
@@ -124,7 +124,7 @@ def main() -> int:
         projected = f"{cores * 1000 / cpu:.0f}" if cpu else "n/a"
         r["idle_machine_jobs_per_s"] = cores * 1000 / cpu if cpu else None
         print(f"{name:<32} {r['jobs_per_s']:>9.1f} {r['latency_median_ms']:>10.2f} {r['latency_p95_ms']:>9.2f} "
-              f"{(f'{cpu:.2f}' if cpu else 'n/a'):>11} {projected:>20} {r['jobs']:>6}")
+              f"{(f'{cpu:.2f}' if cpu else 'n/a'):>11} {projected:>20} {r['jobs']:>6} {r['wrong_outputs']:>6}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"cores": cores, "platform": platform.platform(), "program": PROGRAM, "results": rows,
