@@ -619,11 +619,31 @@ class Supervisor:
             os._exit(code_rc)
         for fd in (r_in, w_out, w_err, w_st):
             os.close(fd)
-        result = self._watch(limits, reaper, w_in, r_out, r_err, r_st, stdin, t0)
-        result["wall_s"] = time.monotonic() - t0
+        pidfd = os.pidfd_open(reaper)  # readable once the reaper is gone: the job's namespace is empty
+        try:
+            out, err, total, reason = self._pump(limits, t0, w_in, r_out, r_err, pidfd, stdin)
+        finally:
+            os.close(pidfd)
+        head = b""
+        if reason:
+            head = _read_available(r_st)  # the reaper's first line: the job's init pid
+            first = head.split(b"\n", 1)[0]
+            self._kill(json.loads(first).get("job_pid") if first.strip() else None, reaper)
+        os.waitpid(reaper, 0)
+        lines = [json.loads(x) for x in (head + _read_all(r_st)).split(b"\n") if x.strip()]
+        out, err, total = self._drain(r_out, r_err, out, err, total, int(limits["output_bytes"]))
+        result = {"limit": reason or ("output_limit" if total > int(limits["output_bytes"]) else None), "output_total": total,
+                  "wall_s": time.monotonic() - t0}
+        final = next((x for x in lines if "status" in x), None)
+        failed = next((x["reaper_error"] for x in lines if "reaper_error" in x), None)
+        if final is None and reason and not failed:  # we killed it before it could report
+            result.update(wait_status=signal.SIGKILL, cpu_s=0.0, maxrss_kb=None)
+        elif final is None:
+            result["error"] = failed or "the job's reaper ended without reporting"
+        else:
+            result.update(wait_status=final["status"], cpu_s=final["cpu_s"], maxrss_kb=final["maxrss_kb"])
         self._cgroup_report(result, before)
-        stdout, stderr = result.pop("stdout"), result.pop("stderr")
-        return result, [stdout, stderr]
+        return result, [bytes(out), bytes(err)]
 
     def _reaper(self, limits, code, files, stdio, w_st) -> None:
         unshare(CLONE_NEWPID)
@@ -690,92 +710,6 @@ class Supervisor:
         lock_down(self.seccomp)
         return run_python_in_process(code, os.path.join(self.scratch, "main.py"), self._compiled)
 
-    def _watch(self, limits, reaper, w_in, r_out, r_err, r_st, stdin: bytes, t0: float) -> dict:
-        deadline = t0 + float(limits["wall_s"])
-        budget = int(limits["output_bytes"])
-        out, err, st = bytearray(), bytearray(), bytearray()
-        total = 0
-        job_pid = None
-        reason = None
-        pending = memoryview(stdin)
-        os.set_blocking(w_in, False)
-        if not pending:
-            os.close(w_in)
-            w_in = -1
-        poller = select.poll()
-        streams = {r_out: out, r_err: err, r_st: st}
-        for fd in streams:
-            poller.register(fd, select.POLLIN)
-        if w_in >= 0:
-            poller.register(w_in, select.POLLOUT)
-        open_fds = set(streams)
-        while open_fds:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                reason = "timeout"
-                break
-            for fd, ev in poller.poll(left * 1000):
-                if fd == w_in:
-                    try:
-                        n = os.write(w_in, pending[:65536])
-                        pending = pending[n:]
-                    except (BrokenPipeError, BlockingIOError):
-                        n = -1
-                    if not pending or n < 0 or ev & (select.POLLERR | select.POLLHUP):
-                        poller.unregister(w_in)
-                        os.close(w_in)
-                        w_in = -1
-                    continue
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    poller.unregister(fd)
-                    open_fds.discard(fd)
-                    continue
-                if fd == r_st:
-                    st += chunk
-                    if job_pid is None and b"\n" in st:
-                        job_pid = json.loads(bytes(st).split(b"\n", 1)[0]).get("job_pid")
-                    continue
-                take = max(0, min(len(chunk), budget - total))
-                streams[fd] += chunk[:take]
-                total += len(chunk)
-                if total > budget:
-                    reason = "output_limit"
-                    break
-            if reason:
-                break
-        if reason:
-            self._kill(job_pid, reaper)
-        if w_in >= 0:
-            os.close(w_in)
-        # collect what is left (the job is dead or finished; its pipes close with it)
-        for fd in list(open_fds):
-            while True:
-                r, _, _ = select.select([fd], [], [], 2.0)
-                if not r:
-                    break
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                if fd == r_st:
-                    st += chunk
-                    if job_pid is None and b"\n" in st:
-                        job_pid = json.loads(bytes(st).split(b"\n", 1)[0]).get("job_pid")
-        for fd in (r_out, r_err, r_st):
-            os.close(fd)
-        _, reaper_status = os.waitpid(reaper, 0)
-        lines = [json.loads(x) for x in bytes(st).split(b"\n") if x.strip()]
-        final = next((x for x in lines if "status" in x), None)
-        result = {"stdout": bytes(out), "stderr": bytes(err), "limit": reason, "output_total": total}
-        failed = next((x["reaper_error"] for x in lines if "reaper_error" in x), None)
-        if final is None and reason and not failed:  # we killed it before it could report
-            result.update(wait_status=signal.SIGKILL, cpu_s=0.0, maxrss_kb=None)
-        elif final is None:
-            result["error"] = failed or f"reaper ended without reporting (wait status {reaper_status})"
-        else:
-            result.update(wait_status=final["status"], cpu_s=final["cpu_s"], maxrss_kb=final["maxrss_kb"])
-        return result
-
     def _kill(self, job_pid, reaper) -> None:
         # SIGKILL to the job's PID 1 takes its whole PID namespace with it; the cgroup covers
         # the moment before the reaper has forked it.
@@ -789,6 +723,29 @@ class Supervisor:
             self.cgroup.kill_all(exclude=frozenset({os.getpid()}))
         else:
             os.kill(reaper, signal.SIGKILL)
+
+
+def _read_available(fd: int) -> bytes:
+    """What a pipe holds right now, without waiting."""
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return b""
+    finally:
+        os.set_blocking(fd, True)
+
+
+def _read_all(fd: int) -> bytes:
+    """Everything left in a pipe whose writers are gone, then close it."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
 
 
 PRECOMPILE_MAX_BYTES = 64 << 10

@@ -12,12 +12,17 @@ import sandboxes
 from sandboxes import ExecStatus, Job, Limits
 
 
-@pytest.fixture(scope="module", params=["local", "process"])
+# local-pidns: the local backend in the mode it uses where jobs cannot get a uid of their own
+VARIANTS = {"local": ("local", {}), "local-pidns": ("local", {"job_pid_namespace": True}), "process": ("process", {})}
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
 def backend(request):
-    avail = sandboxes.backend_spec(request.param).probe()
+    name, options = VARIANTS[request.param]
+    avail = sandboxes.backend_spec(name).probe()
     if not avail.ok:
-        pytest.skip(f"backend {request.param!r} unavailable here: {avail.reason}")
-    b = sandboxes.make_backend(request.param)
+        pytest.skip(f"backend {name!r} unavailable here: {avail.reason}")
+    b = sandboxes.make_backend(name, **options)
     yield b
     b.close()
 
