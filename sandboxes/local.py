@@ -25,10 +25,12 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
 from sandboxes import _worker, cgroups, seccomp
+from sandboxes import cgroups as cgroups_module
 from sandboxes.backend import Availability, Backend
 from sandboxes.bwrap import SUPERVISOR_CAPS, SandboxRoot, find_bwrap
 from sandboxes.outcome import classify, exit_code_from_wait_status, signal_name
@@ -272,6 +274,8 @@ class LocalBackend(Backend):
         self.job_pid_namespace = job_pid_namespace
         self.seccomp_program = seccomp.build_filter()
         self.cgroup_support = _cgroup_support(cgroups)
+        if self.cgroup_support.available:
+            cgroups_module.remove_stale(self.cgroup_support)  # left by host processes that died
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all = [_Worker(self, i) for i in range(self.concurrency)]
         for w in self._all:
@@ -280,6 +284,8 @@ class LocalBackend(Backend):
         self._id_lock = threading.Lock()
         self._closed = False
         self.stats = {"jobs": 0, "errors": 0, "recycled": 0}
+        # stop the sandboxes and remove their cgroups at interpreter exit too
+        self._finalizer = weakref.finalize(self, _stop_workers, self._all)
 
     @classmethod
     def probe(cls) -> Availability:
@@ -347,13 +353,14 @@ class LocalBackend(Backend):
         if self._closed:
             return
         self._closed = True
-        for w in self._all:
-            w.stop()
+        self._finalizer()
 
-    def __del__(self) -> None:
+
+def _stop_workers(workers: list[_Worker]) -> None:
+    for w in workers:
         try:
-            self.close()
-        except Exception:
+            w.stop()
+        except Exception:  # at interpreter exit: do what can be done
             pass
 
 

@@ -199,6 +199,16 @@ class OuterGuard:
         self.dirs: dict[str, Path] = {}
         if not self.support.available:
             return
+        for base in self.support.bases.values():  # empty guards of test runs that died
+            for old in base.glob("rlvr-test-guard-*"):
+                pid = old.name.split("-")[3]
+                if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                    for sub in sorted(old.rglob("*"), key=lambda p: len(p.parts), reverse=True) + [old]:
+                        if sub.is_dir():
+                            try:
+                                sub.rmdir()
+                            except OSError:
+                                pass
         for ctrl, base in self.support.bases.items():
             d = base / self.name
             d.mkdir(exist_ok=True)
