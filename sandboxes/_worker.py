@@ -428,8 +428,9 @@ class Supervisor:
             self.cgroup.join("job")
         # modules most programs import: paid once here instead of in every job
         # (each preloaded module makes every fork a little dearer: typing costs a job ~4 ms to
-        # import and HumanEval prompts import it; random/hashlib are left to the jobs that use them)
-        import atexit, collections, functools, heapq, io, itertools, math, re, resource, string, threading, traceback, types, typing  # noqa: E401,F401
+        # import and HumanEval prompts import it, ast and base64 are what the code grader's
+        # driver needs; random/hashlib are left to the jobs that use them)
+        import ast, atexit, base64, collections, functools, heapq, io, itertools, math, re, resource, string, threading, traceback, types, typing  # noqa: E401,F401
 
     def run_job(self, header: dict, blobs: list) -> tuple:
         limits = header["limits"]
