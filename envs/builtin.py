@@ -12,3 +12,7 @@ def register_all() -> None:
         "math-v1", "envs.math.env:MathEnv",
         description="Math final answers: last \\boxed{}/Answer:, exact + symbolic equivalence (1 s bound), step rewards",
     )
+    envs.register(
+        "code-v1", "envs.code.env:CodeEnv",
+        description="Python code run against hidden tests in a sandbox; graded outside it (binary + per-test process reward)",
+    )

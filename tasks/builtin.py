@@ -17,3 +17,15 @@ def register_all() -> None:
         ("amc23-v1", "AMC23", "AMC 12 2023 A+B (40, held out)"),
     ):
         tasks.register(id, f"tasks.math_datasets:{attr}", description=description)
+    tasks.register(
+        "humaneval-v1", "tasks.code_datasets:HumanEvalTask",
+        description="HumanEval (test split; tests converted to hidden input/output pairs), graded in a sandbox",
+    )
+    tasks.register(
+        "mbpp-v1", "tasks.code_datasets:MbppTask",
+        description="MBPP with official splits (test = task ids 11-510), hidden input/output tests in a sandbox",
+    )
+    tasks.register(
+        "program-synthesis-v1", "tasks.program_synthesis:ProgramSynthesisTask",
+        description="Procedural one-expression integer functions from examples (small enough for the embedded CPU model)",
+    )
