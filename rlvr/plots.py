@@ -6,13 +6,21 @@ import json
 import math
 from pathlib import Path
 
-# Panels in this order when present; anything else numeric is left to TensorBoard.
-DEFAULT_PANELS = [
-    ("reward/mean", "reward"), ("reward/accuracy", "accuracy"), ("eval/accuracy", "held-out accuracy"),
-    ("policy/kl", "KL to reference"), ("policy/entropy", "entropy"), ("rollout/response_len", "response length"),
-    ("policy/clip_frac_high", "clip fraction (high)"), ("policy/clip_frac_low", "clip fraction (low)"),
-    ("groups/zero_variance_frac", "zero-variance groups"), ("sampling/yield", "dynamic-sampling yield"),
-    ("sft/loss", "SFT loss"), ("loss/total", "loss"),
+# Panels in this order when present: (title, metric keys drawn together, y range or None).
+# Anything else numeric is left to TensorBoard.
+UNIT = (0.0, 1.0)
+DEFAULT_PANELS: list[tuple[str, tuple[str, ...], tuple[float, float] | None]] = [
+    ("training reward / accuracy", ("reward/mean", "reward/accuracy"), None),
+    ("held-out accuracy (greedy)", ("eval/accuracy",), UNIT),
+    ("KL to reference", ("policy/kl",), None),
+    ("entropy", ("policy/entropy",), None),
+    ("response length (tokens)", ("rollout/response_len",), None),
+    ("clip fraction", ("policy/clip_frac_low", "policy/clip_frac_high"), None),
+    ("zero-variance groups", ("groups/zero_variance_frac",), UNIT),
+    ("dynamic-sampling yield", ("sampling/yield",), UNIT),
+    ("verifier errors / timeouts", ("verify/errors", "verify/timeouts"), None),
+    ("SFT loss", ("sft/loss",), None),
+    ("loss", ("loss/total",), None),
 ]
 
 
@@ -35,16 +43,29 @@ def plot_metrics(metrics_path: Path, out_png: Path, title: str = "") -> Path | N
     import matplotlib.pyplot as plt
 
     rows = read_metrics(metrics_path)
-    panels = [(k, label) for k, label in DEFAULT_PANELS if any(k in r for r in rows)]
+
+    def series(key: str) -> list[tuple[float, float]]:
+        return [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+
+    # a panel whose series are all zero (e.g. clip fractions of an on-policy run) says nothing
+    panels = [(name, keys, yr) for name, keys, yr in DEFAULT_PANELS
+              if any(v != 0 for k in keys for _, v in series(k))]
     if not panels:
         return None
     cols = min(3, len(panels))
     nrows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows), squeeze=False)
-    for ax, (key, label) in zip(axes.flat, panels):
-        pts = [(r["step"], r[key]) for r in rows if key in r and r[key] is not None]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o" if len(pts) < 30 else None, ms=3)
-        ax.set_title(label, fontsize=10)
+    for ax, (name, keys, yrange) in zip(axes.flat, panels):
+        for key in keys:
+            pts = series(key)
+            if pts and len(set(v for _, v in pts)) > 0:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o" if len(pts) < 30 else None, ms=3,
+                        label=key.split("/")[-1] if len(keys) > 1 else None)
+        if len(keys) > 1:
+            ax.legend(fontsize=7)
+        if yrange:
+            ax.set_ylim(*yrange)
+        ax.set_title(name, fontsize=10)
         ax.set_xlabel("step", fontsize=8)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=8)

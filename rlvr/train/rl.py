@@ -23,7 +23,6 @@ from typing import Any, Literal
 import torch
 from tqdm import tqdm
 
-import tasks
 from envs.pool import VerifierPool
 from envs.types import Problem, Status, Verdict
 from rlvr import UserError

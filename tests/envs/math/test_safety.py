@@ -25,7 +25,7 @@ def _attempts(marker: Path) -> list[str]:
         f"\\boxed{{\\input{{{m}}}}}",
         f"\\boxed{{x}} \\boxed{{__builtins__.open('{m}', 'w')}}",
         f"\\boxed{{Symbol('x').__class__.__init__.__globals__['os'].system('touch {m}')}}",
-        f"\\boxed{{{{}}.__class__.__base__.__subclasses__()}}",
+        "\\boxed{{}.__class__.__base__.__subclasses__()}",
     ]
 
 

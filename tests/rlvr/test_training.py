@@ -1,0 +1,125 @@
+"""End-to-end training on the real embedded model: learning, the run directory, resuming a
+killed run, and containment of failing verifiers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForCausalLM
+
+import envs
+from envs.testing import FlakyEnv
+from rlvr.config import load_config
+from rlvr.train.rl import TrainConfig, TrainingError, train
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_grpo_raises_heldout_accuracy_and_writes_the_run_directory(sft_base, tmp_path, rl_overrides):
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "update.steps=10", "eval.every=10", "log.checkpoint_every=5"))
+    result = train(cfg)
+    assert result.status == "completed" and result.steps == 10
+    rows = metrics(result.run_dir)
+    evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
+    # learning, measured on the held-out validation split (200 problems), from the same base
+    assert evals[10] >= evals[0] + 0.10, evals
+    run = result.run_dir
+    assert (run / "config.yaml").read_text().count("arithmetic-v1") == 1
+    assert [r["step"] for r in rows if "reward/mean" in r] == list(range(1, 11))
+    for key in ("reward/mean", "policy/kl", "policy/entropy", "groups/zero_variance_frac", "time/generate", "time/train", "verify/errors"):
+        assert key in rows[-1], key
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert samples and {"completion", "reward", "status", "extracted"} <= set(samples[0])
+    assert list((run / "tb").glob("events.out.tfevents.*"))
+    assert (run / "curves.png").stat().st_size > 10_000
+    assert json.loads((run / "run_state.json").read_text())["status"] == "completed"
+    for model_dir in (run / "checkpoints" / "step-10", run / "final"):  # Hugging Face format, loadable
+        assert AutoModelForCausalLM.from_pretrained(model_dir).num_parameters() > 0
+
+
+def _train_process(rl_overrides, tmp_path: Path, base: Path, *extra: str) -> subprocess.Popen:
+    args = rl_overrides(tmp_path, base, "update.steps=6", "log.checkpoint_every=2", "eval.every=0", "eval.at_start=false",
+                        "rollout.prompts_per_step=8", "rollout.group_size=4", "log.tensorboard=false", *extra)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "rlvr.cli", "train", "quickstart", *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for_rows(run: Path, n: int, proc: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (run / "metrics.jsonl").exists() and len((run / "metrics.jsonl").read_text().splitlines()) >= n:
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"training exited early: {proc.stdout.read()}")
+        time.sleep(0.2)
+    raise AssertionError("training made no progress")
+
+
+def test_killed_run_resumes_where_it_stopped(sft_base, tmp_path, rl_overrides):
+    proc = _train_process(rl_overrides, tmp_path, sft_base)
+    _wait_for_rows(tmp_path / "run", 3, proc)
+    proc.kill()  # SIGKILL: no chance to clean up
+    proc.wait()
+    resumed = _train_process(rl_overrides, tmp_path, sft_base, "resume=true")
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out
+    assert "resumed from" in out
+    rows = metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == list(range(1, 7))  # steps after the checkpoint are redone once, not duplicated
+    positions = [r["data/position"] for r in rows]
+    assert positions == [8 * s for s in range(1, 7)]  # the data stream continues exactly
+    assert (tmp_path / "run" / "checkpoints" / "step-6").is_dir() and (tmp_path / "run" / "final").is_dir()
+
+
+def test_sigterm_checkpoints_and_stops(sft_base, tmp_path, rl_overrides):
+    proc = _train_process(rl_overrides, tmp_path, sft_base, "update.steps=50")
+    _wait_for_rows(tmp_path / "run", 1, proc)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 1, out
+    state = json.loads((tmp_path / "run" / "run_state.json").read_text())
+    assert state["status"] == "interrupted"
+    assert (tmp_path / "run" / "checkpoints" / f"step-{state['step']}").is_dir()
+
+
+@pytest.fixture
+def flaky_env():
+    envs.register("testing/flaky-v1", FlakyEnv, override=True)
+    yield "testing/flaky-v1"
+    envs.ENVS.unregister("testing/flaky-v1")
+
+
+def test_raising_verifier_is_counted_and_dropped(sft_base, tmp_path, flaky_env, rl_overrides):
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(
+        tmp_path, sft_base, f"task.env={flaky_env}", "task.env_kwargs={raise_every: 5}", "verify.workers=0",
+        "update.steps=2", "eval.every=0", "eval.at_start=false", "log.tensorboard=false"))
+    result = train(cfg)
+    assert result.status == "completed"
+    rows = metrics(result.run_dir)
+    errors = sum(r["verify/errors"] for r in rows)
+    assert errors == 2 * 256 // 5  # every 5th of 256 verifications per step raised
+    assert sum(r["verify/dropped"] for r in rows) == errors
+
+
+def test_always_failing_verifier_stops_and_keeps_results(sft_base, tmp_path, flaky_env, rl_overrides):
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(
+        tmp_path, sft_base, f"task.env={flaky_env}", "task.env_kwargs={always_raise: true}", "verify.workers=0",
+        "verify.max_failed_steps=2", "update.steps=5", "eval.every=0", "eval.at_start=false", "log.tensorboard=false"))
+    with pytest.raises(TrainingError, match="every verification failed for 2 consecutive steps.*flaky verifier failed"):
+        train(cfg)
+    run = tmp_path / "run"
+    assert [r["train/skipped"] for r in metrics(run)] == [1.0]  # the first failed step was logged
+    assert json.loads((run / "run_state.json").read_text())["status"].startswith("failed: TrainingError")
