@@ -324,7 +324,7 @@ class RLTrainer:
     def _frozen_logp(self, model: torch.nn.Module, r: Rollouts, idx: torch.Tensor) -> torch.Tensor:
         """Log-probs ``[B, L-1]`` of all sequences under a model that is not being trained now."""
         out = torch.zeros_like(r.batch.completion_mask)
-        for micro in idx.split(self.cfg.update.micro_batch_size):
+        for micro in self._micro_batches(r, idx):
             sub = r.batch.select(micro)
             logp, _ = self._logp(model, sub)
             out[micro, : logp.shape[1]] = logp.float().cpu()
@@ -367,7 +367,7 @@ class RLTrainer:
                 if len(mb) == 0:
                     continue
                 norm = self._normalizer(mask[mb])
-                micros = mb.split(cfg.update.micro_batch_size)
+                micros = self._micro_batches(r, mb)
                 mb_loss = mb_policy = 0.0
                 for i, micro in enumerate(micros):
                     sub = r.batch.select(micro)
@@ -420,6 +420,12 @@ class RLTrainer:
         metrics["advantage/abs_mean"] = float((advantages.abs() * mask).sum() / mask.sum().clamp(min=1))
         metrics["time/train"] = time.perf_counter() - t0
         return metrics
+
+    def _micro_batches(self, r: Rollouts, idx: torch.Tensor) -> list[torch.Tensor]:
+        """``idx`` split into micro-batches of similar lengths (less padding). The gradient does not
+        depend on the split: every loss is normalised by whole-minibatch totals."""
+        lengths = r.batch.attention_mask[idx].sum(-1)
+        return list(idx[torch.argsort(lengths, stable=True)].split(self.cfg.update.micro_batch_size))
 
     def _normalizer(self, mask: torch.Tensor) -> Normalizer:
         """Totals of one optimizer minibatch, summed over processes."""

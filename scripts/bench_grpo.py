@@ -1,0 +1,203 @@
+#!/usr/bin/env python
+"""GRPO step time, tokens/s and learning per step: rlvr beside TRL's GRPOTrainer.
+
+Both train the same SFT base of the embedded model on the same arithmetic prompts in the same
+order, with the same group size (8), prompts per step (32), micro-batch (128 sequences), loss
+(per-sequence token mean, then mean over sequences), k3 KL (beta 0.04), clip (0.2), learning rate
+and schedule, sampling temperature and completion length. Each framework runs in its own
+subprocess, one after the other, with the same torch thread count; then both trained models are
+evaluated on the frozen held-out test split (500 problems, greedy). Prints a table, writes JSON.
+
+    python scripts/bench_grpo.py --steps 20             # TRL needs: pip install -e '.[bench]'
+    python scripts/bench_grpo.py --model runs/quickstart/sft/final --frameworks rlvr
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PROMPTS_PER_STEP, GROUP, MICRO, MAX_NEW, LR, WARMUP, BETA, CLIP = 32, 8, 128, 64, 1e-4, 2, 0.04, 0.2
+TASK_CONFIG = {"direct_frac": 0.5}
+
+
+def run_rlvr(model: str, steps: int, out: Path, threads: int, seed: int) -> dict:
+    from rlvr.config import load_config
+    from rlvr.train.rl import TrainConfig, train
+
+    overrides = [
+        f"output_dir={out}", "name=rlvr", f"model.name_or_path={model}", f"seed={seed}", f"threads={threads}",
+        f"update.steps={steps}", f"rollout.prompts_per_step={PROMPTS_PER_STEP}", f"rollout.group_size={GROUP}",
+        f"rollout.max_new_tokens={MAX_NEW}", f"update.micro_batch_size={MICRO}", f"optim.lr={LR}",
+        f"optim.warmup_steps={WARMUP}", "optim.schedule=cosine", "algo.preset=grpo", f"algo.kl_coef={BETA}",
+        "algo.kl_mode=loss", f"algo.clip_low={CLIP}", f"algo.clip_high={CLIP}", "eval.every=0", "eval.at_start=false",
+        "log.checkpoint_every=0", "log.progress=false", "log.tensorboard=false", "log.plot=false",
+    ]
+    result = train(load_config(TrainConfig, "quickstart", overrides))
+    rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    return {
+        "step_s": [r["time/step"] for r in rows],
+        "completion_tokens": [r["rollout/response_len"] * PROMPTS_PER_STEP * GROUP for r in rows],
+        "reward": [r["reward/mean"] for r in rows],
+        "model": str(result.final_model),
+    }
+
+
+def run_trl(model: str, steps: int, out: Path, threads: int, seed: int) -> dict:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    import tasks
+    from envs.types import Problem
+
+    torch.set_num_threads(threads)
+    task = tasks.make("arithmetic-v1", **TASK_CONFIG)
+    stream = task.stream("train", seed=seed)  # the same prompts, in the same order, as rlvr's trainer
+    problems = [next(stream) for _ in range(steps * PROMPTS_PER_STEP)]
+    data = Dataset.from_list([{"prompt": p.prompt, "reference": p.reference, "pid": p.id} for p in problems])
+    env = task.env
+
+    def reward(prompts, completions, reference, pid, **_):
+        return [env.verify(Problem(i, p, r), c).reward for p, c, r, i in zip(prompts, completions, reference, pid)]
+
+    class StepTimer(TrainerCallback):
+        def __init__(self):
+            self.times, self.lengths, self.rewards, self._t = [], [], [], 0.0
+
+        def on_step_begin(self, args, state, control, **kw):
+            self._t = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            self.times.append(time.perf_counter() - self._t)
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and "completions/mean_length" in logs:
+                self.lengths.append(logs["completions/mean_length"] * PROMPTS_PER_STEP * GROUP)
+                self.rewards.append(logs.get("reward", float("nan")))
+
+    args = GRPOConfig(
+        output_dir=str(out / "trl"), max_steps=steps, seed=seed, use_cpu=True, bf16=False,
+        per_device_train_batch_size=MICRO, gradient_accumulation_steps=PROMPTS_PER_STEP * GROUP // MICRO,
+        num_generations=GROUP, max_completion_length=MAX_NEW, temperature=1.0, top_p=1.0, top_k=0,
+        learning_rate=LR, lr_scheduler_type="cosine", warmup_steps=WARMUP, max_grad_norm=1.0, weight_decay=0.0,
+        beta=BETA, epsilon=CLIP, loss_type="grpo", scale_rewards="group", num_iterations=1,
+        shuffle_dataset=False, logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
+    )
+    timer = StepTimer()
+    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model), reward_funcs=reward, args=args,
+                          train_dataset=data, processing_class=AutoTokenizer.from_pretrained(model), callbacks=[timer])
+    trainer.train()
+    final = out / "trl" / "final"
+    trainer.save_model(str(final))
+    trainer.processing_class.save_pretrained(str(final))
+    return {"step_s": timer.times, "completion_tokens": timer.lengths, "reward": timer.rewards, "model": str(final)}
+
+
+WORKERS = {"rlvr": run_rlvr, "trl": run_trl}
+
+
+def heldout(model: str, threads: int) -> float:
+    import torch
+
+    import tasks
+    from rlvr.eval.runner import EvalSettings, evaluate
+    from rlvr.models.loading import load_model
+    from rlvr.rollout.hf import HFGenerateEngine
+
+    torch.set_num_threads(threads)
+    m, tok = load_model(model)
+    report = evaluate(HFGenerateEngine(m, tok), tasks.make("arithmetic-v1"), EvalSettings(max_new_tokens=MAX_NEW, chunk_prompts=256), progress=False)
+    return report["greedy"]["accuracy"]
+
+
+def ensure_base(model: str | None, out: Path) -> str:
+    if model:
+        return model
+    default = Path("runs/quickstart/sft/final")
+    if default.exists():
+        return str(default)
+    from rlvr.config import load_config
+    from rlvr.train.sft import SFTConfig, sft
+
+    print("no SFT base given: building one with sft_quickstart (a few minutes)")
+    return str(sft(load_config(SFTConfig, "sft_quickstart", [f"output_dir={out}", "name=sft", "progress=false"])))
+
+
+def summarise(name: str, r: dict, skip: int) -> dict:
+    times = r["step_s"][skip:] or r["step_s"]
+    toks = r["completion_tokens"][skip:] or r["completion_tokens"]
+    return {
+        "framework": name,
+        "median_step_s": statistics.median(times),
+        "mean_step_s": statistics.fmean(times),
+        "completion_tokens_per_s": sum(toks) / sum(times[: len(toks)]) if toks else float("nan"),
+        "train_reward_first5": statistics.fmean(r["reward"][:5]),
+        "train_reward_last5": statistics.fmean(r["reward"][-5:]),
+        "heldout_after": r["heldout_after"],
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="SFT base (default: runs/quickstart/sft/final, else built)")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--frameworks", default="rlvr,trl")
+    p.add_argument("--skip", type=int, default=2, help="first steps left out of timing (warm-up)")
+    p.add_argument("--out", default="bench_results/grpo")
+    p.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    if args.worker:  # one framework, in its own process
+        result = WORKERS[args.worker](args.model, args.steps, out, args.threads, args.seed)
+        (out / f"{args.worker}.json").write_text(json.dumps(result))
+        return 0
+
+    base = ensure_base(args.model, out)
+    results, rows = {}, []
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1"}
+    for name in args.frameworks.split(","):
+        if name == "trl":
+            try:
+                import trl  # noqa: F401
+            except ImportError:
+                print("TRL is not installed (pip install -e '.[bench]'): skipping it")
+                continue
+        print(f"running {name} for {args.steps} steps ...", flush=True)
+        cmd = [sys.executable, __file__, "--worker", name, "--model", base, "--steps", str(args.steps),
+               "--threads", str(args.threads), "--seed", str(args.seed), "--out", str(out)]
+        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL if name == "trl" else None)
+        results[name] = json.loads((out / f"{name}.json").read_text())
+        results[name]["heldout_after"] = heldout(results[name]["model"], args.threads)
+        rows.append(summarise(name, results[name], args.skip))
+    before = heldout(base, args.threads)
+
+    print(f"\nGRPO on arithmetic-v1, {args.steps} steps of {PROMPTS_PER_STEP} prompts x {GROUP}, {args.threads} threads; "
+          f"held-out (500, greedy) before RL: {before:.3f}")
+    header = f"{'framework':10} {'median step s':>14} {'mean step s':>12} {'compl. tok/s':>13} {'reward first5':>14} {'reward last5':>13} {'held-out after':>15}"
+    print(header + "\n" + "-" * len(header))
+    for r in rows:
+        print(f"{r['framework']:10} {r['median_step_s']:14.2f} {r['mean_step_s']:12.2f} {r['completion_tokens_per_s']:13.0f} "
+              f"{r['train_reward_first5']:14.3f} {r['train_reward_last5']:13.3f} {r['heldout_after']:15.3f}")
+    if {"rlvr", "trl"} <= {r["framework"] for r in rows}:
+        a, b = (next(r for r in rows if r["framework"] == n) for n in ("rlvr", "trl"))
+        print(f"\nrlvr step time is {b['median_step_s'] / a['median_step_s']:.2f}x faster than TRL (median)")
+    (out / "summary.json").write_text(json.dumps({"heldout_before": before, "steps": args.steps, "threads": args.threads,
+                                                   "rows": rows, "per_step": results}, indent=2))
+    print(f"wrote {out / 'summary.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
