@@ -51,6 +51,30 @@ class PoolStats:
     restarts: int = 0
 
 
+def batched(env: Environment) -> bool:
+    """Whether ``env`` verifies a batch its own way (e.g. all sandbox jobs in flight together)."""
+    return type(env).verify_many is not Environment.verify_many
+
+
+def _verify_batch(env: Environment, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
+    """``env.verify_many`` with containment: if the batch call raises, each item is verified alone
+    (so one bad item cannot turn a whole batch into errors)."""
+    try:
+        verdicts = env.verify_many(problems, completions)
+        if len(verdicts) != len(problems):
+            raise ValueError(f"verify_many returned {len(verdicts)} verdicts for {len(problems)} items")
+        return verdicts
+    except Exception:
+        return [safe_verify(env, p, c) for p, c in zip(problems, completions)]
+
+
+class _Batch:
+    """A handle for one ``verify_many`` call covering ``n`` items."""
+
+    def __init__(self, handle: Any, n: int):
+        self.handle, self.n = handle, n
+
+
 class PendingVerdicts:
     """Verdicts being computed for one submitted batch; `result()` waits for them in order."""
 
@@ -97,9 +121,13 @@ class VerifierPool:
             raise ValueError(f"submit: {len(problems)} problems but {len(completions)} completions")
         now = time.perf_counter()
         if self.kind == "inline":
+            if batched(self.env):
+                return PendingVerdicts(self, _verify_batch(self.env, problems, completions), now)
             return PendingVerdicts(self, [safe_verify(self.env, p, c) for p, c in zip(problems, completions)], now)
         self._ensure_executor()
-        if self.kind == "thread":
+        if self.kind == "thread" and batched(self.env):
+            handles = [_Batch(self._executor.submit(_verify_batch, self.env, problems, completions), len(problems))]
+        elif self.kind == "thread":
             handles = [self._executor.submit(safe_verify, self.env, p, c) for p, c in zip(problems, completions)]
         else:
             handles = [self._executor.apply_async(_verify_in_worker, (p, c)) for p, c in zip(problems, completions)]
@@ -153,6 +181,14 @@ class VerifierPool:
         for handle in handles:
             if isinstance(handle, Verdict):  # inline
                 verdicts.append(handle)
+                continue
+            if isinstance(handle, _Batch):  # the batch gets the budget of its items verified in turn
+                budget = self.timeout_s * max(1.0, handle.n / max(self.workers, 1))
+                try:
+                    verdicts += handle.handle.result(max(0.0, max(last, time.perf_counter()) + budget - time.perf_counter()))
+                except cf.TimeoutError:
+                    verdicts += [Verdict.timeout(budget, where="batched thread pool")] * handle.n
+                last = time.perf_counter()
                 continue
             wait = max(0.0, max(last, time.perf_counter()) + self.timeout_s - time.perf_counter())
             try:

@@ -47,3 +47,26 @@ def test_process_pool_reports_an_environment_it_cannot_load():
     with VerifierPool(Local(), workers=1, kind="process", timeout_s=30) as pool:
         verdicts = pool.verify([P] * 2, ["ok", "ok"])
     assert all(v.status is Status.ERROR and "could not load" in v.info["error"] for v in verdicts)
+
+
+class Batcher(FaultyEnv):
+    """Verifies batches its own way; a batch containing 'boom' raises as a whole."""
+
+    calls = 0
+
+    def verify_many(self, problems, completions):
+        Batcher.calls += 1
+        if "boom" in completions:
+            raise RuntimeError("batch failed")
+        return [self.verify(p, c) for p, c in zip(problems, completions)]
+
+
+@pytest.mark.parametrize("kind,workers", [("inline", 0), ("thread", 1)])
+def test_batched_environments_get_whole_chunks_and_failures_stay_per_item(kind, workers):
+    Batcher.calls = 0
+    with VerifierPool(Batcher(), workers=workers, kind=kind) as pool:
+        assert [v.passed for v in pool.verify([P] * 3, ["ok", "no", "ok"])] == [True, False, True]
+        assert Batcher.calls == 1  # one verify_many call for the chunk
+        # the batch raises: each item is verified alone, so only the bad one is an error
+        verdicts = pool.verify([P] * 3, ["ok", "boom", "ok"])
+    assert [v.status for v in verdicts] == [Status.OK, Status.ERROR, Status.OK]
