@@ -4,11 +4,24 @@ Shapes: B sequences (groups of completions of the same prompt, identified by ``g
 T token positions of the completions. ``mask`` is 1 on completion tokens. Sequences with
 ``valid == False`` (their verification failed and the config drops them) get advantage 0 and do
 not enter any group statistic.
+
+Two families:
+
+- group estimators (``grpo``, ``mean_centered``, ``rloo``) score a whole sequence against the
+  other members of its group and put that one number on every token;
+- return estimators (``reinforce_pp``, ``prime``, and `gae` for a critic) see rewards per token
+  (the outcome at the last token, a per-token KL penalty, dense process rewards) and give each
+  token the (discounted) sum of the rewards from it to the end.
+
+Groups always live on one process; statistics over the whole batch (``reinforce_pp``, ``prime``
+with ``whiten``) are summed over processes through ``AdvantageInputs.reduce_sum``.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -29,6 +42,13 @@ class AdvantageInputs:
         valid: ``[B]`` bool, sequences that count (see module docstring).
         step_rewards: ``[B, T]`` process rewards, each placed at the last token of its step.
         step_mask: ``[B, T]`` bool, True where ``step_rewards`` holds a step's reward.
+        kl_penalty: ``[B, T]`` ``beta * KL_t`` per token when the KL is a reward penalty
+            (``kl_mode=reward``). Group estimators subtract its sum from the sequence reward;
+            return estimators subtract it token by token (REINFORCE++, PPO).
+        token_rewards: ``[B, T]`` dense process rewards on every completion token (PRIME's
+            implicit PRM: ``beta * (log pi_phi - log pi_ref)``).
+        reduce_sum: Sums a tensor over all processes (identity on one process); batch-level
+            statistics go through it so they cover the whole batch, not one process's share.
     """
 
     rewards: Tensor
@@ -37,6 +57,22 @@ class AdvantageInputs:
     valid: Tensor
     step_rewards: Tensor | None = None
     step_mask: Tensor | None = None
+    kl_penalty: Tensor | None = None
+    token_rewards: Tensor | None = None
+    reduce_sum: Callable[[Tensor], Tensor] | None = None
+
+    def sequence_rewards(self) -> Tensor:
+        """``[B]`` outcome reward minus the summed KL penalty (if any)."""
+        if self.kl_penalty is None:
+            return self.rewards
+        return self.rewards - (self.kl_penalty * self.mask).sum(-1)
+
+    def outcome_token_rewards(self) -> Tensor:
+        """``[B, T]`` the outcome reward at each sequence's last token, minus the per-token KL penalty."""
+        out = last_token_mask(self.mask).to(self.rewards.dtype) * self.rewards.unsqueeze(1)
+        if self.kl_penalty is not None:
+            out = out - self.kl_penalty * self.mask
+        return out * self.valid.to(out.dtype).unsqueeze(1)
 
 
 def group_stats(values: Tensor, group_ids: Tensor, valid: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -55,6 +91,52 @@ def group_stats(values: Tensor, group_ids: Tensor, valid: Tensor) -> tuple[Tenso
     return mean[group_ids], std[group_ids], count[group_ids]
 
 
+def leave_one_out_mean(values: Tensor, group_ids: Tensor, valid: Tensor) -> Tensor:
+    """``[B]``: for each sequence, the mean of ``values`` over the OTHER valid members of its group
+    (0 when it has none)."""
+    v = valid.to(values.dtype)
+    n_groups = int(group_ids.max()) + 1 if group_ids.numel() else 0
+    count = torch.zeros(n_groups, dtype=values.dtype).index_add_(0, group_ids, v)[group_ids]
+    total = torch.zeros(n_groups, dtype=values.dtype).index_add_(0, group_ids, values * v)[group_ids]
+    others = count - v
+    return torch.where(others > 0, (total - values * v) / others.clamp(min=1), torch.zeros_like(values))
+
+
+def last_token_mask(mask: Tensor) -> Tensor:
+    """``[B, T]`` bool, True at the last position where ``mask`` is set (nowhere for an empty row)."""
+    T = mask.shape[1]
+    positions = torch.arange(T, device=mask.device).expand_as(mask)
+    last = torch.where(mask > 0, positions, torch.full_like(positions, -1)).max(-1).values
+    return (positions == last.unsqueeze(1)) & (last.unsqueeze(1) >= 0)
+
+
+def discounted_returns(rewards: Tensor, mask: Tensor, gamma: float = 1.0) -> Tensor:
+    """``[B, T]`` returns ``G_t = sum_{s >= t} gamma^(s - t) c_s`` of token rewards ``c`` ``[B, T]``,
+    over the masked positions of each row (0 elsewhere)."""
+    c = rewards * mask
+    out = torch.zeros_like(c)
+    running = torch.zeros_like(c[:, 0])
+    for t in range(c.shape[1] - 1, -1, -1):
+        running = c[:, t] + gamma * running
+        out[:, t] = running
+    return out * mask
+
+
+def masked_whiten(x: Tensor, mask: Tensor, eps: float = 1e-8, reduce_sum: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+    """``(x - mean) / sqrt(var + eps)`` with the mean and the unbiased variance over the masked
+    entries of the whole batch (all processes when ``reduce_sum`` is given); 0 off the mask."""
+    m = mask.to(x.dtype)
+    totals = torch.stack([m.sum(), (x * m).sum()])
+    if reduce_sum is not None:
+        totals = reduce_sum(totals)
+    n, mean = totals[0], totals[1] / totals[0].clamp(min=1)
+    sq = ((x - mean) ** 2 * m).sum()
+    if reduce_sum is not None:
+        sq = reduce_sum(sq)
+    var = sq / (n - 1).clamp(min=1)
+    return (x - mean) * torch.rsqrt(var + eps) * m
+
+
 def _zscore(x: Tensor, mean: Tensor, std: Tensor, eps: float) -> Tensor:
     """``(x - mean) / (std + eps)``, and exactly 0 where the group has no spread (also for eps=0)."""
     return torch.where(std > 0, (x - mean) / (std + eps), torch.zeros_like(x))
@@ -71,23 +153,26 @@ def grpo_advantages(inp: AdvantageInputs, eps: float = 1e-6) -> Tensor:
     The std is the unbiased sample std of the group (as TRL and verl compute it); a group whose
     rewards are all equal gets advantage 0. Returns ``[B, T]``.
     """
-    mean, std, _ = group_stats(inp.rewards, inp.group_ids, inp.valid)
-    return _broadcast(_zscore(inp.rewards, mean, std, eps), inp)
+    r = inp.sequence_rewards()
+    mean, std, _ = group_stats(r, inp.group_ids, inp.valid)
+    return _broadcast(_zscore(r, mean, std, eps), inp)
 
 
 @ADVANTAGES.register("mean_centered")
 def mean_centered_advantages(inp: AdvantageInputs) -> Tensor:
     """Dr. GRPO / GPG: ``r - mean_group`` without the std division (removes the difficulty bias). ``[B, T]``."""
-    mean, _, _ = group_stats(inp.rewards, inp.group_ids, inp.valid)
-    return _broadcast(inp.rewards - mean, inp)
+    r = inp.sequence_rewards()
+    mean, _, _ = group_stats(r, inp.group_ids, inp.valid)
+    return _broadcast(r - mean, inp)
 
 
 @ADVANTAGES.register("rloo")
 def rloo_advantages(inp: AdvantageInputs) -> Tensor:
     """RLOO: ``r_i - mean of the other members``, i.e. ``n/(n-1) * (r_i - mean)``. ``[B, T]``."""
-    mean, _, count = group_stats(inp.rewards, inp.group_ids, inp.valid)
-    scale = count / (count - 1).clamp(min=1)
-    return _broadcast((inp.rewards - mean) * scale * (count > 1), inp)
+    r = inp.sequence_rewards()
+    _, _, count = group_stats(r, inp.group_ids, inp.valid)
+    adv = r - leave_one_out_mean(r, inp.group_ids, inp.valid)
+    return _broadcast(adv * (count > 1), inp)  # a group of one has no baseline: no signal
 
 
 @ADVANTAGES.register("grpo_process")
@@ -112,3 +197,96 @@ def grpo_process_advantages(inp: AdvantageInputs, eps: float = 1e-6, outcome_wei
     if outcome_weight:
         adv = adv + outcome_weight * grpo_advantages(inp, eps)
     return adv
+
+
+@ADVANTAGES.register("reinforce_pp")
+def reinforce_pp_advantages(inp: AdvantageInputs, gamma: float = 1.0, eps: float = 1e-8) -> Tensor:
+    """REINFORCE++ (Hu 2025): token rewards are the outcome at the last token minus the per-token
+    KL penalty ``beta * KL_t`` (k1, ``kl_mode=reward``); each token's return is the discounted sum
+    of the rewards from it to the end; the returns are whitened with the mean and unbiased std of
+    every valid token of the whole batch (no per-group baseline). Returns ``[B, T]``."""
+    mask = inp.mask * inp.valid.to(inp.mask.dtype).unsqueeze(1)
+    returns = discounted_returns(inp.outcome_token_rewards(), mask, gamma)
+    return masked_whiten(returns, mask, eps, inp.reduce_sum)
+
+
+@ADVANTAGES.register("prime")
+def prime_advantages(inp: AdvantageInputs, outcome_coef: float = 5.0, implicit_coef: float = 5.0, verifier_coef: float = 0.0,
+                     gamma: float = 1.0, whiten: bool = True, eps: float = 1e-8) -> Tensor:
+    """PRIME (Cui et al. 2025): leave-one-out baselines for each reward source, weighted, summed,
+    turned into returns.
+
+    For sequence i of a group of K valid sequences:
+
+    - outcome: ``r_o(i) - mean_{j != i} r_o(j)`` at the last token (RLOO), times ``outcome_coef``;
+    - implicit process rewards ``r_t(i)`` (``AdvantageInputs.token_rewards``, on every token):
+      ``r_t(i) - mean_{j != i} rbar(j)`` where ``rbar(j)`` is the mean token reward of sequence j,
+      times ``implicit_coef``;
+    - the verifier's own process rewards (``step_rewards`` at the last token of each step): the
+      same with the mean step reward of the others (sequences without steps are left out of the
+      baseline), times ``verifier_coef``;
+    - a KL penalty (``kl_mode=reward``) is subtracted token by token.
+
+    The token reward sum is turned into returns ``sum_{s >= t} gamma^(s-t) c_s``; ``whiten``
+    normalises them over the whole batch (as the reference implementation does), so the
+    coefficients set the sources' relative weight. Returns ``[B, T]``.
+    """
+    mask = inp.mask * inp.valid.to(inp.mask.dtype).unsqueeze(1)
+    c = torch.zeros_like(mask)
+    if outcome_coef:
+        r = inp.rewards
+        c = c + outcome_coef * last_token_mask(mask) * (r - leave_one_out_mean(r, inp.group_ids, inp.valid)).unsqueeze(1)
+    if implicit_coef:
+        if inp.token_rewards is None:
+            raise ValueError("prime with implicit_coef != 0 needs implicit process rewards: set algo.implicit_prm=true (or implicit_coef=0)")
+        per_seq = (inp.token_rewards * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+        baseline = leave_one_out_mean(per_seq, inp.group_ids, inp.valid)
+        c = c + implicit_coef * (inp.token_rewards - baseline.unsqueeze(1)) * mask
+    if verifier_coef:
+        if inp.step_rewards is None or inp.step_mask is None:
+            raise ValueError("prime with verifier_coef != 0 needs step rewards: use an environment that returns Verdict.steps")
+        sm = inp.step_mask.to(mask.dtype) * mask
+        n_steps = sm.sum(-1)
+        has_steps = inp.valid & (n_steps > 0)
+        per_seq = (inp.step_rewards * sm).sum(-1) / n_steps.clamp(min=1)
+        baseline = leave_one_out_mean(per_seq, inp.group_ids, has_steps)
+        c = c + verifier_coef * (inp.step_rewards - baseline.unsqueeze(1)) * sm
+    if inp.kl_penalty is not None:
+        c = c - inp.kl_penalty * mask
+    returns = discounted_returns(c, mask, gamma)
+    return masked_whiten(returns, mask, eps, inp.reduce_sum) if whiten else returns
+
+
+def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: float = 0.95) -> tuple[Tensor, Tensor]:
+    """Generalised advantage estimation (Schulman et al. 2016) for a learned critic (the PPO baseline).
+
+    ``delta_t = c_t + gamma * V_{t+1} - V_t`` and ``A_t = delta_t + gamma * lam * A_{t+1}``, with
+    ``V`` after a sequence's last masked token taken as 0 (the episode ends there).
+
+    Args:
+        rewards: ``[B, T]`` token rewards (outcome at the last token, minus any KL penalty).
+        values: ``[B, T]`` the critic's value of the state before each token.
+        mask: ``[B, T]`` 1 on completion tokens (contiguous per row).
+
+    Returns:
+        ``(advantages, returns)``, both ``[B, T]`` and 0 off the mask; ``returns = A + V`` are the
+        critic's regression targets.
+    """
+    m = mask.to(values.dtype)
+    v = values * m
+    adv = torch.zeros_like(v)
+    next_value = torch.zeros_like(v[:, 0])
+    next_adv = torch.zeros_like(v[:, 0])
+    for t in range(v.shape[1] - 1, -1, -1):
+        delta = rewards[:, t] * m[:, t] + gamma * next_value - v[:, t]
+        a = (delta + gamma * lam * next_adv) * m[:, t]
+        adv[:, t] = a
+        next_value = torch.where(m[:, t] > 0, v[:, t], next_value)
+        next_adv = torch.where(m[:, t] > 0, a, next_adv)
+    return adv, (adv + v) * m
+
+
+def estimator_parameters(name: str) -> dict[str, inspect.Parameter]:
+    """The keyword arguments (``advantage_kwargs``) a registered estimator accepts, with defaults."""
+    params = inspect.signature(ADVANTAGES.get(name)).parameters
+    return {k: p for k, p in list(params.items())[1:]}

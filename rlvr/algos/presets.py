@@ -12,13 +12,15 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rlvr.algos.advantages import ADVANTAGES
+from rlvr.algos.advantages import ADVANTAGES, estimator_parameters
 from rlvr.algos.aggregation import AGGREGATIONS
+from rlvr.algos.filters import GroupFilter
 from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.ratio import RATIOS
 from rlvr.config import ConfigError, help_field
 
 KLMode = Literal["loss", "reward", "off"]
+PRMUpdate = Literal["before", "after", "off"]
 
 
 @dataclass(frozen=True)
@@ -37,35 +39,81 @@ class Algorithm:
     kl_estimator: str
     kl_coef: float
     entropy_coef: float
+    dynamic_sampling: bool
+    accuracy_band: tuple[float, float] | None
+    sampling_budget: float
+    overlong_buffer_frac: float
+    overlong_penalty: float
+    mask_truncated: bool
+    implicit_prm: bool
+    prm_beta: float
+    prm_lr_scale: float
+    prm_update: PRMUpdate
+    prm_init: str | None
+
+    @property
+    def kl_active(self) -> bool:
+        """Whether a KL term to the reference enters the loss or the reward."""
+        return self.kl_mode != "off" and self.kl_coef > 0
 
     @property
     def needs_reference(self) -> bool:
-        """Whether a frozen reference model must be loaded."""
-        return self.kl_mode != "off" and self.kl_coef > 0
+        """Whether a frozen reference model must be loaded (for the KL or the implicit PRM)."""
+        return self.kl_active or self.implicit_prm
 
+    @property
+    def group_filter(self) -> GroupFilter:
+        """Which generated groups the training batch keeps (see `rlvr.algos.filters`)."""
+        return GroupFilter(self.dynamic_sampling, self.accuracy_band)
+
+
+# Settings every preset starts from (plain GRPO-style sampling: every group, no shaping, no PRM).
+_COMMON: dict[str, Any] = dict(
+    advantage_kwargs={}, dual_clip=None, entropy_coef=0.0,
+    dynamic_sampling=False, accuracy_band=None, sampling_budget=1.0,
+    overlong_buffer_frac=0.0, overlong_penalty=1.0, mask_truncated=False,
+    implicit_prm=False, prm_beta=0.05, prm_lr_scale=1.0, prm_update="before", prm_init=None,
+)
 
 # Defaults from the papers. Keys are AlgoConfig fields.
 PRESETS: dict[str, dict[str, Any]] = {
-    "grpo": dict(  # DeepSeekMath (Shao et al. 2024)
+    "grpo": {**_COMMON, **dict(  # DeepSeekMath (Shao et al. 2024)
         advantage="grpo", ratio="token", clip_low=0.2, clip_high=0.2, loss_agg="seq_mean_token_mean",
-        kl_mode="loss", kl_estimator="k3", kl_coef=0.04, entropy_coef=0.0,
-    ),
-    "dr_grpo": dict(  # Understanding R1-Zero-like training (Liu et al. 2025)
+        kl_mode="loss", kl_estimator="k3", kl_coef=0.04,
+    )},
+    "dapo": {**_COMMON, **dict(  # DAPO (Yu et al. 2025): clip-higher, token-mean, no KL, dynamic sampling, soft overlong penalty
+        advantage="grpo", ratio="token", clip_low=0.2, clip_high=0.28, loss_agg="token_mean",
+        kl_mode="off", kl_estimator="k3", kl_coef=0.0,
+        dynamic_sampling=True, sampling_budget=3.0,  # the paper samples batches of 3x the prompts until the batch is full
+        overlong_buffer_frac=0.2, overlong_penalty=1.0,  # L_cache = 4096 of L_max = 20480 tokens
+    )},
+    "dr_grpo": {**_COMMON, **dict(  # Understanding R1-Zero-like training (Liu et al. 2025)
         advantage="mean_centered", ratio="token", clip_low=0.2, clip_high=0.2, loss_agg="seq_mean_token_sum_norm",
-        kl_mode="off", kl_estimator="k3", kl_coef=0.0, entropy_coef=0.0,
-    ),
-    "rloo": dict(  # Ahmadian et al. 2024, with PPO-style clipping
-        advantage="rloo", ratio="token", clip_low=0.2, clip_high=0.2, loss_agg="token_mean",
-        kl_mode="off", kl_estimator="k1", kl_coef=0.0, entropy_coef=0.0,
-    ),
-    "gspo": dict(  # Group Sequence Policy Optimization (Zheng et al. 2025)
+        kl_mode="off", kl_estimator="k3", kl_coef=0.0,
+    )},
+    "gspo": {**_COMMON, **dict(  # Group Sequence Policy Optimization (Zheng et al. 2025)
         advantage="grpo", ratio="sequence", clip_low=3e-4, clip_high=4e-4, loss_agg="seq_mean",
-        kl_mode="off", kl_estimator="k3", kl_coef=0.0, entropy_coef=0.0,
-    ),
-    "gpg": dict(  # Group Policy Gradient (Chu et al. 2025): plain policy gradient, no reference
+        kl_mode="off", kl_estimator="k3", kl_coef=0.0,
+    )},
+    "prime": {**_COMMON, **dict(  # PRIME (Cui et al. 2025), settings of its reference implementation
+        advantage="prime", advantage_kwargs=dict(outcome_coef=5.0, implicit_coef=5.0, verifier_coef=0.0, gamma=1.0, whiten=True),
+        ratio="token", clip_low=0.2, clip_high=0.2, loss_agg="token_mean",
+        kl_mode="off", kl_estimator="k3", kl_coef=0.0, entropy_coef=0.001,
+        accuracy_band=(0.2, 0.8), sampling_budget=4.0,  # keep prompts with accuracy in [0.2, 0.8]; oversample up to 4x
+        implicit_prm=True, prm_beta=0.05, prm_lr_scale=2.0, prm_update="before",  # PRM lr 1e-6 beside policy lr 5e-7
+    )},
+    "rloo": {**_COMMON, **dict(  # Ahmadian et al. 2024, with PPO-style clipping
+        advantage="rloo", ratio="token", clip_low=0.2, clip_high=0.2, loss_agg="token_mean",
+        kl_mode="off", kl_estimator="k1", kl_coef=0.0,
+    )},
+    "reinforce_pp": {**_COMMON, **dict(  # REINFORCE++ (Hu 2025): batch-normalised returns, k1 KL in the reward
+        advantage="reinforce_pp", advantage_kwargs=dict(gamma=1.0), ratio="token", clip_low=0.2, clip_high=0.2,
+        loss_agg="token_mean", kl_mode="reward", kl_estimator="k1", kl_coef=0.01,  # OpenRLHF's init_kl_coef
+    )},
+    "gpg": {**_COMMON, **dict(  # Group Policy Gradient (Chu et al. 2025): plain policy gradient, no reference
         advantage="mean_centered", ratio="none", clip_low=None, clip_high=None, loss_agg="token_mean",
-        kl_mode="off", kl_estimator="k3", kl_coef=0.0, entropy_coef=0.0,
-    ),
+        kl_mode="off", kl_estimator="k3", kl_coef=0.0,
+    )},
 }
 
 
@@ -73,44 +121,79 @@ PRESETS: dict[str, dict[str, Any]] = {
 class AlgoConfig:
     """Which algorithm, and any settings that override its preset (None = the preset's value)."""
 
-    preset: str = help_field("grpo", "Named algorithm whose settings are the defaults: " + ", ".join(PRESETS))
-    advantage: str | None = help_field(None, "Advantage estimator (registry rlvr.algos.advantages)")
-    advantage_kwargs: dict[str, Any] | None = help_field(None, "Extra arguments of the estimator, e.g. {eps: 1e-6} for grpo")
-    ratio: str | None = help_field(None, "Importance ratio: token | sequence | sequence_token | none")
+    preset: str = help_field("grpo", "Named algorithm whose settings are the defaults: " + ", ".join(PRESETS) + " (`rlvr algos list` shows them)")
+    advantage: str | None = help_field(None, "Advantage estimator (registry rlvr.algos.advantages): grpo | mean_centered | rloo | grpo_process | reinforce_pp | prime")
+    advantage_kwargs: dict[str, Any] | None = help_field(None, "Arguments of the estimator, merged over the preset's when the estimator is the preset's, e.g. {eps: 1e-6} for grpo, {verifier_coef: 1.0} for prime")
+    ratio: str | None = help_field(None, "Importance ratio: token | sequence (GSPO) | sequence_token (GSPO-token) | none (GPG)")
     clip_low: float | None = help_field(None, "Lower clip epsilon: ratios below 1 - clip_low are clipped")
     clip_high: float | None = help_field(None, "Upper clip epsilon: ratios above 1 + clip_high are clipped (DAPO's clip-higher: 0.28)")
     dual_clip: float | None = help_field(None, "Dual-clip constant c > 1 for negative advantages (0 = off)")
-    loss_agg: str | None = help_field(None, "Loss aggregation: seq_mean_token_mean | token_mean | seq_mean_token_sum_norm | seq_mean")
-    kl_mode: KLMode | None = help_field(None, "KL to the reference: in the loss, subtracted from the reward, or off (no reference model loaded)")
-    kl_estimator: str | None = help_field(None, "KL estimator: k1 | k2 | k3")
+    loss_agg: str | None = help_field(None, "Loss aggregation: seq_mean_token_mean (GRPO) | token_mean (DAPO) | seq_mean_token_sum_norm (Dr. GRPO) | seq_mean (GSPO)")
+    kl_mode: KLMode | None = help_field(None, "KL to the reference: in the loss, subtracted from the reward per token, or off (no reference model loaded unless the PRM needs it)")
+    kl_estimator: str | None = help_field(None, "KL estimator: k1 | k2 | k3 (k3 in the loss for GRPO, k1 in the reward for REINFORCE++/PPO)")
     kl_coef: float | None = help_field(None, "KL coefficient beta")
     entropy_coef: float | None = help_field(None, "Entropy bonus coefficient (0 = off; entropy is logged either way)")
+    dynamic_sampling: bool | None = help_field(None, "Drop groups whose rewards are all equal and refill the batch with new prompts (DAPO)")
+    accuracy_band: list[float] | None = help_field(None, "[lo, hi]: keep only groups whose pass rate is in the band, refilling like dynamic sampling (PRIME: [0.2, 0.8]); [0, 1] keeps all")
+    sampling_budget: float | None = help_field(None, "With dynamic sampling or a band: most prompts generated per step, as a multiple of rollout.prompts_per_step; when spent the step trains on what it kept")
+    overlong_buffer_frac: float | None = help_field(None, "DAPO soft overlong penalty: the last this fraction of rollout.max_new_tokens ramps the reward down to -overlong_penalty (DAPO: 0.2); 0 = off")
+    overlong_penalty: float | None = help_field(None, "Largest soft overlong penalty (DAPO: 1.0)")
+    mask_truncated: bool | None = help_field(None, "Leave completions that hit rollout.max_new_tokens out of the loss (DAPO's overlong filtering); they still count in group baselines")
+    implicit_prm: bool | None = help_field(None, "Train PRIME's implicit process reward model online and give its token rewards to the advantage estimator")
+    prm_beta: float | None = help_field(None, "Implicit PRM beta: token reward = beta * (log pi_phi - log pi_ref) (PRIME: 0.05)")
+    prm_lr_scale: float | None = help_field(None, "Implicit PRM learning rate as a multiple of optim.lr (PRIME: 2, i.e. 1e-6 beside 5e-7)")
+    prm_update: PRMUpdate | None = help_field(None, "Update the PRM on each batch's outcome labels before scoring it (PRIME), after, or never (frozen PRM)")
+    prm_init: str | None = help_field(None, "Model to initialise the PRM and its reference from (default: model.name_or_path, the policy's starting point)")
 
 
 def resolve_algorithm(cfg: AlgoConfig) -> Algorithm:
     """Fill unset fields from the preset, check every part exists, warn on combinations the papers advise against."""
     if cfg.preset not in PRESETS:
         raise ConfigError(f"unknown algo.preset {cfg.preset!r}; presets: {', '.join(PRESETS)}")
-    settings = dict(PRESETS[cfg.preset])
+    preset = PRESETS[cfg.preset]
+    settings = dict(preset)
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
         if f.name != "preset" and value is not None:
             settings[f.name] = value
     if cfg.kl_mode == "off" and cfg.kl_coef is None:
         settings["kl_coef"] = 0.0  # turning KL off also drops the preset's coefficient
-    settings.setdefault("advantage_kwargs", {})
-    settings.setdefault("dual_clip", None)
+    # the preset's estimator arguments stay under the user's, unless the user chose another estimator
+    same_estimator = settings["advantage"] == preset["advantage"]
+    settings["advantage_kwargs"] = {**(preset["advantage_kwargs"] if same_estimator else {}), **(cfg.advantage_kwargs or {})}
     if settings["dual_clip"] is not None and settings["dual_clip"] <= 0:
         settings["dual_clip"] = None
     for key, registry in (("advantage", ADVANTAGES), ("ratio", RATIOS), ("loss_agg", AGGREGATIONS), ("kl_estimator", KL_ESTIMATORS)):
         if settings[key] not in registry:
             raise ConfigError(f"algo.{key} {settings[key]!r} is not registered; choose one of {', '.join(registry.ids())}")
-    if settings["dual_clip"] is not None and settings["dual_clip"] <= 1:
-        raise ConfigError(f"algo.dual_clip must be > 1 (or 0 to turn it off), got {settings['dual_clip']}")
+    accepted = estimator_parameters(settings["advantage"])
+    unknown = sorted(set(settings["advantage_kwargs"]) - set(accepted))
+    if unknown:
+        raise ConfigError(f"algo.advantage_kwargs: {', '.join(unknown)} not accepted by the {settings['advantage']} estimator (it takes: {', '.join(accepted) or 'nothing'})")
+    _validate(settings)
+    band = settings["accuracy_band"]
+    settings["accuracy_band"] = None if band is None or tuple(band) == (0.0, 1.0) else (float(band[0]), float(band[1]))
     algo = Algorithm(preset=cfg.preset, **settings)
+    if algo.advantage == "prime" and algo.advantage_kwargs.get("implicit_coef", accepted["implicit_coef"].default) and not algo.implicit_prm:
+        raise ConfigError("algo.advantage=prime weights implicit process rewards (implicit_coef != 0) but algo.implicit_prm is false: "
+                          "turn the PRM on, or set algo.advantage_kwargs={implicit_coef: 0} to use the verifier's process rewards instead")
     for message in combination_warnings(algo):
         warnings.warn(message, UserWarning, stacklevel=2)
     return algo
+
+
+def _validate(s: dict[str, Any]) -> None:
+    if s["dual_clip"] is not None and s["dual_clip"] <= 1:
+        raise ConfigError(f"algo.dual_clip must be > 1 (or 0 to turn it off), got {s['dual_clip']}")
+    band = s["accuracy_band"]
+    if band is not None and (len(band) != 2 or not 0.0 <= band[0] <= band[1] <= 1.0):
+        raise ConfigError(f"algo.accuracy_band must be [lo, hi] with 0 <= lo <= hi <= 1, got {band}")
+    if s["sampling_budget"] < 1:
+        raise ConfigError(f"algo.sampling_budget is a multiple of rollout.prompts_per_step and must be >= 1, got {s['sampling_budget']}")
+    if not 0.0 <= s["overlong_buffer_frac"] < 1.0:
+        raise ConfigError(f"algo.overlong_buffer_frac must be in [0, 1), got {s['overlong_buffer_frac']}")
+    if s["implicit_prm"] and (s["prm_beta"] <= 0 or s["prm_lr_scale"] <= 0):
+        raise ConfigError(f"algo.prm_beta and algo.prm_lr_scale must be > 0, got {s['prm_beta']} and {s['prm_lr_scale']}")
 
 
 def combination_warnings(algo: Algorithm) -> list[str]:
@@ -124,4 +207,21 @@ def combination_warnings(algo: Algorithm) -> list[str]:
         out.append(f"per-token ratio with clip_high={algo.clip_high}: such tiny epsilons are GSPO's sequence-level values and clip almost every token")
     if algo.kl_mode == "off" and algo.kl_coef > 0:
         out.append(f"kl_coef={algo.kl_coef} has no effect with kl_mode=off")
+    if algo.kl_active and algo.kl_mode == "loss" and algo.kl_estimator == "k1":
+        out.append("kl_estimator=k1 in the loss: its gradient is zero in expectation (the samples are fixed), so it does not pull towards the reference; use k3 in the loss (GRPO) or k1 in the reward (REINFORCE++, PPO)")
+    if algo.kl_active and algo.kl_mode == "reward" and algo.kl_estimator != "k1":
+        out.append(f"kl_estimator={algo.kl_estimator} in the reward: REINFORCE++ and PPO penalise the reward with k1, the unbiased per-token estimate; {algo.kl_estimator} biases the penalty")
+    if algo.ratio == "none" and algo.dual_clip is not None:
+        out.append("dual_clip has no effect without an importance ratio (ratio=none)")
+    if (algo.dynamic_sampling or algo.accuracy_band is not None) and algo.sampling_budget <= 1.0:
+        out.append("dynamic sampling with sampling_budget=1: no prompt can be generated to refill the batch, so every dropped group shrinks it")
+    if algo.implicit_prm and algo.advantage != "prime":
+        out.append(f"implicit_prm=true with advantage={algo.advantage}: the PRM is trained every step but only the prime estimator uses its rewards")
     return out
+
+
+def preset_rows() -> list[tuple[str, dict[str, Any]]]:
+    """Every preset with its resolved settings (for `rlvr algos list`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [(name, {k: v for k, v in resolve_algorithm(AlgoConfig(preset=name)).__dict__.items() if k != "preset"}) for name in PRESETS]

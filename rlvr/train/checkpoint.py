@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -15,13 +15,18 @@ from rlvr.train.common import rng_state, set_rng_state
 STATE_FILE = "trainer_state.pt"
 
 
-def save_checkpoint(directory: Path, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any, state: dict[str, Any]) -> Path:
-    """Write ``directory`` atomically (to a temp name, then renamed)."""
+def save_checkpoint(directory: Path, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any, state: dict[str, Any],
+                    extra: dict[str, Callable[[Path], None]] | None = None) -> Path:
+    """Write ``directory`` atomically (to a temp name, then renamed). ``extra`` maps a sub-folder
+    name to a function that writes more state into it (e.g. PRIME's reward model)."""
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    for name, write in (extra or {}).items():
+        (tmp / name).mkdir()
+        write(tmp / name)
     torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state(), **state}, tmp / STATE_FILE)
     shutil.rmtree(directory, ignore_errors=True)
     tmp.rename(directory)

@@ -1,9 +1,11 @@
 """The RL training loop, the same for every algorithm:
 
-    sample prompts -> generate groups -> verify -> advantages -> policy update -> log
+    sample prompts -> generate groups -> verify -> (filter, refill) -> advantages -> policy update -> log
 
 Each arrow is one call into the module that owns it; the algorithm is a resolved table of parts
-(`rlvr.algos.presets`), so nothing here branches on an algorithm's name. Built on accelerate:
+(`rlvr.algos.presets`), so nothing here branches on an algorithm's name. Streaming group
+sampling (DAPO's dynamic sampling, PRIME's accuracy band) is `rlvr.train.sampling`; PRIME's
+implicit process reward model is `rlvr.train.prm`. Built on accelerate:
 one process by default, many processes (DDP/FSDP) through ``accelerate launch``.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import dataclasses
 import math
 import signal
 import threading
@@ -32,6 +35,7 @@ from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.losses import PolicyLossInputs, clipped_surrogate
 from rlvr.algos.presets import AlgoConfig, Algorithm, resolve_algorithm
 from rlvr.algos.ratio import RATIOS
+from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
 from rlvr.config import help_field
 from rlvr.models.loading import load_model
 from rlvr.rollout.base import Completion, SamplingParams
@@ -40,6 +44,11 @@ from rlvr.runs import RunDir
 from rlvr.train.batch import TokenBatch, build_token_batch, scatter_completion_values, token_logprobs
 from rlvr.train.checkpoint import list_checkpoints, load_trainer_state, prune_checkpoints, save_checkpoint
 from rlvr.train.common import ModelConfig, OptimConfig, TaskConfig, make_optimizer, seed_everything, set_threads
+from rlvr.train.prm import ImplicitPRM
+from rlvr.train.sampling import GroupSampler, SamplingReport
+
+
+PRM_DIR = "prm"  # the implicit PRM inside a checkpoint
 
 
 class TrainingError(RuntimeError):
@@ -136,7 +145,9 @@ class Rollouts:
     verdicts: list[Verdict]
     group_ids: torch.Tensor  # [B] long
     rewards: torch.Tensor  # [B] float
+    passed: torch.Tensor  # [B] bool: the verifier's outcome label
     valid: torch.Tensor  # [B] bool: verdict usable for the update
+    truncated: torch.Tensor  # [B] bool: generation hit rollout.max_new_tokens
     batch: TokenBatch
     rollout_logp: torch.Tensor  # [B, L-1] the engine's log-probs of the sampled tokens
     step_rewards: torch.Tensor  # [B, L-1] process rewards at the last token of each step
@@ -187,18 +198,63 @@ class RLTrainer:
         total_opt_steps = cfg.update.steps * cfg.update.epochs_per_batch * cfg.update.minibatches
         optimizer, scheduler = make_optimizer(model, cfg.optim, total_opt_steps)
         self.model, self.optimizer, self.scheduler = self.accel.prepare(model, optimizer, scheduler)
+        self.prm = self._make_prm(resume_from) if self.algo.implicit_prm else None
         self.engine = HFGenerateEngine(self.accel.unwrap_model(self.model), self.tokenizer, cfg.rollout.max_batch_sequences)
         self.pool = VerifierPool(self.task.env, workers=cfg.verify.workers, kind=cfg.verify.kind, timeout_s=cfg.verify.timeout_s)
         self.sampling = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.top_k, cfg.rollout.max_new_tokens)
+        self.sampler = GroupSampler(
+            generate=lambda problems: self.engine.generate([self.task.env.format_prompt(p) for p in problems], cfg.rollout.group_size, self.sampling),
+            submit=lambda problems, completions: self.pool.submit(problems, [c.text for c in completions]),
+            group_size=cfg.rollout.group_size, chunk_prompts=cfg.rollout.chunk_prompts,
+            group_filter=self.algo.group_filter, budget_factor=self.algo.sampling_budget,
+            on_failure_valid=cfg.verify.on_failure == "zero", rank=self.accel.process_index, world=self.accel.num_processes,
+            gather_counts=self._gather_counts)
         start_step, self.position = 0, 0
         if resume_from is not None:
             state = load_trainer_state(resume_from, self.optimizer, self.scheduler)
             start_step, self.position = state["step"], state["position"]
             self.run.truncate_after(start_step)
+            self.sampler.yield_estimate = state.get("yield_estimate", 1.0)
             self._print(f"resumed from {resume_from} (step {start_step}, data position {self.position})")
         self.stream = self.task.stream(cfg.task.split, start=self.position, seed=cfg.seed)
         self.run.write_config(cfg)
         return start_step
+
+    def _make_prm(self, resume_from: Path | None) -> ImplicitPRM:
+        """PRIME's implicit PRM and its frozen reference, both from ``algo.prm_init`` (default: the
+        policy's starting weights, whose frozen copy is then shared with the policy's reference)."""
+        cfg, algo = self.cfg, self.algo
+        init = algo.prm_init or cfg.model.name_or_path
+        saved = resume_from / PRM_DIR if resume_from is not None and (resume_from / PRM_DIR).exists() else None
+        model, _ = load_model(str(saved or init), cfg.model.dtype, cfg.model.trust_remote_code)
+        if init == cfg.model.name_or_path and self.ref_model is not None:
+            ref = self.ref_model
+        else:
+            ref, _ = load_model(init, cfg.model.dtype, cfg.model.trust_remote_code)
+            ref = ref.eval().requires_grad_(False).to(self.accel.device)
+        # PRIME trains the PRM at a constant rate (1e-6 beside the policy's 5e-7)
+        prm_optim = dataclasses.replace(cfg.optim, lr=cfg.optim.lr * algo.prm_lr_scale, schedule="constant", warmup_steps=0)
+        optimizer, _ = make_optimizer(model, prm_optim, cfg.update.steps)
+        model, optimizer = self.accel.prepare(model, optimizer)
+        prm = ImplicitPRM(model, ref, optimizer, self.accel, beta=algo.prm_beta, update=algo.prm_update,
+                          micro_batch_size=cfg.update.micro_batch_size, max_grad_norm=cfg.optim.max_grad_norm,
+                          reduce_sum=self._reduce_sum)
+        self.prm_shares_reference = ref is self.ref_model
+        if saved is not None:
+            prm.load_optimizer(saved)
+        return prm
+
+    def _reduce_sum(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` summed over processes (itself on one process)."""
+        if self.accel.num_processes == 1:
+            return x
+        return self.accel.reduce(x.to(self.accel.device), reduction="sum").cpu()
+
+    def _gather_counts(self, n: int) -> list[int]:
+        """Every process's ``n``, by rank."""
+        if self.accel.num_processes == 1:
+            return [n]
+        return [int(v) for v in self.accel.gather(torch.tensor([n], device=self.accel.device)).cpu()]
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -215,24 +271,29 @@ class RLTrainer:
                 self.run.log_metrics(0, self._evaluate())
             while step < cfg.update.steps and not self.stop_requested:
                 t0 = time.perf_counter()
-                rollouts, metrics = self.collect()
-                if not rollouts.valid.any():
+                report, rollouts, metrics = self.collect()
+                generated = [v for g in report.generated for v in g.verdicts]
+                if generated and all(v.status.is_failure for v in generated):
                     failed_steps += 1
                     metrics["train/skipped"] = 1.0
                     if failed_steps >= cfg.verify.max_failed_steps:
-                        first = next((v.info.get("error") for v in rollouts.verdicts if v.status is Status.ERROR), "timeouts")
+                        first = next((v.info.get("error") for v in generated if v.status is Status.ERROR), "timeouts")
                         raise TrainingError(f"every verification failed for {failed_steps} consecutive steps (e.g. {first}); fix the environment and resume with resume=true")
+                elif rollouts is None or not self._any_valid_globally(rollouts):
+                    # dynamic sampling spent its budget without keeping a group: nothing to learn from
+                    failed_steps = 0
+                    metrics["train/skipped"] = 1.0
                 else:
                     failed_steps = 0
                     metrics |= self.update(rollouts)
                 step += 1
                 metrics["time/step"] = time.perf_counter() - t0
-                metrics["throughput/tokens_per_s"] = metrics["rollout/tokens"] / metrics["time/step"]
+                metrics["throughput/tokens_per_s"] = metrics.get("rollout/tokens", 0.0) / metrics["time/step"]
                 if cfg.eval.every and step % cfg.eval.every == 0:
                     metrics |= self._evaluate()
                 self.run.log_metrics(step, metrics)
-                self.run.log_samples(step, self._sample_rows(rollouts))
-                bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", acc=f"{metrics['reward/accuracy']:.3f}")
+                self.run.log_samples(step, self._sample_rows(report))
+                bar.set_postfix(reward=f"{metrics.get('reward/mean', float('nan')):.3f}", acc=f"{metrics.get('reward/accuracy', float('nan')):.3f}")
                 bar.update(1)
                 if cfg.log.checkpoint_every and step % cfg.log.checkpoint_every == 0 and step < cfg.update.steps:
                     self._checkpoint(step)
@@ -259,61 +320,51 @@ class RLTrainer:
 
     # -- rollouts -----------------------------------------------------------------------------
 
-    def _next_prompts(self) -> list[Problem]:
-        """This process's share of the next global batch of prompts (every process reads the same stream)."""
-        p, world, rank = self.cfg.rollout.prompts_per_step, self.accel.num_processes, self.accel.process_index
-        batch = [next(self.stream) for _ in range(p * world)]
-        self.position += p * world
-        return batch[rank * p: (rank + 1) * p]
+    def _take_prompts(self, n: int) -> list[Problem]:
+        """This process's share of the next ``n x processes`` prompts (every process reads the same stream)."""
+        world, rank = self.accel.num_processes, self.accel.process_index
+        batch = [next(self.stream) for _ in range(n * world)]
+        self.position += n * world
+        return batch[rank * n: (rank + 1) * n]
 
-    def collect(self) -> tuple[Rollouts, dict[str, float]]:
-        """Generate G completions for each prompt and verify them, verification of one chunk
-        overlapping the generation of the next."""
+    def _any_valid_globally(self, r: Rollouts) -> bool:
+        """Whether any process has a sequence to train on (all processes must take the same branch)."""
+        return bool(self._reduce_sum(r.valid.sum().reshape(1).float())[0] > 0)
+
+    def collect(self) -> tuple[SamplingReport, Rollouts | None, dict[str, float]]:
+        """Generate and verify groups until the training batch is full (see `GroupSampler`); return
+        the sampling report, the kept groups as tensors (None when none was kept) and metrics.
+
+        Rewards, accuracy and lengths are logged over every generated group (what the policy does);
+        the ``batch/`` and ``sampling/`` metrics describe what the step trains on and what it cost."""
         cfg, G = self.cfg, self.cfg.rollout.group_size
-        problems = self._next_prompts()
-        t_gen, pending, completions = 0.0, [], []
-        for start in range(0, len(problems), cfg.rollout.chunk_prompts):
-            chunk = problems[start: start + cfg.rollout.chunk_prompts]
-            t = time.perf_counter()
-            comps = self.engine.generate([self.task.env.format_prompt(p) for p in chunk], G, self.sampling)
-            t_gen += time.perf_counter() - t
-            completions += comps
-            pending.append(self.pool.submit([p for p in chunk for _ in range(G)], [c.text for c in comps]))
-        t = time.perf_counter()
-        verdicts = [v for fut in pending for v in fut.result()]
-        t_verify_wait = time.perf_counter() - t
+        report = self.sampler.collect(self._take_prompts, cfg.rollout.prompts_per_step)
+        metrics = _generation_metrics(report, G) | {"data/position": float(self.position)}
+        if not report.kept:
+            return report, None, metrics
 
-        flat_problems = [p for p in problems for _ in range(G)]
+        problems = [g.problem for g in report.kept]
+        completions = [c for g in report.kept for c in g.completions]
+        verdicts = [v for g in report.kept for v in g.verdicts]
         failed = torch.tensor([v.status.is_failure for v in verdicts])
         rewards = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)
+        passed = torch.tensor([v.passed for v in verdicts])
         valid = ~failed if cfg.verify.on_failure == "drop" else torch.ones_like(failed)
         group_ids = torch.arange(len(problems)).repeat_interleave(G)
         batch = build_token_batch([c.prompt_ids for c in completions], [c.token_ids for c in completions], self.tokenizer.pad_token_id)
         rollout_logp = scatter_completion_values([c.logprobs for c in completions], batch)
         step_rewards, step_mask = place_step_rewards(completions, verdicts, batch.completion_mask.shape[1])
-        rollouts = Rollouts(flat_problems, completions, verdicts, group_ids, rewards, valid, batch, rollout_logp, step_rewards, step_mask)
-
-        passed = torch.tensor([v.passed for v in verdicts], dtype=torch.float32)
-        lengths = torch.tensor([len(c.token_ids) for c in completions], dtype=torch.float32)
+        truncated = torch.tensor([c.truncated for c in completions])
+        rollouts = Rollouts([p for p in problems for _ in range(G)], completions, verdicts, group_ids, rewards, passed, valid,
+                            truncated, batch, rollout_logp, step_rewards, step_mask)
         grouped = rewards.view(-1, G)
-        metrics = {
-            "reward/mean": float(rewards.mean()),
-            "reward/std": float(rewards.std()) if len(rewards) > 1 else 0.0,
-            "reward/accuracy": float(passed.mean()),
-            "groups/zero_variance_frac": float((grouped.max(1).values == grouped.min(1).values).float().mean()),
-            "groups/all_correct_frac": float(passed.view(-1, G).all(1).float().mean()),
-            "rollout/response_len": float(lengths.mean()),
-            "rollout/truncated_frac": float(sum(c.truncated for c in completions) / len(completions)),
-            "rollout/tokens": float(lengths.sum() + sum(len(c.prompt_ids) for c in completions)),
-            "verify/no_answer_frac": sum(v.status is Status.NO_ANSWER for v in verdicts) / len(verdicts),
-            "verify/errors": float(sum(v.status is Status.ERROR for v in verdicts)),
-            "verify/timeouts": float(sum(v.status is Status.TIMEOUT for v in verdicts)),
+        metrics |= {
+            "batch/groups": float(len(problems)),
+            "batch/reward_mean": float(rewards.mean()),
+            "batch/zero_variance_frac": float((grouped.max(1).values == grouped.min(1).values).float().mean()),
             "verify/dropped": float((~valid).sum()),
-            "time/generate": t_gen,
-            "time/verify_wait": t_verify_wait,
-            "data/position": float(self.position),
         }
-        return rollouts, metrics
+        return report, rollouts, metrics
 
     # -- policy update ------------------------------------------------------------------------
 
@@ -339,18 +390,35 @@ class RLTrainer:
 
         ref_logp = self._frozen_logp(self.ref_model, r, idx) if self.ref_model is not None else None
         rewards = r.rewards.clone()
-        if ref_logp is not None and algo.kl_mode == "reward":  # KL as a reward penalty: r - beta * sum_t KL_t
-            kl_seq = (KL_ESTIMATORS.get(algo.kl_estimator)(r.rollout_logp, ref_logp) * mask).sum(-1)
-            rewards = rewards - algo.kl_coef * kl_seq
+        buffer = overlong_buffer_tokens(cfg.rollout.max_new_tokens, algo.overlong_buffer_frac)
+        if buffer > 0:  # DAPO's soft overlong penalty, on the reward the advantages see
+            lengths = torch.tensor([len(c.token_ids) for c in r.completions])
+            penalty = soft_overlong_penalty(lengths, cfg.rollout.max_new_tokens, buffer, algo.overlong_penalty)
+            rewards = rewards + penalty
+            metrics["reward/overlong_penalty"] = float(penalty[r.valid].mean()) if r.valid.any() else 0.0
+        kl_penalty = None
+        if ref_logp is not None and algo.kl_active and algo.kl_mode == "reward":  # beta * KL_t per token, taken from the reward
+            kl_penalty = algo.kl_coef * KL_ESTIMATORS.get(algo.kl_estimator)(r.rollout_logp, ref_logp) * mask
+        token_rewards = None
+        if self.prm is not None:
+            # the PRM reads log-probs at temperature 1; reuse the reference's when they are the same numbers
+            shared = ref_logp if self.prm_shares_reference and cfg.rollout.temperature in (0, 1) else None
+            token_rewards, prm_metrics = self.prm.process_rewards(r.batch, idx, mask, r.passed.float(), shared)
+            metrics |= prm_metrics
         advantages = ADVANTAGES.get(algo.advantage)(
             AdvantageInputs(rewards=rewards, group_ids=r.group_ids, mask=mask, valid=r.valid,
-                            step_rewards=r.step_rewards, step_mask=r.step_mask), **algo.advantage_kwargs)
+                            step_rewards=r.step_rewards, step_mask=r.step_mask, kl_penalty=kl_penalty,
+                            token_rewards=token_rewards, reduce_sum=self._reduce_sum), **algo.advantage_kwargs)
+        if algo.mask_truncated:  # truncated completions shape their groups' baselines but get no gradient
+            mask = truncation_mask(r.truncated, mask)
+            metrics["batch/masked_truncated"] = float((r.truncated & r.valid).sum())
+            idx = torch.nonzero(mask.sum(-1) > 0).squeeze(1)
 
         # On-policy with a single optimizer step per batch: pi_old == pi_theta, no extra forward.
         reuse = cfg.update.epochs_per_batch == 1 and cfg.update.minibatches == 1
         old_logp = None if reuse else self._frozen_logp(accel.unwrap_model(self.model), r, idx)
         if old_logp is not None:
-            metrics["policy/logprob_gap"] = float(((old_logp - r.rollout_logp).abs() * mask).sum() / mask.sum().clamp(min=1))
+            metrics["rollout/logprob_gap"] = _masked_mean((old_logp - r.rollout_logp).abs(), mask)
 
         aggregate = AGGREGATIONS.get(algo.loss_agg)
         ratio_fn = RATIOS.get(algo.ratio)
@@ -361,7 +429,7 @@ class RLTrainer:
 
         self.model.train()
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.position)
-        for _ in range(cfg.update.epochs_per_batch):
+        for epoch in range(cfg.update.epochs_per_batch):
             order = idx[torch.randperm(len(idx), generator=gen)]
             for mb in order.tensor_split(cfg.update.minibatches):
                 if len(mb) == 0:
@@ -378,6 +446,9 @@ class RLTrainer:
                     with sync:
                         logp, ent = self._logp(self.model, sub, entropy=True, entropy_grad=algo.entropy_coef != 0)
                         old = logp.detach() if old_logp is None else old_logp[micro, :width].to(accel.device)
+                        if old_logp is None and epoch == 0:  # the trainer's log-probs beside the engine's, same weights
+                            gap = (logp.detach().cpu() - r.rollout_logp[micro, :width]).abs()
+                            token_stats.setdefault("rollout/logprob_gap", []).append((_masked_mean(gap, m.cpu()), ntok))
                         inp = PolicyLossInputs(logp, old, advantages[micro, :width].to(accel.device), m)
                         loss_tok, stats = clipped_surrogate(ratio_fn(logp, old, m), inp, algo.clip_low, algo.clip_high, algo.dual_clip)
                         total = loss_tok
@@ -412,6 +483,7 @@ class RLTrainer:
             metrics[k] = sum(v * w for v, w in pairs) / max(sum(w for _, w in pairs), 1.0)
         if math.isfinite(ratio_min):
             metrics["policy/ratio_min"], metrics["policy/ratio_max"] = ratio_min, ratio_max
+        metrics["policy/clip_frac"] = metrics.get("policy/clip_frac_low", 0.0) + metrics.get("policy/clip_frac_high", 0.0)
         metrics["loss/total"] = _mean(mb_losses)
         metrics["loss/policy"] = _mean(mb_policy_losses)
         if grad_norms:
@@ -449,8 +521,10 @@ class RLTrainer:
     def _checkpoint(self, step: int) -> None:
         self.accel.wait_for_everyone()
         if self.accel.is_main_process:
+            extra = {PRM_DIR: self.prm.save} if self.prm is not None else {}
             save_checkpoint(self.checkpoint_dir / f"step-{step}", self.accel.unwrap_model(self.model), self.tokenizer,
-                            self.optimizer, self.scheduler, {"step": step, "position": self.position})
+                            self.optimizer, self.scheduler,
+                            {"step": step, "position": self.position, "yield_estimate": self.sampler.yield_estimate}, extra)
             prune_checkpoints(self.checkpoint_dir, self.cfg.log.keep_checkpoints)
             if self.cfg.log.plot:
                 self.run.plot(title=f"{self.cfg.name}: {self.algo.preset} on {self.task.id}")
@@ -462,12 +536,13 @@ class RLTrainer:
             self.tokenizer.save_pretrained(final)
         return final
 
-    def _sample_rows(self, r: Rollouts) -> list[dict[str, Any]]:
-        n = self.cfg.log.samples_per_step
-        return [
-            {"problem": p.id, "prompt": p.prompt, "completion": c.text, "reference": p.reference, **_verdict_row(v)}
-            for p, c, v in list(zip(r.problems, r.completions, r.verdicts))[:n]
-        ]
+    def _sample_rows(self, report: SamplingReport) -> list[dict[str, Any]]:
+        """The first ``log.samples_per_step`` generated completions, marked with whether their group was kept."""
+        kept = {id(g) for g in report.kept}
+        rows = [{"problem": g.problem.id, "prompt": g.problem.prompt, "completion": c.text, "reference": g.problem.reference,
+                 "kept": id(g) in kept, **_verdict_row(v)}
+                for g in report.generated for c, v in zip(g.completions, g.verdicts)]
+        return rows[: self.cfg.log.samples_per_step]
 
     def _install_signal_handlers(self):
         """SIGINT/SIGTERM finish the current step, checkpoint and stop (a second signal aborts)."""
@@ -505,6 +580,40 @@ def place_step_rewards(completions: list[Completion], verdicts: list[Verdict], w
                 rewards[b, offset + k] = step.reward
                 mask[b, offset + k] = True
     return rewards, mask
+
+
+def _generation_metrics(report: SamplingReport, group_size: int) -> dict[str, float]:
+    """What the policy generated this step (every group, kept or not) and what sampling cost."""
+    verdicts = [v for g in report.generated for v in g.verdicts]
+    completions = [c for g in report.generated for c in g.completions]
+    if not verdicts:
+        return {"sampling/prompts": 0.0, "sampling/budget_exhausted": float(report.budget_exhausted)}
+    rewards = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)
+    passed = torch.tensor([v.passed for v in verdicts], dtype=torch.float32)
+    lengths = torch.tensor([len(c.token_ids) for c in completions], dtype=torch.float32)
+    grouped = rewards.view(-1, group_size)
+    return {
+        "reward/mean": float(rewards.mean()),
+        "reward/std": float(rewards.std()) if len(rewards) > 1 else 0.0,
+        "reward/accuracy": float(passed.mean()),
+        "groups/zero_variance_frac": float((grouped.max(1).values == grouped.min(1).values).float().mean()),
+        "groups/all_correct_frac": float(passed.view(-1, group_size).all(1).float().mean()),
+        "rollout/response_len": float(lengths.mean()),
+        "rollout/truncated_frac": float(sum(c.truncated for c in completions) / len(completions)),
+        "rollout/tokens": float(lengths.sum() + sum(len(c.prompt_ids) for c in completions)),
+        "verify/no_answer_frac": sum(v.status is Status.NO_ANSWER for v in verdicts) / len(verdicts),
+        "verify/errors": float(sum(v.status is Status.ERROR for v in verdicts)),
+        "verify/timeouts": float(sum(v.status is Status.TIMEOUT for v in verdicts)),
+        "sampling/prompts": float(report.prompts_generated),
+        "sampling/extra_prompts": float(max(0, report.prompts_generated - report.target)),  # the cost of refilling
+        "sampling/kept_groups": float(len(report.kept)),
+        "sampling/yield": report.yield_,
+        "sampling/rounds": float(report.rounds),
+        "sampling/budget_prompts": float(report.budget_prompts),
+        "sampling/budget_exhausted": float(report.budget_exhausted),
+        "time/generate": report.generate_s,
+        "time/verify_wait": report.verify_wait_s,
+    }
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:

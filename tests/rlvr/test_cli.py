@@ -19,7 +19,20 @@ def test_envs_list_and_check(capsys):
     assert "[PASS] gold passes: 10/10 ok" in out and "no train/test leakage" in out
 
 
+def test_algos_list_prints_every_preset_and_its_settings(capsys):
+    assert main(["algos", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["grpo", "dapo", "dr_grpo", "gspo", "prime", "rloo", "reinforce_pp", "gpg"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:] if line and not line.startswith(" ")}
+    assert rows["clip_high"][:4] == ["0.2", "0.28", "0.2", "0.0004"]
+    assert rows["dynamic_sampling"][1] == "yes" and rows["implicit_prm"][4] == "yes"
+    assert main(["algos", "list", "--preset", "gspo"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split() == ["gspo"]
+
+
 @pytest.mark.parametrize("argv,message", [
+    (["algos", "list", "--preset", "ppo2"], "unknown preset ppo2"),
+    (["train", "quickstart", "algo.preset=dapo", "algo.sampling_budget=0"], "algo.sampling_budget"),
     (["train", "quickstart", "optim.lrr=1"], "unknown key 'optim.lrr' (did you mean 'optim.lr'?)"),
     (["train", "quickstart", "update.steps=many"], "'update.steps' must be int"),
     (["train", "no-such-config"], "neither a file nor a built-in config"),

@@ -1,0 +1,57 @@
+"""`rlvr algos list [--preset NAME]`: every algorithm preset and its resolved settings."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("algos", help="list algorithm presets (grpo, dapo, ...) and their settings")
+    s = p.add_subparsers(dest="algos_command", metavar="ACTION", required=True)
+    ls = s.add_parser("list", help="print each preset's settings (override any of them with algo.KEY=VALUE)")
+    ls.add_argument("--preset", action="append", default=None, help="only this preset (repeatable)")
+    ls.set_defaults(func=list_algos)
+
+
+def list_algos(args: argparse.Namespace) -> int:
+    from rlvr import UserError
+    from rlvr.algos.presets import PRESETS, preset_rows
+
+    wanted = args.preset or list(PRESETS)
+    unknown = [name for name in wanted if name not in PRESETS]
+    if unknown:
+        raise UserError(f"unknown preset {', '.join(unknown)}; presets: {', '.join(PRESETS)}")
+    rows = [(name, _flatten(settings)) for name, settings in preset_rows() if name in wanted]
+    keys = list(dict.fromkeys(k for _, settings in rows for k in settings))
+    key_width = max(len(k) for k in keys)
+    widths = [max(len(name), *(len(_fmt(settings.get(k))) for k in keys)) for name, settings in rows]
+    print(" " * key_width + "  " + "  ".join(f"{name:<{w}}" for (name, _), w in zip(rows, widths)))
+    for k in keys:
+        print(f"{k:<{key_width}}  " + "  ".join(f"{_fmt(settings.get(k)):<{w}}" for (_, settings), w in zip(rows, widths)))
+    print("\nUse one with algo.preset=NAME and override any row with algo.KEY=VALUE, e.g.\n"
+          "  rlvr train quickstart algo.preset=dapo algo.clip_high=0.3")
+    return 0
+
+
+def _flatten(settings: dict[str, Any]) -> dict[str, Any]:
+    """Dict-valued settings (advantage_kwargs) as one row per entry: ``advantage_kwargs.gamma``."""
+    out: dict[str, Any] = {}
+    for k, v in settings.items():
+        if isinstance(v, dict):
+            out |= {f"{k}.{sub}": value for sub, value in v.items()}
+        else:
+            out[k] = v
+    return out
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (tuple, list)):
+        return "[" + ",".join(_fmt(v) for v in value) + "]"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)

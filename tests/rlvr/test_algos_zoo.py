@@ -1,0 +1,312 @@
+"""The successors of GRPO: return estimators (REINFORCE++, PRIME, GAE), DAPO's reward shaping,
+group filters, PRIME's implicit PRM loss, presets and streaming dynamic sampling. Expected values
+are computed by hand from the papers' formulas (the arithmetic is in the comments)."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import warnings
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import envs
+from envs.pool import VerifierPool
+from envs.types import Problem
+from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs, gae
+from rlvr.algos.aggregation import AGGREGATIONS, Normalizer
+from rlvr.algos.filters import GroupFilter, keep_groups, zero_variance_groups
+from rlvr.algos.presets import PRESETS, AlgoConfig, preset_rows, resolve_algorithm
+from rlvr.algos.prime import implicit_outcome_logits, implicit_prm_ce_loss, implicit_process_rewards
+from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
+from rlvr.config import ConfigError
+from rlvr.rollout.base import Completion
+from rlvr.train.sampling import GroupSampler
+
+
+def inputs(rewards, groups, T=2, mask=None, **extra):
+    r = torch.tensor(rewards, dtype=torch.float32)
+    m = torch.ones(len(rewards), T) if mask is None else torch.tensor(mask, dtype=torch.float32)
+    return AdvantageInputs(r, torch.tensor(groups), m, torch.ones(len(rewards), dtype=torch.bool), **extra)
+
+
+# -- return estimators ------------------------------------------------------------------------
+
+def test_reinforce_pp_whitens_returns_over_the_batch():
+    # outcome at the last token -> returns [1, 1] and [0, 0]; batch mean 0.5, unbiased std sqrt(1/3)
+    adv = ADVANTAGES.get("reinforce_pp")(inputs([1, 0], [0, 1]), eps=0.0)
+    s = 0.5 / math.sqrt(1 / 3)
+    assert torch.allclose(adv, torch.tensor([[s, s], [-s, -s]]), atol=1e-6)
+
+
+def test_reinforce_pp_subtracts_the_kl_penalty_per_token_and_discounts():
+    kl = torch.tensor([[0.1, 0.1], [0.0, 0.2]])
+    # token rewards [-0.1, 0.9] and [0, -0.2]; gamma 0.5: returns [-0.1 + 0.45, 0.9] and [-0.1, -0.2]
+    inp = inputs([1, 0], [0, 0], kl_penalty=kl)
+    returns = torch.tensor([[0.35, 0.9], [-0.1, -0.2]])
+    mean = returns.mean()
+    std = returns.std()  # unbiased, over the 4 tokens
+    expected = (returns - mean) / std
+    assert torch.allclose(ADVANTAGES.get("reinforce_pp")(inp, gamma=0.5, eps=0.0), expected, atol=1e-6)
+
+
+def test_rloo_and_grpo_subtract_the_summed_kl_penalty_from_the_sequence_reward():
+    kl = torch.tensor([[0.1, 0.1], [0.0, 0.0]])  # sequence 0 pays 0.2
+    adv = ADVANTAGES.get("rloo")(inputs([1, 1], [0, 0], kl_penalty=kl))
+    assert torch.allclose(adv[:, 0], torch.tensor([-0.2, 0.2]), atol=1e-6)
+
+
+def test_prime_outcome_rewards_get_a_leave_one_out_baseline_at_the_last_token():
+    # rewards [1, 0, 0]: 1 - mean(0, 0) = 1; 0 - mean(1, 0) = -0.5; returns carry it to every token
+    adv = ADVANTAGES.get("prime")(inputs([1, 0, 0], [0, 0, 0]), outcome_coef=1.0, implicit_coef=0.0, whiten=False)
+    assert torch.allclose(adv, torch.tensor([[1.0, 1.0], [-0.5, -0.5], [-0.5, -0.5]]))
+
+
+def test_prime_implicit_token_rewards_get_the_others_mean_as_baseline():
+    tok = torch.tensor([[0.2, 0.4], [0.0, 0.0], [0.1, -0.1]])
+    # sequence means 0.3, 0, 0 -> baselines mean(0, 0) = 0, mean(0.3, 0) = 0.15, 0.15
+    # token rewards [0.2, 0.4], [-0.15, -0.15], [-0.05, -0.25]; returns (gamma 1): suffix sums
+    adv = ADVANTAGES.get("prime")(inputs([0, 0, 0], [0, 0, 0], token_rewards=tok), outcome_coef=0.0, implicit_coef=1.0, whiten=False)
+    assert torch.allclose(adv, torch.tensor([[0.6, 0.4], [-0.3, -0.15], [-0.3, -0.25]]), atol=1e-6)
+
+
+def test_prime_without_implicit_rewards_names_the_setting_to_change():
+    with pytest.raises(ValueError, match="implicit_prm=true"):
+        ADVANTAGES.get("prime")(inputs([1, 0], [0, 0]))
+
+
+def test_gae_matches_the_recursion_and_stops_at_the_end_of_each_sequence():
+    rewards = torch.tensor([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    values = torch.tensor([[0.5, 0.6, 0.7], [0.2, 0.3, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    adv, ret = gae(rewards, values, mask, gamma=1.0, lam=0.5)
+    # row 0: deltas [0.1, 0.1, 0.3]; A2 = 0.3, A1 = 0.1 + 0.5 * 0.3, A0 = 0.1 + 0.5 * 0.25
+    # row 1 ends at t=1 (the value 9 after it is padding): deltas [0.1, 0.7]; A1 = 0.7, A0 = 0.1 + 0.35
+    assert torch.allclose(adv, torch.tensor([[0.225, 0.25, 0.3], [0.45, 0.7, 0.0]]), atol=1e-6)
+    assert torch.allclose(ret, (adv + values) * mask)
+    adv1, ret1 = gae(rewards, values, mask, gamma=1.0, lam=1.0)  # lam = 1: Monte Carlo return minus the value
+    assert torch.allclose(ret1, torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]]), atol=1e-6)
+
+
+# -- DAPO's shaping and group filters -----------------------------------------------------------
+
+def test_soft_overlong_penalty_ramps_over_the_buffer():
+    lengths = torch.tensor([10, 16, 18, 20, 25])
+    # max 20, buffer 4: free up to 16, then (16 - len) / 4, at most -1
+    assert torch.allclose(soft_overlong_penalty(lengths, 20, 4), torch.tensor([0.0, 0.0, -0.5, -1.0, -1.0]))
+    assert torch.allclose(soft_overlong_penalty(lengths, 20, 4, factor=0.5), torch.tensor([0.0, 0.0, -0.25, -0.5, -0.5]))
+    assert not soft_overlong_penalty(lengths, 20, 0).any()
+    assert overlong_buffer_tokens(20480, 0.2) == 4096
+
+
+def test_truncation_mask_zeroes_truncated_rows():
+    mask = torch.ones(3, 2)
+    assert torch.equal(truncation_mask(torch.tensor([False, True, False]), mask), torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]]))
+
+
+def test_group_filters():
+    rewards = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 1.0]])
+    passed = rewards > 0
+    valid = torch.ones_like(passed)
+    assert zero_variance_groups(rewards, valid).tolist() == [True, True, False, False]
+    # a failed verification does not count: [1, x, 1] has no spread among the valid members
+    assert zero_variance_groups(rewards, torch.tensor([[1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 0, 1]], dtype=torch.bool)).tolist() == [True, True, False, True]
+    assert keep_groups(rewards, passed, valid, GroupFilter(drop_zero_variance=True)).tolist() == [False, False, True, True]
+    # PRIME's band on the pass rate: 1, 0, 1/3, 2/3 -> only 2/3 is in [0.5, 0.8]
+    assert keep_groups(rewards, passed, valid, GroupFilter(accuracy_band=(0.5, 0.8))).tolist() == [False, False, False, True]
+
+
+# -- PRIME's implicit PRM -----------------------------------------------------------------------
+
+def test_implicit_prm_rewards_and_cross_entropy():
+    logp_phi = torch.tensor([[-1.0, -2.0], [-1.0, -1.0]])
+    logp_ref = torch.tensor([[-1.5, -1.0], [-1.0, -3.0]])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    beta = 0.5
+    assert torch.allclose(implicit_process_rewards(logp_phi, logp_ref, mask, beta), torch.tensor([[0.25, -0.5], [0.0, 0.0]]))
+    z = implicit_outcome_logits(logp_phi, logp_ref, mask, beta)
+    assert torch.allclose(z, torch.tensor([-0.25, 0.0]))
+    loss = implicit_prm_ce_loss(logp_phi, logp_ref, mask, torch.tensor([1.0, 0.0]), beta)
+    # -log sigmoid(-0.25) and -log(1 - sigmoid(0))
+    assert torch.allclose(loss, torch.tensor([math.log(1 + math.exp(0.25)), math.log(2.0)]), atol=1e-6)
+
+
+# -- presets --------------------------------------------------------------------------------------
+
+def test_presets_carry_the_papers_settings():
+    algos = {name: resolve_algorithm(AlgoConfig(preset=name)) for name in PRESETS}
+    assert set(algos) == {"grpo", "dapo", "dr_grpo", "gspo", "prime", "rloo", "reinforce_pp", "gpg"}
+    dapo = algos["dapo"]
+    assert (dapo.clip_low, dapo.clip_high, dapo.loss_agg, dapo.kl_mode) == (0.2, 0.28, "token_mean", "off")
+    assert dapo.dynamic_sampling and dapo.overlong_buffer_frac == 0.2 and dapo.group_filter.drop_zero_variance
+    assert not dapo.needs_reference  # no KL: no reference model loaded
+    gspo = algos["gspo"]
+    assert (gspo.ratio, gspo.clip_low, gspo.clip_high, gspo.loss_agg) == ("sequence", 3e-4, 4e-4, "seq_mean")
+    dr = algos["dr_grpo"]
+    assert (dr.advantage, dr.loss_agg, dr.kl_mode) == ("mean_centered", "seq_mean_token_sum_norm", "off")
+    prime = algos["prime"]
+    assert prime.implicit_prm and prime.needs_reference and prime.accuracy_band == (0.2, 0.8)
+    assert prime.advantage_kwargs["outcome_coef"] == 5.0 and prime.prm_beta == 0.05
+    rpp = algos["reinforce_pp"]
+    assert (rpp.advantage, rpp.kl_mode, rpp.kl_estimator) == ("reinforce_pp", "reward", "k1")
+    gpg = algos["gpg"]
+    assert (gpg.ratio, gpg.clip_low, gpg.kl_mode) == ("none", None, "off")
+    assert [name for name, _ in preset_rows()] == list(PRESETS)
+
+
+def test_preset_overrides_merge_estimator_arguments_and_reject_unknown_ones():
+    algo = resolve_algorithm(AlgoConfig(preset="prime", advantage_kwargs={"verifier_coef": 1.0}))
+    assert algo.advantage_kwargs["verifier_coef"] == 1.0 and algo.advantage_kwargs["outcome_coef"] == 5.0
+    with pytest.raises(ConfigError, match="algo.advantage_kwargs: gama not accepted by the reinforce_pp estimator"):
+        resolve_algorithm(AlgoConfig(preset="reinforce_pp", advantage_kwargs={"gama": 0.9}))
+    with pytest.raises(ConfigError, match="algo.accuracy_band"):
+        resolve_algorithm(AlgoConfig(accuracy_band=[0.8, 0.2]))
+    with pytest.raises(ConfigError, match="algo.sampling_budget"):
+        resolve_algorithm(AlgoConfig(preset="dapo", sampling_budget=0.5))
+    with pytest.raises(ConfigError, match="implicit_prm is false"):
+        resolve_algorithm(AlgoConfig(preset="prime", implicit_prm=False))
+    assert resolve_algorithm(AlgoConfig(preset="prime", implicit_prm=False, advantage_kwargs={"implicit_coef": 0.0})).advantage == "prime"
+
+
+@pytest.mark.parametrize("cfg, why", [
+    (AlgoConfig(preset="grpo", kl_estimator="k1"), "gradient is zero in expectation"),
+    (AlgoConfig(preset="reinforce_pp", kl_estimator="k3"), "biases the penalty"),
+    (AlgoConfig(preset="dapo", sampling_budget=1.0), "every dropped group shrinks it"),
+    (AlgoConfig(preset="grpo", implicit_prm=True), "only the prime estimator uses"),
+])
+def test_combinations_the_papers_warn_against_are_explained(cfg, why):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resolve_algorithm(cfg)
+    assert any(why in str(w.message) for w in caught), [str(w.message) for w in caught]
+
+
+# -- aggregation across processes ------------------------------------------------------------------
+
+def _aggregate_in_process(rank: int, world: int, port: int, mode: str, queue) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)  # the same global batch on every process
+    B, T = 10, 6
+    lengths = torch.randint(1, T + 1, (B,))
+    mask = (torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)).float()
+    weights = torch.randn(B, T)
+    mine = torch.arange(B).tensor_split(world)[rank]
+    # the normaliser is summed over processes, as the trainer's is
+    totals = torch.tensor([float((mask[mine].sum(-1) > 0).sum()), float(mask[mine].sum())])
+    dist.all_reduce(totals)
+    norm = Normalizer(sequences=float(totals[0]), tokens=float(totals[1]), max_len=float(T))
+    x = torch.zeros(B, T, requires_grad=True)
+    AGGREGATIONS.get(mode)((x[mine] * weights[mine]) ** 2 + x[mine] * weights[mine], mask[mine], norm).backward()
+    grad = x.grad.clone()
+    dist.all_reduce(grad)  # what DDP does, without its division by the world size (the trainer scales the loss by it)
+    if rank == 0:
+        whole = torch.zeros(B, T, requires_grad=True)
+        full = Normalizer(sequences=float(B), tokens=float(mask.sum()), max_len=float(T))
+        AGGREGATIONS.get(mode)((whole * weights) ** 2 + whole * weights, mask, full).backward()
+        queue.put(float((grad - whole.grad).abs().max()))
+    dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("mode", ["seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm", "seq_mean"])
+def test_aggregation_is_invariant_to_splitting_over_processes(mode):
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=_aggregate_in_process, args=(rank, 2, port, mode, queue)) for rank in range(2)]
+    for p in procs:
+        p.start()
+    diff = queue.get(timeout=120)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert diff < 1e-6
+
+
+# -- streaming dynamic sampling ---------------------------------------------------------------------
+
+def _problems(n: int, start: int) -> list[Problem]:
+    return [Problem(id=f"p{start + i}", prompt=f"What is {start + i} + 0?", reference=str(start + i)) for i in range(n)]
+
+
+class ScriptedPolicy:
+    """Stands in for the rollout engine only: answers prompt k right on the members given by a
+    pattern, so a group's reward spread is known in advance. The verdicts come from the real
+    math environment through the real verifier pool."""
+
+    def __init__(self, group_size: int, pattern):
+        self.group_size, self.pattern, self.calls = group_size, pattern, 0
+
+    def __call__(self, problems: list[Problem]) -> list[Completion]:
+        self.calls += 1
+        out = []
+        for i, p in enumerate(problems):
+            k = int(p.id[1:])
+            for j in range(self.group_size):
+                answer = p.reference if self.pattern(k, j) else "-1"
+                out.append(Completion(i, [1], [2], [0.0], f"Answer: {answer}"))
+        return out
+
+
+def _sampler(pattern, pool, group_size=4, budget=3.0, chunk=4, flt=GroupFilter(drop_zero_variance=True)):
+    policy = ScriptedPolicy(group_size, pattern)
+    sampler = GroupSampler(generate=policy, submit=lambda ps, cs: pool.submit(ps, [c.text for c in cs]),
+                           group_size=group_size, chunk_prompts=chunk, group_filter=flt, budget_factor=budget)
+    return sampler, policy
+
+
+class Stream:
+    def __init__(self):
+        self.position = 0
+
+    def take(self, n: int) -> list[Problem]:
+        out = _problems(n, self.position)
+        self.position += n
+        return out
+
+
+@pytest.fixture
+def pool():
+    p = VerifierPool(envs.make("math-v1"), workers=1, kind="thread")
+    yield p
+    p.close()
+
+
+def test_dynamic_sampling_refills_until_no_zero_variance_group_is_left(pool):
+    # every third prompt is solved by half of its group; the others are all right or all wrong
+    sampler, _ = _sampler(lambda k, j: (j % 2 == 0) if k % 3 == 0 else (k % 2 == 0), pool, budget=5.0)
+    stream = Stream()
+    report = sampler.collect(stream.take, target=4)
+    assert len(report.kept) == 4
+    assert all(len({v.reward for v in g.verdicts}) > 1 for g in report.kept)
+    assert report.prompts_generated <= report.budget_prompts == 20 and not report.budget_exhausted
+    assert stream.position == report.prompts_generated == len(report.generated)
+    assert report.yield_ == pytest.approx(4 / report.prompts_generated)
+    # the next batch sizes its requests by the yield it has seen (about 1/3): fewer rounds
+    assert 0.2 < sampler.yield_estimate < 0.5
+
+
+def test_dynamic_sampling_stops_at_the_budget_and_trains_on_what_it_kept(pool):
+    # only prompt 5 has any spread: the budget of 2 x 4 prompts runs out with one group kept
+    sampler, _ = _sampler(lambda k, j: j == 0 if k == 5 else False, pool, budget=2.0)
+    report = sampler.collect(Stream().take, target=4)
+    assert report.budget_exhausted and report.prompts_generated == report.budget_prompts == 8
+    assert [g.problem.id for g in report.kept] == ["p5"]
+    empty = _sampler(lambda k, j: True, pool, budget=1.5)[0].collect(Stream().take, target=4)
+    assert empty.kept == [] and empty.budget_exhausted and empty.prompts_generated == 6  # never a crash
+
+
+def test_without_a_filter_every_group_is_kept_and_nothing_is_refilled(pool):
+    sampler, policy = _sampler(lambda k, j: True, pool, flt=GroupFilter(), budget=3.0)
+    report = sampler.collect(Stream().take, target=8)
+    assert len(report.kept) == 8 and report.prompts_generated == 8 and policy.calls == 2  # two chunks of 4
