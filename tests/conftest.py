@@ -3,6 +3,7 @@ minutes on one core) once per test session; every training and evaluation test s
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="session")
 def sft_base(tmp_path_factory) -> Path:
+    if os.environ.get("RLVR_TEST_SFT_BASE"):  # iterate on training tests with a base built once (rlvr sft sft_quickstart)
+        return Path(os.environ["RLVR_TEST_SFT_BASE"])
     from rlvr.config import load_config
     from rlvr.train.sft import SFTConfig, sft
 

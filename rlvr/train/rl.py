@@ -242,6 +242,7 @@ class RLTrainer:
         self.prm_shares_reference = ref is self.ref_model
         if saved is not None:
             prm.load_optimizer(saved)
+            self._print(f"implicit PRM restored from {saved}")
         return prm
 
     def _reduce_sum(self, x: torch.Tensor) -> torch.Tensor:
@@ -521,13 +522,18 @@ class RLTrainer:
     def _checkpoint(self, step: int) -> None:
         self.accel.wait_for_everyone()
         if self.accel.is_main_process:
-            extra = {PRM_DIR: self.prm.save} if self.prm is not None else {}
+            extra = {PRM_DIR: self._save_prm} if self.prm is not None else {}
             save_checkpoint(self.checkpoint_dir / f"step-{step}", self.accel.unwrap_model(self.model), self.tokenizer,
                             self.optimizer, self.scheduler,
                             {"step": step, "position": self.position, "yield_estimate": self.sampler.yield_estimate}, extra)
             prune_checkpoints(self.checkpoint_dir, self.cfg.log.keep_checkpoints)
             if self.cfg.log.plot:
                 self.run.plot(title=f"{self.cfg.name}: {self.algo.preset} on {self.task.id}")
+
+    def _save_prm(self, directory: Path) -> None:
+        """The implicit PRM as a loadable Hugging Face model directory (with the tokenizer) plus its optimizer."""
+        self.prm.save(directory)
+        self.tokenizer.save_pretrained(directory)
 
     def _save_final(self) -> Path:
         final = self.cfg.run_dir / "final"

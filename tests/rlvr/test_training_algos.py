@@ -1,0 +1,101 @@
+"""Every algorithm preset through the same training entry point, on the real embedded model:
+dynamic sampling keeps zero-variance groups out of every step within its budget, PRIME trains and
+checkpoints its implicit PRM, and the per-step metrics every run promises are logged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlvr.algos.presets import PRESETS
+from rlvr.config import load_config
+from rlvr.train.rl import TrainConfig, train
+
+pytestmark = pytest.mark.slow
+
+SMALL = ("rollout.prompts_per_step=8", "rollout.group_size=4", "rollout.chunk_prompts=8", "eval.every=0",
+         "eval.at_start=false", "log.tensorboard=false", "log.plot=false")
+
+# every run logs these (KL only when a reference model is loaded)
+ALWAYS = ("reward/mean", "reward/accuracy", "rollout/response_len", "policy/entropy", "rollout/logprob_gap",
+          "groups/zero_variance_frac", "sampling/yield", "sampling/prompts", "verify/errors", "verify/timeouts",
+          "time/generate", "time/verify_wait", "time/train", "loss/policy")
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_every_preset_trains_through_the_same_entry_point(preset, sft_base, tmp_path, rl_overrides):
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, f"algo.preset={preset}", "update.steps=2",
+                                                              "update.minibatches=2", *SMALL))
+    result = train(cfg)
+    assert result.status == "completed" and result.steps == 2
+    rows = metrics(result.run_dir)
+    last = rows[-1]
+    for key in ALWAYS:
+        assert key in last, (preset, key)
+    if cfg.algo.preset in ("grpo", "reinforce_pp"):
+        assert "policy/kl" in last
+    if preset != "gpg":  # the second minibatch is off-policy: ratios move, clipping is measured on both sides
+        assert {"policy/clip_frac_low", "policy/clip_frac_high", "policy/ratio_min", "policy/ratio_max"} <= set(last)
+    if preset == "prime":
+        assert 0.0 <= last["prm/accuracy"] <= 1.0 and "prm/loss" in last
+        prm = result.run_dir / "checkpoints" / "step-2" / "prm"
+        assert (prm / "model.safetensors").exists() and (prm / "prm_optimizer.pt").exists()
+
+
+def test_dynamic_sampling_never_trains_on_a_zero_variance_group_and_respects_its_budget(sft_base, tmp_path, rl_overrides):
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "algo.preset=dapo", "algo.sampling_budget=2",
+                                                              "update.steps=4", "rollout.chunk_prompts=4", *SMALL))
+    result = train(cfg)
+    assert result.status == "completed"
+    rows = metrics(result.run_dir)
+    assert len(rows) == 4
+    for r in rows:
+        assert r["sampling/budget_prompts"] == 16 and r["sampling/prompts"] <= 16
+        if r.get("train/skipped"):
+            continue
+        assert r["batch/zero_variance_frac"] == 0.0  # every trained group has a reward spread
+        assert r["batch/groups"] <= 8
+    # the base solves some groups completely or not at all: they were generated, and dropped
+    assert any(r["groups/zero_variance_frac"] > 0 for r in rows)
+    assert any(r["sampling/extra_prompts"] > 0 for r in rows)
+
+
+def test_a_spent_budget_trains_on_what_it_has_and_logs_it(sft_base, tmp_path, rl_overrides):
+    # keep only groups that are mostly right (pass rate >= 0.7): a minority for this base, so the
+    # budget of 12 prompts runs out with a partial batch, and the step trains on it
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "algo.accuracy_band=[0.7, 1.0]",
+                                                              "algo.sampling_budget=1.5", "update.steps=4", *SMALL))
+    result = train(cfg)
+    assert result.status == "completed" and result.steps == 4
+    rows = metrics(result.run_dir)
+    assert all(r["sampling/prompts"] <= 12 for r in rows)
+    partial = [r for r in rows if r["sampling/budget_exhausted"] == 1.0 and 0 < r.get("batch/groups", 0) < 8]
+    assert partial and all("loss/policy" in r and not r.get("train/skipped") for r in partial)
+
+
+def test_nothing_kept_skips_the_step_without_failing_the_run(sft_base, tmp_path, rl_overrides):
+    # DAPO drops zero-variance groups, and this band keeps only all-correct ones: nothing can pass
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "algo.preset=dapo", "algo.accuracy_band=[0.99, 1.0]",
+                                                              "algo.sampling_budget=1.5", "update.steps=2", *SMALL))
+    result = train(cfg)
+    assert result.status == "completed" and result.steps == 2
+    rows = metrics(result.run_dir)
+    assert [(r["train/skipped"], r["sampling/kept_groups"], r["sampling/budget_exhausted"]) for r in rows] == [(1.0, 0.0, 1.0)] * 2
+    assert rows[1]["data/position"] == 24  # each step still reads (and pays for) its budget of prompts
+
+
+def test_prime_resumes_with_its_trained_reward_model(sft_base, tmp_path, rl_overrides, capsys):
+    args = rl_overrides(tmp_path, sft_base, "algo.preset=prime", *SMALL)
+    train(load_config(TrainConfig, "quickstart", [*args, "update.steps=1"]))
+    saved = tmp_path / "run" / "checkpoints" / "step-1" / "prm"
+    assert (saved / "model.safetensors").exists()
+    result = train(load_config(TrainConfig, "quickstart", [*args, "update.steps=2", "resume=true"]))
+    assert result.status == "completed" and result.steps == 2
+    assert f"implicit PRM restored from {saved}" in capsys.readouterr().out
+    assert [r["step"] for r in metrics(result.run_dir)] == [1, 2]
