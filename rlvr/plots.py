@@ -18,6 +18,7 @@ DEFAULT_PANELS: list[tuple[str, tuple[str, ...], tuple[float, float] | None]] = 
     ("clip fraction", ("policy/clip_frac_low", "policy/clip_frac_high"), None),
     ("zero-variance groups", ("groups/zero_variance_frac",), UNIT),
     ("dynamic-sampling yield", ("sampling/yield",), UNIT),
+    ("implicit PRM accuracy (PRIME)", ("prm/accuracy",), UNIT),
     ("verifier errors / timeouts", ("verify/errors", "verify/timeouts"), None),
     ("SFT loss", ("sft/loss",), None),
     ("loss", ("loss/total",), None),

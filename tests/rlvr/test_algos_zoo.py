@@ -74,6 +74,15 @@ def test_prime_implicit_token_rewards_get_the_others_mean_as_baseline():
     assert torch.allclose(adv, torch.tensor([[0.6, 0.4], [-0.3, -0.15], [-0.3, -0.25]]), atol=1e-6)
 
 
+def test_prime_can_use_the_verifiers_own_process_rewards():
+    # sequence 0: steps ending at t=1 (reward 1) and t=2 (reward 0), mean 0.5; sequence 1: one step at t=2 (reward 1)
+    # leave-one-out baselines: 1 for sequence 0, 0.5 for sequence 1; step rewards become [0, -1] and [0.5]
+    inp = inputs([0, 0], [0, 0], T=3, step_rewards=torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]),
+                 step_mask=torch.tensor([[False, True, True], [False, False, True]]))
+    adv = ADVANTAGES.get("prime")(inp, outcome_coef=0.0, implicit_coef=0.0, verifier_coef=1.0, whiten=False)
+    assert torch.allclose(adv, torch.tensor([[-1.0, -1.0, -1.0], [0.5, 0.5, 0.5]]))
+
+
 def test_prime_without_implicit_rewards_names_the_setting_to_change():
     with pytest.raises(ValueError, match="implicit_prm=true"):
         ADVANTAGES.get("prime")(inputs([1, 0], [0, 0]))
