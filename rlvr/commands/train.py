@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,5 +34,6 @@ def run(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return 0
     result = train(cfg)
-    print(f"{result.status}: {result.steps} steps; run directory {result.run_dir}" + (f"; model in {result.final_model}" if result.final_model else ""))
+    if os.environ.get("RANK", "0") == "0":  # one summary line under torchrun / accelerate launch
+        print(f"{result.status}: {result.steps} steps; run directory {result.run_dir}" + (f"; model in {result.final_model}" if result.final_model else ""))
     return 0 if result.status == "completed" else 1

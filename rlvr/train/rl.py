@@ -274,13 +274,17 @@ class RLTrainer:
                 t0 = time.perf_counter()
                 report, rollouts, metrics = self.collect()
                 generated = [v for g in report.generated for v in g.verdicts]
-                if generated and all(v.status.is_failure for v in generated):
+                # one decision for all processes: every one must take the same branch (collectives follow)
+                n_generated, n_failed, n_valid = self._reduce_sum(torch.tensor([
+                    float(len(generated)), float(sum(v.status.is_failure for v in generated)),
+                    float(rollouts.valid.sum()) if rollouts is not None else 0.0])).tolist()
+                if n_generated and n_failed == n_generated:
                     failed_steps += 1
                     metrics["train/skipped"] = 1.0
                     if failed_steps >= cfg.verify.max_failed_steps:
                         first = next((v.info.get("error") for v in generated if v.status is Status.ERROR), "timeouts")
                         raise TrainingError(f"every verification failed for {failed_steps} consecutive steps (e.g. {first}); fix the environment and resume with resume=true")
-                elif rollouts is None or not self._any_valid_globally(rollouts):
+                elif n_valid == 0:
                     # dynamic sampling spent its budget without keeping a group: nothing to learn from
                     failed_steps = 0
                     metrics["train/skipped"] = 1.0
@@ -328,10 +332,6 @@ class RLTrainer:
         self.position += n * world
         return batch[rank * n: (rank + 1) * n]
 
-    def _any_valid_globally(self, r: Rollouts) -> bool:
-        """Whether any process has a sequence to train on (all processes must take the same branch)."""
-        return bool(self._reduce_sum(r.valid.sum().reshape(1).float())[0] > 0)
-
     def collect(self) -> tuple[SamplingReport, Rollouts | None, dict[str, float]]:
         """Generate and verify groups until the training batch is full (see `GroupSampler`); return
         the sampling report, the kept groups as tensors (None when none was kept) and metrics.
@@ -341,16 +341,22 @@ class RLTrainer:
         cfg, G = self.cfg, self.cfg.rollout.group_size
         report = self.sampler.collect(self._take_prompts, cfg.rollout.prompts_per_step)
         metrics = _generation_metrics(report, G) | {"data/position": float(self.position)}
-        if not report.kept:
-            return report, None, metrics
+        groups = report.kept
+        if not groups:
+            if self.accel.num_processes == 1 or not report.generated:
+                return report, None, metrics
+            # another process kept groups: this one joins the update with one group of weight 0
+            groups = report.generated[:1]
 
-        problems = [g.problem for g in report.kept]
-        completions = [c for g in report.kept for c in g.completions]
-        verdicts = [v for g in report.kept for v in g.verdicts]
+        problems = [g.problem for g in groups]
+        completions = [c for g in groups for c in g.completions]
+        verdicts = [v for g in groups for v in g.verdicts]
         failed = torch.tensor([v.status.is_failure for v in verdicts])
         rewards = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)
         passed = torch.tensor([v.passed for v in verdicts])
         valid = ~failed if cfg.verify.on_failure == "drop" else torch.ones_like(failed)
+        if not report.kept:
+            valid = torch.zeros_like(valid)
         group_ids = torch.arange(len(problems)).repeat_interleave(G)
         batch = build_token_batch([c.prompt_ids for c in completions], [c.token_ids for c in completions], self.tokenizer.pad_token_id)
         rollout_logp = scatter_completion_values([c.logprobs for c in completions], batch)
@@ -433,15 +439,19 @@ class RLTrainer:
         for epoch in range(cfg.update.epochs_per_batch):
             order = idx[torch.randperm(len(idx), generator=gen)]
             for mb in order.tensor_split(cfg.update.minibatches):
+                weight = 1.0
                 if len(mb) == 0:
-                    continue
-                norm = self._normalizer(mask[mb])
+                    if accel.num_processes == 1:
+                        continue
+                    # other processes train on this minibatch: join the gradient sync with a row of weight 0
+                    mb, weight = torch.zeros(1, dtype=torch.long), 0.0
+                norm = self._normalizer(mask[mb] * weight)
                 micros = self._micro_batches(r, mb)
                 mb_loss = mb_policy = 0.0
                 for i, micro in enumerate(micros):
                     sub = r.batch.select(micro)
                     width = sub.completion_mask.shape[1]
-                    m = mask[micro, :width].to(accel.device)
+                    m = mask[micro, :width].to(accel.device) * weight
                     ntok = float(m.sum())
                     sync = accel.no_sync(self.model) if i < len(micros) - 1 and accel.num_processes > 1 else nullcontext()
                     with sync:

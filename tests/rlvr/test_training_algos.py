@@ -5,6 +5,9 @@ checkpoints its implicit PRM, and the per-step metrics every run promises are lo
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,3 +102,21 @@ def test_prime_resumes_with_its_trained_reward_model(sft_base, tmp_path, rl_over
     assert result.status == "completed" and result.steps == 2
     assert f"implicit PRM restored from {saved}" in capsys.readouterr().out
     assert [r["step"] for r in metrics(result.run_dir)] == [1, 2]
+
+
+def test_two_processes_train_with_dynamic_sampling_in_lockstep(sft_base, tmp_path, rl_overrides):
+    """A real two-process (gloo) run: the processes share one prompt stream, fill one global batch
+    of 2 x 8 groups between them (surplus goes to the lower ranks), and sync gradients every minibatch."""
+    args = rl_overrides(tmp_path, sft_base, "algo.preset=dapo", "update.steps=3", "update.minibatches=2", "rollout.chunk_prompts=4", *SMALL)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "rlvr.cli", "train", "quickstart", *args]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.count("completed: 3 steps") == 1
+    rows = metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        assert r["batch/zero_variance_frac"] == 0.0
+        assert r["sampling/prompts"] <= r["sampling/budget_prompts"] == 24  # per process: 3 x 8
+    # every process reads its share of each request: the stream advances by twice what rank 0 generated
+    assert rows[-1]["data/position"] == 2 * sum(r["sampling/prompts"] for r in rows)
