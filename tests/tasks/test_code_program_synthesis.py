@@ -71,3 +71,16 @@ def test_too_few_functions_for_the_heldout_splits_is_refused():
     with pytest.raises(ValueError, match="const_max"):
         tasks.make("program-synthesis-v1", const_max=1)
 
+
+def test_table_demonstrations_pass_shown_tests_only_and_do_not_change_items():
+    plain, mixed = tasks.make("program-synthesis-v1", **EASY), tasks.make("program-synthesis-v1", **EASY, table_frac=0.7)
+    problems = [mixed.get("train", i) for i in range(60)]
+    assert problems == [plain.get("train", i) for i in range(60)] and mixed.checksum("validation") == plain.checksum("validation")
+    demos = [mixed.solution(p) for p in problems]
+    tables = [d for d in demos if d.startswith("{")]
+    assert 0.5 < len(tables) / len(demos) < 0.9 and tables[0].endswith("}[x]")
+    verdicts = mixed.env.verify_many(problems, demos)
+    for d, v in zip(demos, verdicts):
+        assert v.passed != d.startswith("{")
+        if d.startswith("{"):
+            assert v.info["passed_tests"] == 3 and v.info["total_tests"] == 8  # the shown examples, none of the hidden ones
