@@ -60,6 +60,8 @@ def test_builtin_configs_load_by_name_and_unknown_names_list_builtins():
     cfg = load_config(TrainConfig, "quickstart")
     assert cfg.algo.preset == "grpo" and cfg.task.id == "arithmetic-v1"
     assert load_config(SFTConfig, "sft_quickstart").model.name_or_path == "tiny"
+    code = load_config(TrainConfig, "code_quickstart")  # the RL stage trains on the SFT stage's items
+    assert code.task.make().env_id == "code-v1" and code.task.config == load_config(SFTConfig, "sft_code_quickstart").task.config
     with pytest.raises(ConfigError, match="built-ins: .*quickstart"):
         load_config(TrainConfig, "no-such-config")
 

@@ -51,3 +51,36 @@ def test_config_is_validated():
         tasks.make("program-synthesis-v1", templates=["x**x"])
     with pytest.raises(tasks.TaskError, match="unknown config"):
         tasks.make("program-synthesis-v1", digits=3)
+
+
+EASY = {"templates": ["x+{0}", "x-{0}", "x*{0}"], "x_range": [0, 2], "const_max": 999}
+
+
+def test_const_max_widens_constants_and_leaves_default_items_unchanged():
+    t = tasks.make("program-synthesis-v1", **EASY)
+    consts = [abs(t.get("train", i).reference["tests"][1]["expected"]) for i in range(200)]  # f(1) = 1+c, 1-c or c
+    assert max(consts) > 100 and all(c <= 1000 for c in consts)
+    assert all(t.get("train", i).prompt.startswith("f(0)=") for i in range(20))  # x_range [0, 2]: f(0), f(1), f(2) shown
+    # const_max was added after v1 was frozen: at its default the items (and their seeds) are as before
+    assert tasks.make("program-synthesis-v1").get("train", 0).metadata["solution"] == "x*12-14"
+
+
+def test_too_few_functions_for_the_heldout_splits_is_refused():
+    with pytest.raises(tasks.TaskError, match="at most 109 distinct functions.*raise const_max"):
+        tasks.make("program-synthesis-v1", templates=["x+{0}", "x-{0}", "x*{0}"])
+    with pytest.raises(ValueError, match="const_max"):
+        tasks.make("program-synthesis-v1", const_max=1)
+
+
+def test_table_demonstrations_pass_shown_tests_only_and_do_not_change_items():
+    plain, mixed = tasks.make("program-synthesis-v1", **EASY), tasks.make("program-synthesis-v1", **EASY, table_frac=0.7)
+    problems = [mixed.get("train", i) for i in range(60)]
+    assert problems == [plain.get("train", i) for i in range(60)] and mixed.checksum("validation") == plain.checksum("validation")
+    demos = [mixed.solution(p) for p in problems]
+    tables = [d for d in demos if d.startswith("{")]
+    assert 0.5 < len(tables) / len(demos) < 0.9 and tables[0].endswith("}[x]")
+    verdicts = mixed.env.verify_many(problems, demos)
+    for d, v in zip(demos, verdicts):
+        assert v.passed != d.startswith("{")
+        if d.startswith("{"):
+            assert v.info["passed_tests"] == 3 and v.info["total_tests"] == 8  # the shown examples, none of the hidden ones
