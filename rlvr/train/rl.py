@@ -5,8 +5,8 @@
 Each arrow is one call into the module that owns it; the algorithm is a resolved table of parts
 (`rlvr.algos.presets`), so nothing here branches on an algorithm's name. Streaming group
 sampling (DAPO's dynamic sampling, PRIME's accuracy band) is `rlvr.train.sampling`; PRIME's
-implicit process reward model is `rlvr.train.prm`. Built on accelerate:
-one process by default, many processes (DDP/FSDP) through ``accelerate launch``.
+implicit process reward model is `rlvr.train.prm`. Built on accelerate: one process by default,
+many through ``accelerate launch`` on GPUs or ``torchrun --nproc_per_node N`` (gloo) on CPUs.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import copy
 import dataclasses
+import itertools
 import math
 import signal
 import threading
@@ -555,10 +556,10 @@ class RLTrainer:
     def _sample_rows(self, report: SamplingReport) -> list[dict[str, Any]]:
         """The first ``log.samples_per_step`` generated completions, marked with whether their group was kept."""
         kept = {id(g) for g in report.kept}
-        rows = [{"problem": g.problem.id, "prompt": g.problem.prompt, "completion": c.text, "reference": g.problem.reference,
+        rows = ({"problem": g.problem.id, "prompt": g.problem.prompt, "completion": c.text, "reference": g.problem.reference,
                  "kept": id(g) in kept, **_verdict_row(v)}
-                for g in report.generated for c, v in zip(g.completions, g.verdicts)]
-        return rows[: self.cfg.log.samples_per_step]
+                for g in report.generated for c, v in zip(g.completions, g.verdicts))
+        return list(itertools.islice(rows, self.cfg.log.samples_per_step))
 
     def _install_signal_handlers(self):
         """SIGINT/SIGTERM finish the current step, checkpoint and stop (a second signal aborts)."""
