@@ -31,14 +31,18 @@ class TaskConfig:
     split: str = help_field("train", "Split to train on (held-out splits are refused)")
     env: str | None = help_field(None, "Environment id replacing the task's own verifier (None = the task's)")
     env_kwargs: dict[str, Any] = help_field({}, "Keyword arguments for that environment")
+    heldout: list[str] = help_field([], "Other tasks held out for evaluation, as ID or ID:SPLIT (default split: test); training refuses a split that may share problems with any (e.g. hendrycks-math-v1:test with math500-v1)")
 
     def make(self):
-        """The configured task, with its environment replaced if ``env`` is set."""
+        """The configured task, with its environment replaced if ``env`` is set; refuses a
+        training split that may share problems with a held-out one (`tasks.assert_disjoint`)."""
         import tasks
 
         task = tasks.make(self.id, **self.config)
         if self.env:
             task.env_id, task.env_kwargs = self.env, dict(self.env_kwargs)
+        heldout = [(entry.split(":", 1)[0], entry.split(":", 1)[1] if ":" in entry else "test") for entry in self.heldout]
+        tasks.assert_disjoint((task, self.split), heldout)
         return task
 
 

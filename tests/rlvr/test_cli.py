@@ -32,6 +32,8 @@ def test_algos_list_prints_every_preset_and_its_settings(capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["algos", "list", "--preset", "ppo2"], "unknown preset ppo2"),
+    (["train", "quickstart", "task.id=hendrycks-math-v1", "task.config={}", "task.split=test", "task.heldout=[math500-v1]"],
+     "training on hendrycks-math-v1:test would leak into held-out math500-v1:test"),
     (["train", "quickstart", "algo.preset=dapo", "algo.sampling_budget=0"], "algo.sampling_budget"),
     (["train", "quickstart", "optim.lrr=1"], "unknown key 'optim.lrr' (did you mean 'optim.lr'?)"),
     (["train", "quickstart", "update.steps=many"], "'update.steps' must be int"),
