@@ -32,6 +32,7 @@ from envs.types import Problem, Status, Verdict
 from rlvr import UserError
 from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs
 from rlvr.algos.aggregation import AGGREGATIONS, Normalizer
+from rlvr.algos.filters import zero_variance_groups
 from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.losses import PolicyLossInputs, clipped_surrogate
 from rlvr.algos.presets import AlgoConfig, Algorithm, resolve_algorithm
@@ -365,11 +366,10 @@ class RLTrainer:
         truncated = torch.tensor([c.truncated for c in completions])
         rollouts = Rollouts([p for p in problems for _ in range(G)], completions, verdicts, group_ids, rewards, passed, valid,
                             truncated, batch, rollout_logp, step_rewards, step_mask)
-        grouped = rewards.view(-1, G)
         metrics |= {
             "batch/groups": float(len(problems)),
             "batch/reward_mean": float(rewards.mean()),
-            "batch/zero_variance_frac": float((grouped.max(1).values == grouped.min(1).values).float().mean()),
+            "batch/zero_variance_frac": _zero_variance_frac(rewards, G),
             "verify/dropped": float((~valid).sum()),
         }
         return report, rollouts, metrics
@@ -608,12 +608,11 @@ def _generation_metrics(report: SamplingReport, group_size: int) -> dict[str, fl
     rewards = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)
     passed = torch.tensor([v.passed for v in verdicts], dtype=torch.float32)
     lengths = torch.tensor([len(c.token_ids) for c in completions], dtype=torch.float32)
-    grouped = rewards.view(-1, group_size)
     return {
         "reward/mean": float(rewards.mean()),
         "reward/std": float(rewards.std()) if len(rewards) > 1 else 0.0,
         "reward/accuracy": float(passed.mean()),
-        "groups/zero_variance_frac": float((grouped.max(1).values == grouped.min(1).values).float().mean()),
+        "groups/zero_variance_frac": _zero_variance_frac(rewards, group_size),
         "groups/all_correct_frac": float(passed.view(-1, group_size).all(1).float().mean()),
         "rollout/response_len": float(lengths.mean()),
         "rollout/truncated_frac": float(sum(c.truncated for c in completions) / len(completions)),
@@ -631,6 +630,12 @@ def _generation_metrics(report: SamplingReport, group_size: int) -> dict[str, fl
         "time/generate": report.generate_s,
         "time/verify_wait": report.verify_wait_s,
     }
+
+
+def _zero_variance_frac(rewards: torch.Tensor, group_size: int) -> float:
+    """Share of groups (consecutive runs of ``group_size`` in ``rewards`` ``[B]``) whose rewards are all equal."""
+    grouped = rewards.view(-1, group_size)
+    return float(zero_variance_groups(grouped, torch.ones_like(grouped, dtype=torch.bool)).float().mean())
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:

@@ -48,7 +48,6 @@ class SamplingReport:
         kept: The groups of the training batch (at most ``target``), in generation order.
         generated: Every group generated for this batch, kept or not (for metrics).
         target: Groups this process was asked for.
-        prompts_generated: Prompts this process generated (= ``len(generated)``).
         budget_prompts: The most it was allowed to generate.
         budget_exhausted: The budget ran out before the batch (of all processes) was full.
         rounds: Generate calls.
@@ -58,12 +57,16 @@ class SamplingReport:
     kept: list[Group]
     generated: list[Group]
     target: int
-    prompts_generated: int
     budget_prompts: int
     budget_exhausted: bool
     rounds: int
     generate_s: float
     verify_wait_s: float
+
+    @property
+    def prompts_generated(self) -> int:
+        """Prompts this process generated (one group each)."""
+        return len(self.generated)
 
     @property
     def yield_(self) -> float:
@@ -159,7 +162,7 @@ class GroupSampler:
             self.yield_estimate = min(1.0, max(sum(counts) / max(requested * world, 1), 0.05))
             room = max(0, global_target - sum(counts[: self.rank]))  # surplus: earlier processes fill the batch first
             kept = kept[:room]
-        return SamplingReport(kept, generated, target, requested, budget, exhausted, rounds, t_gen, t_wait)
+        return SamplingReport(kept, generated, target, budget, exhausted, rounds, t_gen, t_wait)
 
     def _keep(self, groups: list[Group]) -> list[bool]:
         rewards = torch.tensor([[v.reward for v in g.verdicts] for g in groups], dtype=torch.float32)
