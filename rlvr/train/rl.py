@@ -41,6 +41,7 @@ from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, tr
 from rlvr.config import help_field
 from rlvr.models.loading import load_model
 from rlvr.rollout.base import Completion, SamplingParams
+from rlvr.rollout.config import RolloutConfig
 from rlvr.rollout.hf import HFGenerateEngine
 from rlvr.runs import RunDir
 from rlvr.train.batch import TokenBatch, build_token_batch, scatter_completion_values, token_logprobs
@@ -55,21 +56,6 @@ PRM_DIR = "prm"  # the implicit PRM inside a checkpoint
 
 class TrainingError(RuntimeError):
     """Training cannot continue; the run directory holds everything written so far."""
-
-
-@dataclass
-class RolloutConfig:
-    """Generation of the groups."""
-
-    engine: Literal["hf"] = help_field("hf", "Rollout engine: hf (Hugging Face generate)")
-    prompts_per_step: int = help_field(32, "Prompts per training step (per process)")
-    group_size: int = help_field(8, "Completions per prompt (G)")
-    temperature: float = help_field(1.0, "Sampling temperature")
-    top_p: float = help_field(1.0, "Nucleus sampling mass")
-    top_k: int = help_field(0, "Top-k sampling (0 = off)")
-    max_new_tokens: int = help_field(128, "Longest completion in tokens")
-    chunk_prompts: int = help_field(16, "Prompts per generate call; verification of one chunk overlaps generation of the next")
-    max_batch_sequences: int = help_field(256, "Sequences per generate call (memory bound)")
 
 
 @dataclass
