@@ -7,6 +7,7 @@ import json
 import pytest
 
 import tasks
+from rlvr.algos.presets import PRESETS
 from rlvr.cli import main
 
 
@@ -22,10 +23,14 @@ def test_envs_list_and_check(capsys):
 def test_algos_list_prints_every_preset_and_its_settings(capsys):
     assert main(["algos", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["grpo", "dapo", "dr_grpo", "gspo", "prime", "rloo", "reinforce_pp", "gpg"]
+    assert lines[0].split() == list(PRESETS)
     rows = {line.split()[0]: line.split()[1:] for line in lines[1:] if line and not line.startswith(" ")}
     assert rows["clip_high"][:4] == ["0.2", "0.28", "0.2", "0.0004"]
-    assert rows["dynamic_sampling"][1] == "yes" and rows["implicit_prm"][4] == "yes"
+    col = {name: i for i, name in enumerate(PRESETS)}
+    assert rows["dynamic_sampling"][col["dapo"]] == "yes" and rows["prm.enabled"][col["prime"]] == "yes"
+    assert rows["prm.beta"][col["prime"]] == "0.05" and rows["prm.enabled"][col["grpo"]] == "no"
+    assert rows["critic.enabled"][col["ppo"]] == "yes" and rows["critic.value_clip"][col["ppo"]] == "0.2"
+    assert rows["recipe"][col["ppo"]] == "policy_gradient" and rows["policy_loss"][col["cispo"]] == "cispo"
     assert main(["algos", "list", "--preset", "gspo"]) == 0
     assert capsys.readouterr().out.splitlines()[0].split() == ["gspo"]
 

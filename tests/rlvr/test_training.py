@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM
 import envs
 from envs.testing import FlakyEnv
 from rlvr.config import load_config
-from rlvr.train.rl import TrainConfig, TrainingError, train
+from rlvr.train import TrainConfig, TrainingError, train
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def test_grpo_raises_heldout_accuracy_and_writes_the_run_directory(sft_base, tmp
     assert list((run / "tb").glob("events.out.tfevents.*"))
     assert (run / "curves.png").stat().st_size > 10_000
     assert json.loads((run / "run_state.json").read_text())["status"] == "completed"
-    for model_dir in (run / "checkpoints" / "step-10", run / "final"):  # Hugging Face format, loadable
+    for model_dir in (run / "checkpoints" / "step-10" / "policy", run / "final"):  # Hugging Face format, loadable
         assert AutoModelForCausalLM.from_pretrained(model_dir).num_parameters() > 0
 
 
