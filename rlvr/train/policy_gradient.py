@@ -147,7 +147,11 @@ class PolicyGradient:
             model = copy.deepcopy(self.policy.unwrapped)
             harness.record_model("reference", path, model)
         else:
-            model, _ = harness.load_model(path, "reference")
+            try:
+                model, _ = harness.load_model(path, "reference")
+            except UserError as e:
+                raise UserError(f"the reference model {path!r} (model.name_or_path, the policy's starting weights) cannot be loaded, "
+                                f"and algo.kl_mode={self.algo.kl_mode}{' with a PRM' if self.algo.prm else ''} needs it: {e}") from None
         return harness.frozen(model)
 
     def _prm(self, micro: int) -> ImplicitPRM:

@@ -122,3 +122,65 @@ def test_two_processes_train_with_dynamic_sampling_in_lockstep(sft_base, tmp_pat
         assert r["sampling/prompts"] <= r["sampling/budget_prompts"] == 24  # per process: 3 x 8
     # every process reads its share of each request: the stream advances by twice what rank 0 generated
     assert rows[-1]["data/position"] == 2 * sum(r["sampling/prompts"] for r in rows)
+
+
+def test_verifier_process_rewards_train_end_to_end(sft_base, tmp_path, rl_overrides):
+    """GRPO process supervision (grpo_process) on the math checker's step rewards: the per-step
+    rewards reach samples.jsonl, advantages differ within a completion, and held-out accuracy rises."""
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "algo.preset=grpo_process", "update.steps=10",
+                                                              "eval.every=10", "eval.at_start=true", "eval.limit=100", "log.samples_per_step=32",
+                                                              "log.tensorboard=false", "log.plot=false"))
+    result = train(cfg)
+    assert result.status == "completed"
+    rows = metrics(result.run_dir)
+    evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
+    assert evals[10] >= evals[0] + 0.05, evals
+    assert all(r["verify/steps_per_completion"] > 0 for r in rows if "reward/mean" in r)
+    samples = [json.loads(line) for line in (result.run_dir / "samples.jsonl").read_text().splitlines()]
+    with_steps = [s for s in samples if s.get("steps")]
+    assert with_steps and all({"start", "end", "reward", "label"} <= set(step) for s in with_steps for step in s["steps"])
+    assert {step["reward"] for s in with_steps for step in s["steps"]} == {0.0, 1.0}  # right and wrong steps both occur
+
+
+def test_kl_is_monitored_and_the_reference_refreshed(sft_base, tmp_path, rl_overrides):
+    # dapo has no KL: with kl_mode=monitor the reference is loaded and the KL logged, the loss unchanged
+    monitored = train(load_config(TrainConfig, "quickstart", rl_overrides(tmp_path / "m", sft_base, "algo.preset=dapo", "algo.kl_mode=monitor",
+                                                                          "update.steps=2", "optim.warmup_steps=0", *SMALL)))
+    rows = metrics(monitored.run_dir)
+    assert all("policy/kl" in r for r in rows) and rows[1]["policy/kl"] > 0
+    assert rows[1]["loss/total"] == pytest.approx(rows[1]["loss/policy"], abs=1e-7)
+    # refreshing the reference after every step: each step starts with policy == reference, so the
+    # KL measured by its (single, on-policy) update is exactly 0
+    refreshed = train(load_config(TrainConfig, "quickstart", rl_overrides(tmp_path / "r", sft_base, "algo.ref_update_every=1",
+                                                                          "update.steps=3", "optim.warmup_steps=0", *SMALL)))
+    rows = metrics(refreshed.run_dir)
+    assert [r.get("policy/reference_refreshed") for r in rows] == [1.0, 1.0, 1.0]
+    assert rows[1]["policy/kl"] == 0.0 and rows[2]["policy/kl"] == 0.0
+    assert (refreshed.run_dir / "checkpoints" / "step-3" / "reference" / "model.safetensors").exists()
+
+
+def test_bad_critic_and_reference_inputs_are_named_before_training(sft_base, tmp_path, rl_overrides):
+    from transformers import AutoTokenizer
+
+    from rlvr import UserError
+
+    other = tmp_path / "other-tokenizer"
+    tok = AutoTokenizer.from_pretrained(sft_base)
+    tok.add_tokens(["<extra>"])
+    tok.save_pretrained(other)
+    args = rl_overrides(tmp_path, sft_base, "algo.preset=ppo", "update.steps=1", *SMALL)
+    with pytest.raises(UserError, match="algo.critic.init: the tokenizer at .* differs from the policy's"):
+        train(load_config(TrainConfig, "quickstart", [*args, f"algo.critic.init={other}"]))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="algo.critic.init: .*has no tokenizer"):
+        train(load_config(TrainConfig, "quickstart", [*args, f"algo.critic.init={tmp_path / 'empty'}", "name=run2"]))
+    # a resumed run whose base model (the frozen reference) is gone says which setting needs it
+    import shutil
+
+    base = tmp_path / "base"
+    shutil.copytree(sft_base, base)
+    grpo = rl_overrides(tmp_path, base, "update.steps=1", "name=grpo", *SMALL)
+    train(load_config(TrainConfig, "quickstart", grpo))
+    shutil.rmtree(base)
+    with pytest.raises(UserError, match=r"reference model .* algo.kl_mode=loss"):
+        train(load_config(TrainConfig, "quickstart", [*grpo, "update.steps=2", "resume=true"]))
