@@ -20,7 +20,7 @@ from torch import nn
 from rlvr import UserError
 from rlvr.algos.value import clipped_value_loss, explained_variance, value_clip_fraction
 from rlvr.train.batch import TokenBatch
-from rlvr.train.harness import Harness, TrainableModel
+from rlvr.train.harness import Harness, ScoringBatch, TrainableModel
 
 HEAD_FILE = "value_head.safetensors"
 MARKER_FILE = "rlvr_value_model.json"
@@ -113,7 +113,9 @@ class ValueObjective:
 
 
 class Critic:
-    """Args:
+    """A `rlvr.train.harness.LearnedScorer`: scores are values, targets the returns ``[B, T]``.
+
+    Args:
         part: The value model with its optimizer (registered with the harness as ``critic``).
         harness: The run's harness.
         value_clip: PPO's value clipping (None = off).
@@ -125,26 +127,27 @@ class Critic:
         self.value_clip, self.micro_batch_size = value_clip, micro_batch_size
 
     @torch.no_grad()
-    def score(self, batch: TokenBatch, rows: torch.Tensor) -> torch.Tensor:
-        """Values ``[B, T]`` of ``rows`` (0 elsewhere): at target position t, the value of the state
-        after token t, before the token it predicts."""
-        out = torch.zeros_like(batch.completion_mask)
+    def score(self, batch: ScoringBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """Values ``[B, T]`` of ``batch.rows`` (0 elsewhere): at target position t, the value of the
+        state after token t, before the token it predicts."""
+        tokens, rows = batch.tokens, batch.rows
+        out = torch.zeros_like(tokens.completion_mask)
         model = self.part.model
         was_training = model.training
         model.eval()
-        lengths = batch.attention_mask[rows].sum(-1)
-        for micro in rows[torch.argsort(lengths, stable=True)].split(self.micro_batch_size):
-            sub = batch.select(micro).to(self.harness.device)
+        for micro in rows[torch.argsort(batch.lengths[rows], stable=True)].split(self.micro_batch_size):
+            sub = tokens.select(micro).to(self.harness.device)
             values = model(sub.input_ids, sub.attention_mask)[:, :-1]
             out[micro, : values.shape[1]] = values.float().cpu()
         model.train(was_training)
-        return out
+        return out, {}
 
-    def update(self, batch: TokenBatch, rows: torch.Tensor, mask: torch.Tensor, old_values: torch.Tensor,
-               returns: torch.Tensor, lengths: torch.Tensor) -> dict[str, float] | None:
-        """One optimizer step of the value regression on ``rows``; its ``loss``, ``clip_frac`` and ``grad_norm``."""
-        objective = ValueObjective(self.part.model, batch, mask, old_values, returns, self.value_clip, self.harness.device)
-        return self.harness.optimizer_step(self.part, rows, objective, self.micro_batch_size, lengths)
+    def update(self, batch: ScoringBatch, targets: torch.Tensor, scores: torch.Tensor | None = None) -> dict[str, float] | None:
+        """One optimizer step of the value regression towards the returns ``targets`` (new values
+        clipped around ``scores``, the values before the update); ``loss``, ``clip_frac``, ``grad_norm``."""
+        old = scores if scores is not None else self.score(batch)[0]
+        objective = ValueObjective(self.part.model, batch.tokens, batch.mask, old, targets, self.value_clip, self.harness.device)
+        return self.harness.optimizer_step(self.part, batch.rows, objective, self.micro_batch_size, batch.lengths)
 
 
 def value_metrics(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:

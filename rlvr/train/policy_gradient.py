@@ -36,7 +36,7 @@ from rlvr.rollout.hf import HFGenerateEngine
 from rlvr.train.batch import TokenBatch, token_logprobs
 from rlvr.train.config import TrainConfig
 from rlvr.train.critic import Critic, ValueModel, check_tokenizer, value_metrics
-from rlvr.train.harness import FrozenModel, Harness, TrainingError, merge_stats
+from rlvr.train.harness import FrozenModel, Harness, ScoringBatch, TrainingError, merge_stats
 from rlvr.train.prm import ImplicitPRM
 from rlvr.train.rollouts import Rollouts, build_rollouts, generation_metrics, sample_rows, zero_variance_frac
 from rlvr.train.sampling import GroupSampler, SamplingReport
@@ -256,7 +256,7 @@ class PolicyGradient:
         ref_logp = self._logp(self.reference, r, rows) if self.reference is not None else None
         rewards, kl_penalty = self.shape_rewards(r, ref_logp, metrics)
         token_rewards = self.prm_rewards(r, rows, ref_logp, metrics) if self.prm is not None else None
-        values = self.critic.score(r.batch, rows) if self.critic is not None else None
+        values = self.critic.score(ScoringBatch(r.batch, rows, r.mask, r.lengths))[0] if self.critic is not None else None
         inputs = AdvantageInputs(rewards=rewards, group_ids=r.group_ids, mask=r.mask, valid=r.valid, step_rewards=r.step_rewards,
                                  step_mask=r.step_mask, kl_penalty=kl_penalty, token_rewards=token_rewards, values=values,
                                  reduce_sum=self.harness.reduce_sum)
@@ -279,7 +279,7 @@ class PolicyGradient:
         micro = self.cfg.update.micro_batch_size
         for minibatch in self._minibatches(rows):
             if self.critic is not None:
-                critic_stats.append(self.critic.update(r.batch, minibatch, mask, values, returns, r.lengths))
+                critic_stats.append(self.critic.update(ScoringBatch(r.batch, minibatch, mask, r.lengths), returns, values))
             if train_policy:
                 policy_stats.append(self.harness.optimizer_step(self.policy, minibatch, objective, micro, r.lengths))
         metrics |= _policy_metrics(merge_stats([s for s in policy_stats if s]))
@@ -316,14 +316,14 @@ class PolicyGradient:
         labels = r.passed.float()
         # the PRM reads log-probs at temperature 1; reuse the reference's when they are the same numbers
         shared = self.prm_shares_reference and self.cfg.rollout.temperature in (0, 1) and ref_logp is not None
-        prm_ref = ref_logp if shared else prm.reference_logp(r.batch, rows)
+        batch = ScoringBatch(r.batch, rows, r.mask, r.lengths, ref_logp if shared else prm.reference_logp(r.batch, rows))
         if mode == "before":
-            metrics |= {f"prm/{k}": v for k, v in prm.update(r.batch, rows, r.mask, labels, prm_ref, r.lengths).items()}
-        rewards, scored = prm.score(r.batch, rows, r.mask, labels, prm_ref)
+            metrics |= {f"prm/{k}": v for k, v in prm.update(batch, labels).items()}
+        rewards, scored = prm.score(batch, labels)
         if mode != "before":
             metrics |= {f"prm/{k}": v for k, v in scored.items()}
         if mode == "after":
-            metrics["prm/grad_norm"] = prm.update(r.batch, rows, r.mask, labels, prm_ref, r.lengths).get("grad_norm", float("nan"))
+            metrics["prm/grad_norm"] = prm.update(batch, labels).get("grad_norm", float("nan"))
         valid = r.mask.sum(-1) > 0
         metrics["prm/token_reward_mean"] = float(rewards.sum() / r.mask.sum().clamp(min=1))
         metrics["prm/seq_reward_mean"] = float(rewards.sum(-1)[valid].mean()) if valid.any() else 0.0

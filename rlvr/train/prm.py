@@ -15,7 +15,7 @@ import torch
 
 from rlvr.algos.prime import implicit_outcome_logits, implicit_prm_ce_loss, implicit_process_rewards, prm_accuracy
 from rlvr.train.batch import TokenBatch
-from rlvr.train.harness import Harness, TrainableModel
+from rlvr.train.harness import Harness, ScoringBatch, TrainableModel
 from rlvr.train.scoring import frozen_logprobs
 
 
@@ -53,7 +53,11 @@ class PRMObjective:
 
 
 class ImplicitPRM:
-    """Args:
+    """A `rlvr.train.harness.LearnedScorer`: scores are token rewards, targets the verifier's
+    outcome labels ``[B]`` (1 = passed); ``ScoringBatch.ref_logp`` must hold the reference's
+    log-probs (`reference_logp`, or the policy's reference when they are the same numbers).
+
+    Args:
         part: The PRM ``pi_phi`` with its optimizer (registered with the harness as ``prm``).
         ref_model: The frozen reference it is read against.
         harness: The run's harness (device, optimizer steps).
@@ -65,24 +69,24 @@ class ImplicitPRM:
         self.part, self.ref_model, self.harness = part, ref_model, harness
         self.beta, self.micro_batch_size = beta, micro_batch_size
 
-    def reference_logp(self, batch: TokenBatch, rows: torch.Tensor) -> torch.Tensor:
-        return frozen_logprobs(self.ref_model, batch, rows, self.micro_batch_size, self.harness.device)
+    def reference_logp(self, tokens: TokenBatch, rows: torch.Tensor) -> torch.Tensor:
+        return frozen_logprobs(self.ref_model, tokens, rows, self.micro_batch_size, self.harness.device)
 
-    def score(self, batch: TokenBatch, rows: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor,
-              ref_logp: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
-        """Token rewards ``[B, T]`` of ``rows`` (0 elsewhere), and the PRM's ``loss`` and ``accuracy``
-        on ``labels`` ``[B]`` as it scores them."""
-        logp = frozen_logprobs(self.part.model, batch, rows, self.micro_batch_size, self.harness.device)
-        valid = mask.sum(-1) > 0
-        logits = implicit_outcome_logits(logp, ref_logp, mask, self.beta)
-        loss = implicit_prm_ce_loss(logp, ref_logp, mask, labels, self.beta)
-        return implicit_process_rewards(logp, ref_logp, mask, self.beta), {
-            "accuracy": prm_accuracy(logits, labels, valid), "loss": float((loss * valid).sum() / valid.sum().clamp(min=1))}
+    def score(self, batch: ScoringBatch, labels: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """Token rewards ``[B, T]`` of ``batch.rows`` (0 elsewhere); with ``labels``, the PRM's
+        ``loss`` and ``accuracy`` on them as it scores."""
+        logp = frozen_logprobs(self.part.model, batch.tokens, batch.rows, self.micro_batch_size, self.harness.device)
+        rewards = implicit_process_rewards(logp, batch.ref_logp, batch.mask, self.beta)
+        if labels is None:
+            return rewards, {}
+        valid = batch.mask.sum(-1) > 0
+        logits = implicit_outcome_logits(logp, batch.ref_logp, batch.mask, self.beta)
+        loss = implicit_prm_ce_loss(logp, batch.ref_logp, batch.mask, labels, self.beta)
+        return rewards, {"accuracy": prm_accuracy(logits, labels, valid), "loss": float((loss * valid).sum() / valid.sum().clamp(min=1))}
 
-    def update(self, batch: TokenBatch, rows: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor,
-               ref_logp: torch.Tensor, lengths: torch.Tensor) -> dict[str, float]:
-        """One optimizer step on the cross-entropy of every valid sequence of all processes; its
-        ``loss`` and ``accuracy`` are those before the step, ``grad_norm`` of the step."""
-        objective = PRMObjective(self.part.model, batch, mask, labels.float(), ref_logp, self.beta, self.harness.device)
-        stats = self.harness.optimizer_step(self.part, rows, objective, self.micro_batch_size, lengths) or {}
+    def update(self, batch: ScoringBatch, targets: torch.Tensor, scores: torch.Tensor | None = None) -> dict[str, float]:
+        """One optimizer step on the cross-entropy of every valid sequence of all processes against
+        the labels ``targets``; its ``loss`` and ``accuracy`` are those before the step."""
+        objective = PRMObjective(self.part.model, batch.tokens, batch.mask, targets.float(), batch.ref_logp, self.beta, self.harness.device)
+        stats = self.harness.optimizer_step(self.part, batch.rows, objective, self.micro_batch_size, batch.lengths) or {}
         return {k: v for k, v in stats.items() if k in ("loss", "accuracy", "grad_norm")}

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 import warnings
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 import envs
 from envs.pool import VerifierPool
@@ -26,6 +24,7 @@ from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, tr
 from rlvr.config import ConfigError
 from rlvr.rollout.base import Completion
 from rlvr.train.sampling import GroupSampler
+from tests.rlvr.gloo import run_in_two_processes
 
 
 def inputs(rewards, groups, T=2, mask=None, **extra):
@@ -237,25 +236,9 @@ def _aggregate_in_process(rank: int, world: int, port: int, mode: str, queue) ->
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("mode", ["seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm", "seq_mean"])
 def test_aggregation_is_invariant_to_splitting_over_processes(mode):
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_aggregate_in_process, args=(rank, 2, port, mode, queue)) for rank in range(2)]
-    for p in procs:
-        p.start()
-    diff = queue.get(timeout=120)
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    assert diff < 1e-6
+    assert run_in_two_processes(_aggregate_in_process, mode) < 1e-6
 
 
 # -- streaming dynamic sampling ---------------------------------------------------------------------

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from envs.types import StepReward, Verdict
 from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs, lambda_returns
@@ -22,6 +20,7 @@ from rlvr.algos.objective import POLICY_LOSSES, ObjectiveInputs, ObjectiveParts,
 from rlvr.algos.ratio import RATIOS
 from rlvr.algos.value import clipped_value_loss, explained_variance, value_clip_fraction
 from rlvr.rollout.base import Completion
+from tests.rlvr.gloo import run_in_two_processes
 from rlvr.train.harness import StatsAccumulator, merge_stats
 from rlvr.train.rollouts import place_step_rewards
 
@@ -143,19 +142,7 @@ def _objective_in_process(rank: int, world: int, port: int, queue) -> None:
 
 
 def test_the_objectives_gradient_does_not_depend_on_splitting_over_processes():
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = [ctx.Process(target=_objective_in_process, args=(rank, 2, port, queue)) for rank in range(2)]
-    for p in procs:
-        p.start()
-    diff = queue.get(timeout=120)
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    assert diff < 1e-6
+    assert run_in_two_processes(_objective_in_process) < 1e-6
 
 
 def test_stats_accumulate_as_weighted_means_sums_and_extremes():
