@@ -10,7 +10,10 @@ The table has three kinds of entries:
   aggregation, KL estimator and where the KL goes, entropy bonus), flat under ``algo.*``;
 - **sampling and shaping** (dynamic sampling, an accuracy band, DAPO's overlong shaping);
 - **learned scorers**, each a nested section that is off unless a preset or the user turns it on:
-  PRIME's implicit PRM (``algo.prm.*``) and PPO's critic (``algo.critic.*``).
+  PRIME's implicit PRM (``algo.prm.*``) and PPO's critic (``algo.critic.*``);
+- the **preference** settings (``algo.preference.*``: loss, beta, pairs per group...) of the presets
+  that run the ``preference`` recipe (DPO, online DPO, KTO), which have no advantage, ratio or
+  clipping: those parts are None for them, and setting one is an error.
 
 A preset also names its **recipe** (the training procedure that runs it, see
 `rlvr.train.recipes`) and its default number of passes over a rollout batch.
@@ -28,11 +31,14 @@ from rlvr.algos.aggregation import AGGREGATIONS
 from rlvr.algos.filters import GroupFilter
 from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.objective import POLICY_LOSSES
+from rlvr.algos.preference import PREFERENCE_LOSSES
 from rlvr.algos.ratio import RATIOS
 from rlvr.config import ConfigError, help_field
 
 KLMode = Literal["loss", "reward", "monitor", "off"]
 PRMUpdate = Literal["before", "after", "off"]
+PreferenceSource = Literal["pairs", "online"]
+Pairing = Literal["random", "disjoint"]
 
 
 @dataclass(frozen=True)
@@ -56,21 +62,37 @@ class CriticSettings:
 
 
 @dataclass(frozen=True)
+class PreferenceSettings:
+    """The preference recipe's settings (resolved). See `PreferenceConfig` for the meanings."""
+
+    loss: str
+    beta: float
+    label_smoothing: float
+    length_norm: bool
+    source: PreferenceSource
+    pairs_per_group: int
+    pairing: Pairing
+    desirable_weight: float
+    undesirable_weight: float
+    reference_cache: bool
+
+
+@dataclass(frozen=True)
 class Algorithm:
     """A fully resolved algorithm (every setting decided). See `AlgoConfig` for the meanings."""
 
     preset: str
     recipe: str
-    advantage: str
+    advantage: str | None  # None (with ratio, policy_loss, loss_agg, kl_estimator) for the preference recipe
     advantage_kwargs: dict[str, Any]
-    ratio: str
-    policy_loss: str
+    ratio: str | None
+    policy_loss: str | None
     clip_low: float | None
     clip_high: float | None
     dual_clip: float | None
-    loss_agg: str
+    loss_agg: str | None
     kl_mode: KLMode
-    kl_estimator: str
+    kl_estimator: str | None
     kl_coef: float
     ref_update_every: int
     entropy_coef: float
@@ -84,6 +106,7 @@ class Algorithm:
     minibatches: int
     prm: PRMSettings | None
     critic: CriticSettings | None
+    preference: PreferenceSettings | None
 
     @property
     def kl_active(self) -> bool:
@@ -92,8 +115,9 @@ class Algorithm:
 
     @property
     def needs_reference(self) -> bool:
-        """Whether a frozen reference model must be loaded (for the KL, its monitoring, or the implicit PRM)."""
-        return self.kl_active or self.kl_mode == "monitor" or self.prm is not None
+        """Whether a frozen reference model must be loaded (for the KL, its monitoring, the implicit PRM,
+        or a preference loss; offline pairs may read its log-probs from a cache instead)."""
+        return self.kl_active or self.kl_mode == "monitor" or self.prm is not None or self.preference is not None
 
     @property
     def group_filter(self) -> GroupFilter:
@@ -104,14 +128,23 @@ class Algorithm:
 # Defaults of the learned scorers when a config turns one on for a preset that has none.
 PRM_DEFAULTS: dict[str, Any] = dict(beta=0.05, lr_scale=1.0, update="before", init=None)
 CRITIC_DEFAULTS: dict[str, Any] = dict(init=None, lr_scale=5.0, value_clip=0.2, warmup_steps=0)
+# DPO's beta 0.1 (Rafailov et al. 2023); one pair per group, each completion in at most one pair
+PREFERENCE_DEFAULTS: dict[str, Any] = dict(loss="sigmoid", beta=0.1, label_smoothing=0.0, length_norm=False, source="pairs",
+                                           pairs_per_group=1, pairing="disjoint", desirable_weight=1.0, undesirable_weight=1.0,
+                                           reference_cache=True)
 
 # Settings every preset starts from (plain GRPO-style sampling: every group, no shaping, no scorer).
 _COMMON: dict[str, Any] = dict(
     recipe="policy_gradient", advantage_kwargs={}, policy_loss="clipped", dual_clip=None, entropy_coef=0.0, ref_update_every=0,
     dynamic_sampling=False, accuracy_band=None, sampling_budget=1.0,
     overlong_buffer_frac=0.0, overlong_penalty=1.0, mask_truncated=False,
-    epochs_per_batch=1, minibatches=1, prm=None, critic=None,
+    epochs_per_batch=1, minibatches=1, prm=None, critic=None, preference=None,
 )
+# The preference recipe has no advantage, ratio, clipping or explicit KL: beta sets the implicit one.
+_PREFERENCE: dict[str, Any] = {**_COMMON, **dict(
+    recipe="preference", advantage=None, ratio=None, policy_loss=None, clip_low=None, clip_high=None, loss_agg=None,
+    kl_mode="off", kl_estimator=None, kl_coef=0.0,
+)}
 
 # Defaults from the papers. Keys are AlgoConfig fields.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -173,6 +206,16 @@ PRESETS: dict[str, dict[str, Any]] = {
         epochs_per_batch=2, minibatches=2,  # several optimizer steps per rollout batch: ratios and value clipping act
         critic=dict(CRITIC_DEFAULTS),
     )},
+    "dpo": {**_PREFERENCE, **dict(  # DPO (Rafailov et al. 2023) on offline pairs: verified-correct over verified-wrong (pairs.path)
+        preference=dict(PREFERENCE_DEFAULTS),
+    )},
+    "online_dpo": {**_PREFERENCE, **dict(  # online (iterative) DPO: pairs from the current policy's groups each step
+        dynamic_sampling=True, sampling_budget=3.0,  # DAPO's group filter keeps groups with a pass and a fail, refilling as DAPO does
+        preference={**PREFERENCE_DEFAULTS, "source": "online", "pairs_per_group": 2},
+    )},
+    "kto": {**_PREFERENCE, **dict(  # KTO (Ethayarajh et al. 2024) on the verifier's pass/fail labels of the current policy's completions
+        preference={**PREFERENCE_DEFAULTS, "loss": "kto", "source": "online"},  # beta 0.1, lambda_D = lambda_U = 1 (the paper's defaults)
+    )},
 }
 
 
@@ -201,6 +244,24 @@ class CriticConfig:
 
 
 @dataclass
+class PreferenceConfig:
+    """The preference recipe (presets dpo, online_dpo, kto): which loss, and where its examples
+    come from (None = the preset's value). Only valid with a preset that runs that recipe."""
+
+    loss: str | None = help_field(None, "Preference loss (registry rlvr.algos.preference): " + ", ".join(PREFERENCE_LOSSES.ids())
+                                  + " (sigmoid = DPO, cDPO with label_smoothing; robust = rDPO; ipo; hinge = SLiC; kto = KTO, unpaired)")
+    beta: float | None = help_field(None, "Implicit reward scale beta (DPO 0.1; IPO's tau; KTO 0.1)", gt=0)
+    label_smoothing: float | None = help_field(None, "Assumed rate of flipped labels eps for sigmoid (cDPO) and robust (rDPO); must be < 0.5", ge=0, lt=0.5)
+    length_norm: bool | None = help_field(None, "Divide each completion's log-ratio by its length in tokens (per-token implicit rewards)")
+    source: PreferenceSource | None = help_field(None, "pairs: a pairs file (pairs.path; dpo); online: sample groups from the current policy each step and verify them (online_dpo, kto)")
+    pairs_per_group: int | None = help_field(None, "Online pairs: most pairs formed from one group's passing and failing completions", gt=0)
+    pairing: Pairing | None = help_field(None, "Which pairs: disjoint (each completion in at most one pair) or random (any pass x fail combination, without repeats)")
+    desirable_weight: float | None = help_field(None, "KTO lambda_D: weight of desirable (passing) completions", gt=0)
+    undesirable_weight: float | None = help_field(None, "KTO lambda_U: weight of undesirable (failing) completions", gt=0)
+    reference_cache: bool | None = help_field(None, "Offline pairs: compute the reference's log-probs once before training (with the policy's starting weights), cache them in the run directory and hold no reference model")
+
+
+@dataclass
 class AlgoConfig:
     """Which algorithm, and any settings that override its preset (None = the preset's value)."""
 
@@ -226,6 +287,7 @@ class AlgoConfig:
     mask_truncated: bool | None = help_field(None, "Leave completions that hit rollout.max_new_tokens out of the loss (DAPO's overlong filtering); they still count in group baselines")
     prm: PRMConfig = field(default_factory=PRMConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
+    preference: PreferenceConfig = field(default_factory=PreferenceConfig)
 
 
 _SCORERS = {"prm": (PRMSettings, PRM_DEFAULTS), "critic": (CriticSettings, CRITIC_DEFAULTS)}
@@ -239,8 +301,9 @@ def resolve_algorithm(cfg: AlgoConfig) -> Algorithm:
     settings = dict(preset)
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
-        if f.name not in ("preset", *_SCORERS) and value is not None:
+        if f.name not in ("preset", "preference", *_SCORERS) and value is not None:
             settings[f.name] = value
+    settings["preference"] = _resolve_preference(cfg, preset)
     if cfg.kl_mode in ("off", "monitor") and cfg.kl_coef is None:
         settings["kl_coef"] = 0.0  # turning KL off also drops the preset's coefficient
     # the preset's estimator arguments stay under the user's, unless the user chose another estimator
@@ -250,11 +313,12 @@ def resolve_algorithm(cfg: AlgoConfig) -> Algorithm:
         settings["dual_clip"] = None
     for name, (settings_cls, defaults) in _SCORERS.items():
         settings[name] = _resolve_scorer(name, getattr(cfg, name), preset[name], settings_cls, defaults)
+    policy_gradient = settings["preference"] is None  # a preference preset has no objective parts to check
     for key, registry in (("advantage", ADVANTAGES), ("ratio", RATIOS), ("policy_loss", POLICY_LOSSES), ("loss_agg", AGGREGATIONS),
                           ("kl_estimator", KL_ESTIMATORS)):
-        if settings[key] not in registry:
+        if policy_gradient and settings[key] not in registry:
             raise ConfigError(f"algo.{key} {settings[key]!r} is not registered; choose one of {', '.join(registry.ids())}")
-    accepted = estimator_parameters(settings["advantage"])
+    accepted = estimator_parameters(settings["advantage"]) if policy_gradient else {}
     unknown = sorted(set(settings["advantage_kwargs"]) - set(accepted))
     if unknown:
         raise ConfigError(f"algo.advantage_kwargs: {', '.join(unknown)} not accepted by the {settings['advantage']} estimator (it takes: {', '.join(accepted) or 'nothing'})")
@@ -271,6 +335,36 @@ def resolve_algorithm(cfg: AlgoConfig) -> Algorithm:
     for message in combination_warnings(algo):
         warnings.warn(message, UserWarning, stacklevel=2)
     return algo
+
+
+# What a preference preset reads besides algo.preference.*: the group filter of its online source
+# and the reference refresh (iterative DPO). Every other algo.* key belongs to the policy objective.
+_PREFERENCE_KEYS = ("preset", "preference", "dynamic_sampling", "accuracy_band", "sampling_budget", "ref_update_every")
+
+
+def _resolve_preference(cfg: AlgoConfig, preset: dict[str, Any]) -> PreferenceSettings | None:
+    """The preference settings of a preset that runs the preference recipe (the user's values
+    over the preset's); None for the others. Keys that only the other family reads are errors."""
+    user = {f.name: getattr(cfg.preference, f.name) for f in dataclasses.fields(cfg.preference) if getattr(cfg.preference, f.name) is not None}
+    if preset["preference"] is None:
+        if user:
+            raise ConfigError(f"algo.preference.{next(iter(user))} is set but algo.preset={cfg.preset} runs the {preset['recipe']} recipe; "
+                              f"preference settings belong to the presets {', '.join(n for n, p in PRESETS.items() if p['preference'])}")
+        return None
+    foreign = [f.name for f in dataclasses.fields(cfg) if f.name not in (*_PREFERENCE_KEYS, *_SCORERS) and getattr(cfg, f.name) is not None]
+    foreign += [f"{name}.{f.name}" for name in _SCORERS for f in dataclasses.fields(getattr(cfg, name)) if getattr(getattr(cfg, name), f.name) is not None]
+    if foreign:
+        raise ConfigError(f"algo.{foreign[0]} has no effect with algo.preset={cfg.preset} (the preference recipe has no advantage, ratio, "
+                          f"clipping or explicit KL; beta sets its implicit KL): drop it, or set algo.preference.* instead")
+    s = PreferenceSettings(**{**PREFERENCE_DEFAULTS, **preset["preference"], **user})
+    if s.loss not in PREFERENCE_LOSSES:
+        raise ConfigError(f"algo.preference.loss {s.loss!r} is not registered; choose one of {', '.join(PREFERENCE_LOSSES.ids())}")
+    if not 0 <= s.label_smoothing < 0.5:
+        raise ConfigError(f"algo.preference.label_smoothing must be in [0, 0.5), got {s.label_smoothing}")
+    if s.source == "pairs" and not PREFERENCE_LOSSES.get(s.loss).paired:
+        raise ConfigError(f"algo.preference.loss={s.loss} learns from single labelled completions, not pairs: "
+                          "use algo.preference.source=online (the kto preset samples and verifies them each step)")
+    return s
 
 
 def _resolve_scorer(name: str, user: Any, preset: dict[str, Any] | None, settings_cls: type, defaults: dict[str, Any]) -> Any:
@@ -323,6 +417,24 @@ def combination_warnings(algo: Algorithm) -> list[str]:
         out.append(f"algo.prm.enabled=true with advantage={algo.advantage}: the PRM is trained every step but only the prime estimator uses its rewards")
     if algo.ref_update_every and not algo.needs_reference:
         out.append(f"ref_update_every={algo.ref_update_every} has no effect: no reference model is loaded (kl_mode={algo.kl_mode})")
+    return out + _preference_warnings(algo)
+
+
+def _preference_warnings(algo: Algorithm) -> list[str]:
+    pref, out = algo.preference, []
+    if pref is None:
+        return out
+    paired = PREFERENCE_LOSSES.get(pref.loss).paired
+    if pref.label_smoothing and pref.loss not in ("sigmoid", "robust"):
+        out.append(f"algo.preference.label_smoothing={pref.label_smoothing} has no effect with loss={pref.loss} (only sigmoid/cDPO and robust/rDPO use it)")
+    if paired and (pref.desirable_weight != 1.0 or pref.undesirable_weight != 1.0):
+        out.append(f"algo.preference.desirable_weight/undesirable_weight are KTO's lambdas and have no effect with loss={pref.loss}")
+    if pref.source == "pairs":
+        if algo.dynamic_sampling or algo.accuracy_band is not None or algo.ref_update_every:
+            out.append("dynamic_sampling, accuracy_band and ref_update_every act on online sampling; with algo.preference.source=pairs they have no effect")
+    elif paired and not (algo.dynamic_sampling or algo.accuracy_band is not None):
+        out.append("online pairs without dynamic sampling: groups that are all right or all wrong give no pair, so steps train on fewer pairs "
+                   "(algo.dynamic_sampling=true refills the batch)")
     return out
 
 
@@ -338,9 +450,10 @@ def preset_rows() -> list[tuple[str, dict[str, Any]]]:
         rows = []
         for name in PRESETS:
             algo = resolve_algorithm(AlgoConfig(preset=name))
-            settings = {k: v for k, v in algo.__dict__.items() if k not in ("preset", *_SCORERS)}
+            settings = {k: v for k, v in algo.__dict__.items() if k not in ("preset", "preference", *_SCORERS)}
             for scorer in _SCORERS:  # a learned scorer: whether it is on, then its settings
                 value = getattr(algo, scorer)
                 settings[scorer] = {"enabled": value is not None, **(dataclasses.asdict(value) if value is not None else {})}
+            settings["preference"] = dataclasses.asdict(algo.preference) if algo.preference else {}
             rows.append((name, settings))
         return rows

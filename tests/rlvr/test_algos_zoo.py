@@ -148,7 +148,7 @@ def test_implicit_prm_rewards_and_cross_entropy():
 def test_presets_carry_the_papers_settings():
     algos = {name: resolve_algorithm(AlgoConfig(preset=name)) for name in PRESETS}
     assert set(algos) == {"grpo", "dapo", "dr_grpo", "gspo", "prime", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gpg", "cispo",
-                          "grpo_process", "ppo"}
+                          "grpo_process", "ppo", "dpo", "online_dpo", "kto"}
     dapo = algos["dapo"]
     assert (dapo.clip_low, dapo.clip_high, dapo.loss_agg, dapo.kl_mode) == (0.2, 0.28, "token_mean", "off")
     assert dapo.dynamic_sampling and dapo.overlong_buffer_frac == 0.2 and dapo.group_filter.drop_zero_variance
@@ -167,7 +167,8 @@ def test_presets_carry_the_papers_settings():
     ppo = algos["ppo"]
     assert (ppo.advantage, ppo.kl_mode, ppo.kl_estimator, ppo.loss_agg) == ("gae", "reward", "k1", "token_mean")
     assert ppo.advantage_kwargs == {"gamma": 1.0, "lam": 0.95, "whiten": True} and ppo.critic.value_clip == 0.2
-    assert (ppo.epochs_per_batch, ppo.minibatches) == (2, 2) and all(a.recipe == "policy_gradient" for a in algos.values())
+    assert (ppo.epochs_per_batch, ppo.minibatches) == (2, 2)
+    assert all(a.recipe == ("preference" if name in ("dpo", "online_dpo", "kto") else "policy_gradient") for name, a in algos.items())
     cispo = algos["cispo"]
     assert (cispo.policy_loss, cispo.clip_low, cispo.clip_high) == ("cispo", None, 3.0)
     assert algos["grpo_process"].advantage_kwargs == {"outcome_step": True}
