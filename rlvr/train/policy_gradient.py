@@ -6,13 +6,13 @@
 The algorithm is a resolved table of parts (`rlvr.algos.presets`); nothing here branches on a
 preset's name. Learned scorers are components built when the algorithm asks for them: PRIME's
 implicit PRM (`rlvr.train.prm`) and PPO's critic (`rlvr.train.critic`). Streaming group sampling
-(DAPO's dynamic sampling, PRIME's accuracy band) is `rlvr.train.sampling`; run directory,
+(DAPO's dynamic sampling, PRIME's accuracy band) is `rlvr.train.sampling`, driven by the
+`rlvr.train.online.GroupSource` the online preference recipes share; run directory,
 accumulation, checkpoints and the loop are the harness's (`rlvr.train.harness`).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import time
 import warnings
@@ -22,8 +22,6 @@ from typing import Any
 
 import torch
 
-from envs.pool import VerifierPool
-from envs.types import Problem
 from rlvr import UserError
 from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs, lambda_returns
 from rlvr.algos.aggregation import Normalizer
@@ -31,15 +29,15 @@ from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.objective import ObjectiveInputs, ObjectiveParts, policy_objective
 from rlvr.algos.presets import Algorithm, group_relative, resolve_algorithm
 from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
-from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.hf import HFGenerateEngine
 from rlvr.train.batch import TokenBatch, token_logprobs
 from rlvr.train.config import TrainConfig
 from rlvr.train.critic import Critic, ValueModel, check_tokenizer, value_metrics
-from rlvr.train.harness import FrozenModel, Harness, ScoringBatch, TrainingError, merge_stats
+from rlvr.train.harness import Harness, ScoringBatch, merge_stats
+from rlvr.train.online import GroupSource
 from rlvr.train.prm import ImplicitPRM
-from rlvr.train.rollouts import Rollouts, build_rollouts, generation_metrics, sample_rows, zero_variance_frac
-from rlvr.train.sampling import GroupSampler, SamplingReport
+from rlvr.train.reference import frozen_reference
+from rlvr.train.rollouts import Rollouts, build_rollouts, sample_rows, zero_variance_frac
+from rlvr.train.sampling import SamplingReport
 from rlvr.train.scoring import frozen_logprobs
 
 
@@ -107,19 +105,7 @@ class PolicyGradient:
         self.prm = self._prm(micro) if self.algo.prm else None
         self.critic = self._critic(micro, optimizer_steps) if self.algo.critic else None
 
-        self.engine = HFGenerateEngine(self.policy.unwrapped, self.tokenizer, cfg.rollout.max_batch_sequences)
-        self.engine_updates = 0  # the policy's optimizer steps the engine has seen
-        self.pool = VerifierPool(self.task.env, workers=cfg.verify.workers, kind=cfg.verify.kind, timeout_s=cfg.verify.timeout_s)
-        self.sampling = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.top_k, cfg.rollout.max_new_tokens)
-        self.sampler = GroupSampler(
-            generate=lambda problems: self.engine.generate([self.task.env.format_prompt(p) for p in problems], cfg.rollout.group_size, self.sampling),
-            submit=lambda problems, completions: self.pool.submit(problems, [c.text for c in completions]),
-            group_size=cfg.rollout.group_size, chunk_prompts=cfg.rollout.chunk_prompts,
-            group_filter=self.algo.group_filter, budget_factor=self.algo.sampling_budget,
-            on_failure_valid=cfg.verify.on_failure == "zero", rank=harness.rank, world=harness.num_processes,
-            gather_counts=harness.gather_counts)
-        self.position, self.failed_steps = 0, 0
-        self.stream = None
+        self.groups = GroupSource(cfg, self.task, self.policy, self.tokenizer, harness, self.algo.group_filter, self.algo.sampling_budget)
 
     # -- setup ----------------------------------------------------------------------------------
 
@@ -137,22 +123,9 @@ class PolicyGradient:
                           UserWarning, stacklevel=2)
 
     def _reference(self) -> torch.nn.Module:
-        """The frozen reference: the policy's starting weights. A reference refreshed from the
-        policy every N steps is a checkpointed component, so a resumed run reads against the same one."""
-        harness, path = self.harness, self.cfg.model.name_or_path
-        if self.algo.ref_update_every:
-            model, _ = harness.load_model(harness.source("reference", path), "reference")
-            harness.register("reference", FrozenModel("reference", model, harness.accel))
-        elif harness.resume_from is None:
-            model = copy.deepcopy(self.policy.unwrapped)
-            harness.record_model("reference", path, model)
-        else:
-            try:
-                model, _ = harness.load_model(path, "reference")
-            except UserError as e:
-                raise UserError(f"the reference model {path!r} (model.name_or_path, the policy's starting weights) cannot be loaded, "
-                                f"and algo.kl_mode={self.algo.kl_mode}{' with a PRM' if self.algo.prm else ''} needs it: {e}") from None
-        return harness.frozen(model)
+        """The frozen reference: the policy's starting weights (refreshed every N steps when asked)."""
+        return frozen_reference(self.harness, self.policy, self.cfg.model.name_or_path, refreshed=bool(self.algo.ref_update_every),
+                                needed_for=f"algo.kl_mode={self.algo.kl_mode}{' with a PRM' if self.algo.prm else ''}")
 
     def _prm(self, micro: int) -> ImplicitPRM:
         """PRIME's implicit PRM and its frozen reference, both from ``algo.prm.init`` (default: the
@@ -183,59 +156,25 @@ class PolicyGradient:
 
     def step(self, step: int) -> dict[str, float]:
         cfg = self.cfg
-        self._sync_engine()
+        t_step = time.perf_counter()
         report, rollouts, metrics = self.collect()
-        generated = [v for g in report.generated for v in g.verdicts]
-        # one decision for all processes: every one must take the same branch (collectives follow)
-        n_generated, n_failed, n_valid = self.harness.reduce_sum(torch.tensor([
-            float(len(generated)), float(sum(v.status.is_failure for v in generated)),
-            float(rollouts.valid.sum()) if rollouts is not None else 0.0])).tolist()
-        if n_generated and n_failed == n_generated:
-            self.failed_steps += 1
-            metrics["train/skipped"] = 1.0
-            if self.failed_steps >= cfg.verify.max_failed_steps:
-                first = next((v.info.get("error") for v in generated if v.status.value == "error"), "timeouts")
-                raise TrainingError(f"every verification failed for {self.failed_steps} consecutive steps (e.g. {first}); "
-                                    f"fix the environment and continue with `rlvr train {cfg.run_dir} --resume`")
-        elif n_valid == 0:  # dynamic sampling spent its budget without keeping a group: nothing to learn from
-            self.failed_steps = 0
-            metrics["train/skipped"] = 1.0
-        else:
-            self.failed_steps = 0
+        if self.groups.trainable(report, float(rollouts.valid.sum()) if rollouts is not None else 0.0, metrics):
             metrics |= self.update(rollouts, step)
         if self.algo.ref_update_every and step % self.algo.ref_update_every == 0:
             self.reference.load_state_dict(self.policy.unwrapped.state_dict())
             metrics["policy/reference_refreshed"] = 1.0
         self.harness.log_samples(step, sample_rows(report, cfg.log.samples_per_step))
-        metrics["throughput/tokens_per_s"] = metrics.get("rollout/tokens", 0.0) / max(time.perf_counter() - self._t_step, 1e-9)
+        metrics["throughput/tokens_per_s"] = metrics.get("rollout/tokens", 0.0) / max(time.perf_counter() - t_step, 1e-9)
         return metrics
 
-    def _sync_engine(self) -> None:
-        """The engine generates from the policy's current weights (a no-op for an engine that
-        shares the trainer's model object)."""
-        self._t_step = time.perf_counter()
-        if self.policy.updates != self.engine_updates:
-            self.engine.load_weights(self.policy.unwrapped)
-            self.engine_updates = self.policy.updates
-
-    def _take_prompts(self, n: int) -> list[Problem]:
-        """This process's share of the next ``n x processes`` prompts (every process reads the same stream)."""
-        if self.stream is None:
-            self.stream = self.task.stream(self.cfg.task.split, start=self.position, seed=self.cfg.seed)
-        world, rank = self.harness.num_processes, self.harness.rank
-        batch = [next(self.stream) for _ in range(n * world)]
-        self.position += n * world
-        return batch[rank * n: (rank + 1) * n]
-
     def collect(self) -> tuple[SamplingReport, Rollouts | None, dict[str, float]]:
-        """Generate and verify groups until the training batch is full (see `GroupSampler`); return
-        the sampling report, the kept groups as tensors (None when none was kept) and metrics.
+        """Generate and verify groups until the training batch is full (`GroupSource.collect`);
+        return the sampling report, the kept groups as tensors (None when none was kept) and metrics.
 
         Rewards, accuracy and lengths are logged over every generated group (what the policy does);
         the ``batch/`` and ``sampling/`` metrics describe what the step trains on and what it cost."""
         cfg, G = self.cfg, self.cfg.rollout.group_size
-        report = self.sampler.collect(self._take_prompts, cfg.rollout.prompts_per_step)
-        metrics = generation_metrics(report, G) | {"data/position": float(self.position)}
+        report, metrics = self.groups.collect()
         groups, placeholder = report.kept, False
         if not groups:
             if self.harness.num_processes == 1 or not report.generated:
@@ -339,7 +278,7 @@ class PolicyGradient:
     def _minibatches(self, rows: torch.Tensor) -> list[torch.Tensor]:
         """``rows`` shuffled once per epoch (seeded by the data position, so a resumed run draws the
         same order) and split into ``minibatches`` parts."""
-        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.position)
+        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.groups.position)
         out = []
         for _ in range(self.epochs):
             order = rows[torch.randperm(len(rows), generator=gen)]
@@ -352,28 +291,19 @@ class PolicyGradient:
     # -- evaluation, final model, state ---------------------------------------------------------
 
     def evaluate(self) -> dict[str, float]:
-        from rlvr.eval.runner import EvalSettings, evaluate
-
-        cfg = self.cfg
-        self._sync_engine()
-        settings = EvalSettings(split=cfg.eval.split, greedy=True, n=0, max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
-                                limit=cfg.eval.limit, chunk_prompts=max(cfg.rollout.max_batch_sequences, 1))
-        report = evaluate(self.engine, self.task, settings, progress=False)
-        return {"eval/accuracy": report["greedy"]["accuracy"], "eval/no_answer_rate": report["greedy"]["no_answer_rate"]}
+        return self.groups.evaluate()
 
     def save_final(self) -> Path:
         return self.harness.save_model(self.policy, self.cfg.run_dir / "final")
 
     def state_dict(self) -> dict[str, Any]:
-        return {"position": self.position, "yield_estimate": self.sampler.yield_estimate, "failed_steps": self.failed_steps}
+        return self.groups.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.position = state["position"]
-        self.sampler.yield_estimate = state.get("yield_estimate", 1.0)
-        self.failed_steps = state.get("failed_steps", 0)
+        self.groups.load_state_dict(state)
 
     def close(self) -> None:
-        self.pool.close()
+        self.groups.close()
 
 
 def _policy_metrics(stats: dict[str, float]) -> dict[str, float]:

@@ -1,0 +1,34 @@
+"""The frozen reference model a recipe reads against: the policy's starting weights."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from rlvr import UserError
+from rlvr.train.harness import FrozenModel, Harness, TrainableModel
+
+
+def frozen_reference(harness: Harness, policy: TrainableModel, path: str, *, refreshed: bool, needed_for: str) -> torch.nn.Module:
+    """The policy's starting weights (``path``, i.e. ``model.name_or_path``), frozen: a copy of the
+    policy when the run starts, loaded from ``path`` when it resumes. A reference that is
+    ``refreshed`` from the policy during the run is a checkpointed component (``reference``), so
+    a resumed run reads against the same weights. ``needed_for`` names the setting that needs the
+    reference, for the error when it cannot be loaded."""
+    if refreshed:
+        model, _ = harness.load_model(harness.source("reference", path), "reference")
+        harness.register("reference", FrozenModel("reference", model, harness.accel))
+    elif harness.resume_from is None:
+        model = copy.deepcopy(policy.unwrapped)
+        harness.record_model("reference", path, model)
+    else:
+        try:
+            model, _ = harness.load_model(path, "reference")
+        except UserError as e:
+            raise UserError(f"the reference model {path!r} (model.name_or_path, the policy's starting weights) cannot be loaded, "
+                            f"and {needed_for} needs it: {e}") from None
+    return harness.frozen(model)
+
+
+__all__ = ["frozen_reference"]
