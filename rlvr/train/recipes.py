@@ -20,6 +20,8 @@ RECIPES: Registry = Registry("training recipe", versioned=False)
 RECIPES.register("sft", "rlvr.train.sft:SFTRecipe", description="supervised fine-tuning on a task's worked solutions")
 RECIPES.register("policy_gradient", "rlvr.train.policy_gradient:PolicyGradient",
                  description="GRPO family and PPO: sample groups, verify, advantages, clipped policy updates")
+RECIPES.register("preference", "rlvr.train.preference:PreferenceRecipe",
+                 description="DPO (offline pairs or online), IPO, cDPO/rDPO, SLiC, KTO: verified-correct over verified-wrong")
 
 
 def recipe_name(data: dict[str, Any]) -> str:

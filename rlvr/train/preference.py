@@ -1,0 +1,480 @@
+"""The ``preference`` recipe: DPO and its variants on verified pairs, and KTO on pass/fail labels.
+
+    offline pairs (dpo):  pairs file -> reference log-probs (once, cached) -> each step: a batch of pairs -> objective -> step
+    online pairs (online_dpo): sample groups -> verify -> keep groups with a pass and a fail -> pairs -> objective -> step
+    online labels (kto):  sample groups -> verify -> each completion desirable (passed) or not -> reference point -> objective -> step
+
+The loss is a registered pure function (`rlvr.algos.preference`), the settings are
+``algo.preference.*`` (`rlvr.algos.presets.PreferenceConfig`), the offline pairs file is the
+``pairs.*`` section of this recipe's config. Sampling and verification are the same
+`rlvr.train.online.GroupSource` the policy-gradient recipe uses (with the algorithm's group filter:
+DAPO's dynamic sampling keeps exactly the groups that give pairs); accumulation, checkpoints and the
+loop are the harness's.
+
+The reference is the policy's starting weights. For offline pairs its log-probs are computed once,
+before the first step, with the policy itself (which still has those weights), and cached in the
+run directory (``reference_logps.pt``), so no second model is held in memory. The cache is keyed by
+a fingerprint of the reference (``model.name_or_path`` and its files' names, sizes and modification
+times) and of every pair's token ids; a resumed run whose fingerprint differs (another pairs file,
+tokenizer or base) recomputes it from a temporarily loaded reference. ``algo.preference.reference_cache=false``
+holds the reference in memory instead and scores each batch as it comes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from rlvr import UserError
+from rlvr.algos.preference import (PREFERENCE_LOSSES, LossParams, PreferenceLoss, SequenceLogps, kto_reference_point, mismatched_partners,
+                                   pair_objective, unpaired_objective)
+from rlvr.algos.presets import Algorithm, PreferenceSettings, resolve_algorithm
+from rlvr.config import help_field
+from rlvr.rollout.hf import render_prompt
+from rlvr.train.batch import TokenBatch, build_token_batch, token_logprobs
+from rlvr.train.config import TrainConfig
+from rlvr.train.harness import Harness, merge_stats
+from rlvr.train.online import GroupSource
+from rlvr.train.pairs import PairsFile, group_pairs, read_pairs
+from rlvr.train.reference import frozen_reference
+from rlvr.train.rollouts import sample_rows
+from rlvr.train.sampling import SamplingReport
+from rlvr.train.scoring import frozen_logprobs
+from tasks.base import stable_hash
+
+CACHE_FILE = "reference_logps.pt"
+
+
+@dataclass
+class PairsConfig:
+    """Offline preference pairs (``algo.preference.source=pairs``, the dpo preset)."""
+
+    path: str | None = help_field(None, "JSONL pairs file: `rlvr pairs build` output, or TRL's layout (prompt, chosen, rejected; text or chat messages)")
+    batch_size: int = help_field(32, "Pairs per optimizer step (per process)", gt=0)
+    on_bad_row: Literal["skip", "error"] = help_field("skip", "A malformed row: skip (counted, reported with file:line and written to pairs_report.json) or error (stop at the first)")
+    max_length: int | None = help_field(None, "Longest prompt + completion in tokens (None = the model's max_position_embeddings); longer pairs are reported like malformed rows", gt=0)
+
+
+@dataclass
+class PreferenceTrainConfig(TrainConfig):
+    """A run of the preference recipe: the RL config (rollouts for online sources and evaluation),
+    and where offline pairs come from."""
+
+    pairs: PairsConfig = field(default_factory=PairsConfig)
+
+
+# -- batches and their objectives ---------------------------------------------------------------
+
+def sequence_logps(model: torch.nn.Module, batch: TokenBatch, micro_batch_size: int, device: torch.device) -> torch.Tensor:
+    """``[B]`` summed log-probs of each sequence's completion under a model that is not being trained."""
+    rows = torch.arange(batch.input_ids.shape[0])
+    return (frozen_logprobs(model, batch, rows, micro_batch_size, device) * batch.completion_mask).sum(-1)
+
+
+@dataclass
+class PairBatch:
+    """P pairs as one right-padded batch: chosen sequences in rows ``0..P-1``, rejected ones in
+    rows ``P..2P-1``; ``ref`` ``[2P]`` their reference log-probs. Rows of the optimizer step are pairs."""
+
+    tokens: TokenBatch
+    ref: torch.Tensor
+
+    @classmethod
+    def build(cls, prompts: list[list[int]], chosen: list[list[int]], rejected: list[list[int]], pad_id: int) -> PairBatch:
+        return cls(build_token_batch(prompts + prompts, chosen + rejected, pad_id), torch.zeros(2 * len(prompts)))
+
+    @property
+    def size(self) -> int:
+        return len(self.ref) // 2
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """``[P]`` the longer sequence of each pair (micro-batches are sorted by it)."""
+        n = self.tokens.attention_mask.sum(-1)
+        return torch.maximum(n[: self.size], n[self.size:])
+
+
+@dataclass
+class PairObjective:
+    """`rlvr.algos.preference.pair_objective` over micro-batches of pairs: one forward of the
+    chosen and rejected sequences of the micro-batch's pairs."""
+
+    model: torch.nn.Module
+    batch: PairBatch
+    loss_fn: PreferenceLoss
+    params: LossParams
+    length_norm: bool
+    device: torch.device
+
+    def totals(self, rows: torch.Tensor) -> torch.Tensor:
+        return torch.tensor([float(len(rows))])
+
+    def loss(self, rows: torch.Tensor, totals: torch.Tensor) -> tuple[torch.Tensor, dict[str, float], float]:
+        k, seq = len(rows), torch.cat([rows, rows + self.batch.size])
+        sums, tokens = _policy_logps(self.model, self.batch.tokens.select(seq).to(self.device))
+        ref = self.batch.ref[seq].to(self.device)
+        loss, stats = pair_objective(SequenceLogps(sums[:k], ref[:k], tokens[:k]), SequenceLogps(sums[k:], ref[k:], tokens[k:]),
+                                     self.loss_fn, self.params, self.length_norm, float(totals[0]))
+        return loss, stats, float(k)
+
+
+@dataclass
+class LabelledBatch:
+    """N completions labelled desirable (passed) or undesirable, with the mismatched sequences of
+    KTO's reference point: row ``i``'s prompt followed by the completion of row ``partner[i]``."""
+
+    tokens: TokenBatch
+    ref: torch.Tensor  # [N]
+    desirable: torch.Tensor  # [N] bool
+    mismatched: TokenBatch | None  # None when every completion answers the same prompt
+    mismatched_ref: torch.Tensor | None  # [N]
+
+    @property
+    def size(self) -> int:
+        return len(self.ref)
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.tokens.attention_mask.sum(-1)
+
+
+@dataclass
+class LabelledObjective:
+    """`rlvr.algos.preference.unpaired_objective` over micro-batches of labelled completions,
+    with the minibatch's reference point ``z_ref`` (a constant)."""
+
+    model: torch.nn.Module
+    batch: LabelledBatch
+    z_ref: float
+    loss_fn: PreferenceLoss
+    params: LossParams
+    length_norm: bool
+    device: torch.device
+
+    def totals(self, rows: torch.Tensor) -> torch.Tensor:
+        d = self.batch.desirable[rows]
+        return torch.tensor([float(len(rows)), float(d.sum()), float((~d).sum())])
+
+    def loss(self, rows: torch.Tensor, totals: torch.Tensor) -> tuple[torch.Tensor, dict[str, float], float]:
+        sums, tokens = _policy_logps(self.model, self.batch.tokens.select(rows).to(self.device))
+        seqs = SequenceLogps(sums, self.batch.ref[rows].to(self.device), tokens)
+        loss, stats = unpaired_objective(seqs, self.batch.desirable[rows].to(self.device), self.z_ref, self.loss_fn, self.params,
+                                         self.length_norm, totals)
+        return loss, stats, float(len(rows))
+
+
+def _policy_logps(model: torch.nn.Module, sub: TokenBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[B]`` summed completion log-probs (with grad) and completion lengths of a micro-batch."""
+    logp, _ = token_logprobs(model, sub)
+    m = sub.completion_mask
+    return (logp * m).sum(-1), m.sum(-1)
+
+
+# -- offline pairs --------------------------------------------------------------------------------
+
+class OfflinePairs:
+    """The pairs of ``pairs.path`` as token ids, served in seeded per-epoch shuffles (position ``k``
+    is always the same pair, so a resumed run continues exactly), with reference log-probs."""
+
+    def __init__(self, source: PairsFile, cfg: PreferenceTrainConfig, tokenizer: Any, max_length: int | None, harness: Harness):
+        self.cfg, self.harness = cfg, harness
+        self.prompts, self.chosen, self.rejected = [], [], []
+        eos = [tokenizer.eos_token_id]
+        for pair in source.pairs:
+            prompt = tokenizer(render_prompt(tokenizer, pair.prompt))["input_ids"]
+            chosen = tokenizer(pair.chosen, add_special_tokens=False)["input_ids"] + eos
+            rejected = tokenizer(pair.rejected, add_special_tokens=False)["input_ids"] + eos
+            longest = len(prompt) + max(len(chosen), len(rejected))
+            if max_length is not None and longest > max_length:
+                problem = f"{pair.where}: {longest} tokens, longer than {max_length} (pairs.max_length, or the model's max_position_embeddings)"
+                if cfg.pairs.on_bad_row == "error":
+                    raise UserError(problem)
+                source.bad.append(problem)
+                continue
+            self.prompts.append(prompt)
+            self.chosen.append(chosen)
+            self.rejected.append(rejected)
+        if not self.prompts:
+            raise UserError(f"no pair of {source.path} fits in {max_length} tokens")
+        self.source = source
+        self.pad_id = tokenizer.pad_token_id
+        self.position = 0
+        self.ref: torch.Tensor | None = None  # [P, 2] cached reference log-probs (chosen, rejected)
+        harness.print(source.summary())
+        harness.rundir.write_json("pairs_report.json", source.report() | {"usable_pairs": len(self.prompts)})
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def take(self, count: int) -> torch.Tensor:
+        """This process's share of the next ``count x processes`` pair indices."""
+        world, rank, n = self.harness.num_processes, self.harness.rank, len(self)
+        out: list[int] = []
+        while len(out) < count * world:
+            epoch, offset = divmod(self.position, n)
+            order = torch.randperm(n, generator=torch.Generator().manual_seed(stable_hash("pairs", self.cfg.seed, epoch) % 2**63))
+            part = order[offset: offset + count * world - len(out)].tolist()
+            out += part
+            self.position += len(part)
+        return torch.tensor(out[rank * count: (rank + 1) * count])
+
+    def batch(self, idx: torch.Tensor) -> PairBatch:
+        b = PairBatch.build([self.prompts[i] for i in idx], [self.chosen[i] for i in idx], [self.rejected[i] for i in idx], self.pad_id)
+        if self.ref is not None:
+            b.ref = torch.cat([self.ref[idx, 0], self.ref[idx, 1]])
+        return b
+
+    def fingerprint(self, reference: str) -> str:
+        """Identifies the cached numbers: the reference's files and every pair's token ids."""
+        h = hashlib.sha256(json.dumps({"reference": reference, "files": _file_stats(reference)}, sort_keys=True).encode())
+        for seqs in (self.prompts, self.chosen, self.rejected):
+            h.update(json.dumps(seqs, separators=(",", ":")).encode())
+        return h.hexdigest()
+
+    def score_all(self, model: torch.nn.Module, micro_batch_size: int) -> torch.Tensor:
+        """``[P, 2]`` reference log-probs of every pair's chosen and rejected completion."""
+        out = torch.zeros(len(self), 2)
+        for start in range(0, len(self), 512):
+            idx = torch.arange(start, min(start + 512, len(self)))
+            b = self.batch(idx)
+            logps = sequence_logps(model, b.tokens, micro_batch_size, self.harness.device)
+            out[idx, 0], out[idx, 1] = logps[: len(idx)], logps[len(idx):]
+        return out
+
+
+def _file_stats(path: str) -> list[tuple[str, int, int]] | None:
+    folder = Path(path)
+    if not folder.is_dir():
+        return None
+    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file())
+
+
+# -- the recipe -------------------------------------------------------------------------------------
+
+class PreferenceRecipe:
+    """Runs a `PreferenceTrainConfig` whose preset names the ``preference`` recipe."""
+
+    config_class = PreferenceTrainConfig
+
+    def __init__(self, cfg: PreferenceTrainConfig, harness: Harness):
+        self.cfg, self.harness = cfg, harness
+        self.algo: Algorithm = resolve_algorithm(cfg.algo)
+        self.settings: PreferenceSettings = self.algo.preference
+        self.online = self.settings.source == "online"
+        self._check_settings()
+        self.task = cfg.task.make()
+        if cfg.task.split in self.task.heldout_splits:
+            raise UserError(f"task.split {cfg.task.split!r} is a held-out split of {self.task.id}; train on a training split")
+        self.loss_fn: PreferenceLoss = PREFERENCE_LOSSES.get(self.settings.loss)
+        self.params = LossParams(self.settings.beta, self.settings.label_smoothing, self.settings.desirable_weight, self.settings.undesirable_weight)
+        self.epochs = (cfg.update.epochs_per_batch or self.algo.epochs_per_batch) if self.online else 1
+        self.minibatches = (cfg.update.minibatches or self.algo.minibatches) if self.online else 1
+        self.micro = cfg.update.micro_batch_size
+        self.total_steps = cfg.update.steps
+        self.title = f"{cfg.name}: {self.algo.preset} ({self.settings.loss}) on {self.task.id}"
+        pairs_file = None if self.online else read_pairs(cfg.pairs.path, cfg.pairs.on_bad_row)  # bad data is reported before any model loads
+
+        model, self.tokenizer = harness.load_model(harness.source("policy", cfg.model.name_or_path), "policy")
+        self.policy = harness.trainable("policy", model, cfg.optim, cfg.update.steps * self.epochs * self.minibatches, tokenizer=self.tokenizer)
+        self.groups = GroupSource(cfg, self.task, self.policy, self.tokenizer, harness, self.algo.group_filter, self.algo.sampling_budget)
+        self.pairs: OfflinePairs | None = None
+        self.reference: torch.nn.Module | None = None
+        if not self.online:
+            max_length = cfg.pairs.max_length or getattr(model.config, "max_position_embeddings", None)
+            self.pairs = OfflinePairs(pairs_file, cfg, self.tokenizer, max_length, harness)
+        if self.online or not self.settings.reference_cache:
+            self.reference = frozen_reference(harness, self.policy, cfg.model.name_or_path, refreshed=bool(self.algo.ref_update_every),
+                                              needed_for=f"algo.preset={self.algo.preset}")
+        else:
+            self.pairs.ref = self._cached_reference_logps()
+
+    def _check_settings(self) -> None:
+        cfg = self.cfg
+        if cfg.recipe not in (None, self.algo.recipe):
+            raise UserError(f"recipe={cfg.recipe} but algo.preset={self.algo.preset} runs the {self.algo.recipe} recipe; drop the recipe key")
+        if cfg.eval.every and cfg.eval.split == cfg.task.split:
+            raise UserError(f"eval.split equals task.split ({cfg.task.split!r}): evaluation must use held-out data")
+        if self.online and cfg.pairs.path:
+            raise UserError(f"pairs.path is set but algo.preset={self.algo.preset} samples its examples online "
+                            "(algo.preference.source=online); use algo.preset=dpo to train on a pairs file")
+        if not self.online and not cfg.pairs.path:
+            raise UserError(f"algo.preset={self.algo.preset} trains on a pairs file: set pairs.path=FILE "
+                            "(build one with `rlvr pairs build --model M --task T --out pairs.jsonl`), or use algo.preset=online_dpo")
+        if not self.online and (cfg.update.epochs_per_batch or cfg.update.minibatches):
+            raise UserError("update.epochs_per_batch and update.minibatches split an online batch; with a pairs file "
+                            "each step is one optimizer step on pairs.batch_size pairs")
+
+    def _cached_reference_logps(self) -> torch.Tensor:
+        """The reference log-probs of every pair (see the module docstring for the cache)."""
+        harness, pairs, path = self.harness, self.pairs, self.cfg.model.name_or_path
+        cache = self.cfg.run_dir / CACHE_FILE
+        fingerprint = pairs.fingerprint(path)
+        if cache.is_file():
+            saved = torch.load(cache, weights_only=False)
+            if saved.get("fingerprint") == fingerprint:
+                return saved["logps"]
+            harness.print(f"{cache} was computed for other pairs or another reference: computing it again")
+        t0 = time.perf_counter()
+        if harness.resume_from is None:  # the policy still holds the starting weights
+            logps = pairs.score_all(self.policy.unwrapped, self.micro)
+        else:
+            model, _ = harness.load_model(path, "reference (log-probs recomputed, then released)")
+            logps = pairs.score_all(harness.frozen(model), self.micro)
+            del model
+        if harness.is_main:
+            tmp = cache.with_suffix(".tmp")
+            torch.save({"fingerprint": fingerprint, "reference": path, "logps": logps}, tmp)
+            tmp.replace(cache)
+        harness.print(f"reference log-probs of {len(pairs)} pairs computed in {time.perf_counter() - t0:.1f} s and cached in {cache}")
+        return logps
+
+    # -- one step -------------------------------------------------------------------------------
+
+    def step(self, step: int) -> dict[str, float]:
+        t0 = time.perf_counter()
+        if self.online:
+            metrics = self._online_step(step)
+        else:
+            idx = self.pairs.take(self.cfg.pairs.batch_size)
+            batch = self.pairs.batch(idx)
+            if self.reference is not None:
+                batch.ref = self._reference_logps(batch.tokens)
+            metrics = {"data/position": float(self.pairs.position), "data/epoch": self.pairs.position / len(self.pairs),
+                       "batch/pairs": float(batch.size)} | self.update(batch)
+        if self.algo.ref_update_every and step % self.algo.ref_update_every == 0:
+            self.reference.load_state_dict(self.policy.unwrapped.state_dict())
+            metrics["policy/reference_refreshed"] = 1.0
+        metrics["time/train"] = time.perf_counter() - t0 - metrics.get("time/generate", 0.0) - metrics.get("time/verify_wait", 0.0)
+        return metrics
+
+    def _online_step(self, step: int) -> dict[str, float]:
+        report, metrics = self.groups.collect()
+        paired = self.loss_fn.paired
+        batch = self._pairs_of(report, metrics) if paired else self._labelled_of(report, metrics)
+        examples = batch.size if batch is not None else 0
+        self.harness.log_samples(step, sample_rows(report, self.cfg.log.samples_per_step))
+        if not self.groups.trainable(report, examples, metrics):
+            return metrics
+        if batch is None:  # another process has examples: join its update with a placeholder of weight 0
+            batch = self._placeholder(report, paired)
+        return metrics | self.update(batch, local_rows=examples)
+
+    def _pairs_of(self, report: SamplingReport, metrics: dict[str, float]) -> PairBatch | None:
+        """The kept groups' pairs (``algo.preference.pairs_per_group``, ``pairing``), sequences as generated."""
+        prompts, chosen, rejected, groups_with_pairs = [], [], [], 0
+        for g in report.kept:
+            rng = random.Random(stable_hash("pairs", self.cfg.seed, self.groups.position, g.problem.id))
+            found = group_pairs([c.text for c in g.completions], g.verdicts, self.settings.pairs_per_group, self.settings.pairing, rng)
+            groups_with_pairs += bool(found)
+            for w, l in found:
+                prompts.append(g.completions[w].prompt_ids)
+                chosen.append(g.completions[w].token_ids)
+                rejected.append(g.completions[l].token_ids)
+        metrics |= {"batch/groups": float(len(report.kept)), "batch/groups_with_pairs": float(groups_with_pairs), "batch/pairs": float(len(prompts))}
+        if not prompts:
+            return None
+        batch = PairBatch.build(prompts, chosen, rejected, self.tokenizer.pad_token_id)
+        batch.ref = self._reference_logps(batch.tokens)
+        return batch
+
+    def _labelled_of(self, report: SamplingReport, metrics: dict[str, float]) -> LabelledBatch | None:
+        """Every valid completion of the kept groups, desirable when it passed (a failed verification
+        is left out, or undesirable with ``verify.on_failure=zero``)."""
+        keep_failed = self.cfg.verify.on_failure == "zero"
+        rows = [(g.problem.id, c, v.passed) for g in report.kept for c, v in zip(g.completions, g.verdicts)
+                if keep_failed or not v.status.is_failure]
+        metrics |= {"batch/groups": float(len(report.kept)), "batch/desirable": float(sum(r[2] for r in rows)),
+                    "batch/undesirable": float(sum(not r[2] for r in rows))}
+        if not rows:
+            return None
+        prompts = [c.prompt_ids for _, c, _ in rows]
+        completions = [c.token_ids for _, c, _ in rows]
+        tokens = build_token_batch(prompts, completions, self.tokenizer.pad_token_id)
+        partner = mismatched_partners([key for key, _, _ in rows])
+        mismatched = None if partner is None else build_token_batch(prompts, [completions[j] for j in partner], self.tokenizer.pad_token_id)
+        return LabelledBatch(tokens, self._reference_logps(tokens), torch.tensor([r[2] for r in rows]), mismatched,
+                             None if mismatched is None else self._reference_logps(mismatched))
+
+    def _placeholder(self, report: SamplingReport, paired: bool) -> PairBatch | LabelledBatch:
+        c = report.generated[0].completions[0]
+        if paired:
+            return PairBatch.build([c.prompt_ids], [c.token_ids], [c.token_ids], self.tokenizer.pad_token_id)
+        return LabelledBatch(build_token_batch([c.prompt_ids], [c.token_ids], self.tokenizer.pad_token_id), torch.zeros(1),
+                             torch.ones(1, dtype=torch.bool), None, None)
+
+    def _reference_logps(self, tokens: TokenBatch) -> torch.Tensor:
+        return sequence_logps(self.reference, tokens, self.micro, self.harness.device)
+
+    # -- the update -----------------------------------------------------------------------------
+
+    def update(self, batch: PairBatch | LabelledBatch, local_rows: int | None = None) -> dict[str, float]:
+        """For each epoch and minibatch: (KTO: the reference point) -> objective -> optimizer step.
+        ``local_rows`` 0 marks a placeholder batch: this process joins with no rows."""
+        rows = torch.arange(batch.size if local_rows is None else local_rows)
+        paired = isinstance(batch, PairBatch)
+        micro = max(1, self.micro // 2) if paired else self.micro  # update.micro_batch_size counts sequences; a pair is two
+        stats, z_refs = [], []
+        for minibatch in self._minibatches(rows):
+            if paired:
+                objective = PairObjective(self.policy.model, batch, self.loss_fn, self.params, self.settings.length_norm, self.harness.device)
+            else:
+                z_refs.append(self._reference_point(batch, minibatch))
+                objective = LabelledObjective(self.policy.model, batch, z_refs[-1], self.loss_fn, self.params, self.settings.length_norm,
+                                              self.harness.device)
+            stats.append(self.harness.optimizer_step(self.policy, minibatch, objective, micro, batch.lengths))
+        merged = merge_stats([s for s in stats if s])
+        names = {"loss": "loss/total", "grad_norm": "optim/grad_norm", "lr": "optim/lr"}
+        out = {names.get(k, f"preference/{k}"): v for k, v in merged.items()}
+        if z_refs:
+            out["preference/kl_ref_point"] = sum(z_refs) / len(z_refs)
+        return out
+
+    def _reference_point(self, batch: LabelledBatch, rows: torch.Tensor) -> float:
+        """KTO's ``z_ref`` for a minibatch: the mean log-ratio of its rows' mismatched sequences
+        over all processes (every process joins the sum, with or without rows)."""
+        total = torch.zeros(2)
+        if batch.mismatched is not None and len(rows):
+            sub = batch.mismatched.select(rows)
+            with torch.no_grad():
+                policy = sequence_logps(self.policy.unwrapped, sub, self.micro, self.harness.device)
+            r = SequenceLogps(policy, batch.mismatched_ref[rows], sub.completion_mask.sum(-1)).logratio(self.settings.length_norm)
+            total = torch.tensor([float(r.sum()), float(len(rows))])
+        total = self.harness.reduce_sum(total)
+        return kto_reference_point(float(total[0]), float(total[1]))
+
+    def _minibatches(self, rows: torch.Tensor) -> list[torch.Tensor]:
+        """``rows`` shuffled once per epoch (seeded by the data position) and split into ``minibatches`` parts."""
+        if self.epochs == 1 and self.minibatches == 1:
+            return [rows]
+        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.groups.position)
+        return [part for _ in range(self.epochs) for part in rows[torch.randperm(len(rows), generator=gen)].tensor_split(self.minibatches)]
+
+    # -- evaluation, final model, state ---------------------------------------------------------
+
+    def evaluate(self) -> dict[str, float]:
+        return self.groups.evaluate()
+
+    def save_final(self) -> Path:
+        return self.harness.save_model(self.policy, self.cfg.run_dir / "final")
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.groups.state_dict() | {"pairs_position": self.pairs.position if self.pairs else 0}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.groups.load_state_dict(state)
+        if self.pairs is not None:
+            self.pairs.position = state["pairs_position"]
+
+    def close(self) -> None:
+        self.groups.close()
+
+
+__all__ = ["LabelledBatch", "LabelledObjective", "OfflinePairs", "PairBatch", "PairObjective", "PairsConfig", "PreferenceRecipe",
+           "PreferenceTrainConfig", "sequence_logps"]
