@@ -4,6 +4,8 @@ minutes on one core) once per test session; every training and evaluation test s
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,19 @@ def sft_base(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sft")
     cfg = load_config(SFTConfig, "sft_quickstart", [f"output_dir={out}", "name=base", "log.progress=false", "log.tensorboard=false", "threads=1"])
     return sft(cfg)
+
+
+@pytest.fixture(scope="session")
+def verified_pairs(sft_base, tmp_path_factory) -> Path:
+    """Preference pairs that `rlvr pairs build` writes from the SFT base: 48 prompts x 8 sampled
+    completions of the arithmetic train split, verified by math-v1 (a real run, about 15 s on one core)."""
+    out = tmp_path_factory.mktemp("pairs") / "pairs.jsonl"
+    cmd = [sys.executable, "-m", "rlvr.cli", "pairs", "build", "--model", str(sft_base), "--task", "arithmetic-v1",
+           "--task-config", "{direct_frac: 0.5}", "--prompts", "48", "--n", "8", "--max-new-tokens", "64", "--pairs-per-group", "2",
+           "--threads", "1", "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ import sys
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="run training from a YAML config (a file, a built-in name such as 'quickstart', or a run directory to resume)",
                        description="Keys of the config can be overridden as key=value, e.g. optim.lr=1e-5 algo.preset=dr_grpo. "
-                                   "The preset picks the recipe (policy_gradient for the GRPO family and PPO); a config with "
+                                   "The preset picks the recipe (policy_gradient for the GRPO family and PPO, preference for dpo, online_dpo "
+                                   "and kto: algo.preset=dpo pairs.path=pairs.jsonl); a config with "
                                    "`recipe: sft` runs supervised warm-up. `rlvr train --show-config` lists every key with its default and meaning.")
     p.add_argument("config", nargs="?", help="YAML file, built-in config name, or run directory (with --resume)")
     p.add_argument("overrides", nargs="*", help="key=value overrides (dotted keys)")

@@ -1,5 +1,5 @@
 """Training: one harness (`rlvr.train.harness`) under recipes looked up by name (`rlvr.train.recipes`):
-``sft``, ``policy_gradient`` (the GRPO family and PPO)."""
+``sft``, ``policy_gradient`` (the GRPO family and PPO), ``preference`` (DPO, online DPO, KTO)."""
 
 from rlvr.train.config import TrainConfig
 from rlvr.train.harness import TrainingError, TrainResult

@@ -2,7 +2,8 @@
 
 `RunConfig` is the header every run has (name, folder, seed, threads, resume/overwrite, model,
 task, optimizer, logging); a recipe's config extends it with what only that recipe reads
-(`rlvr.train.sft.SFTConfig`, `TrainConfig` below for the policy-gradient and preference recipes).
+(`rlvr.train.sft.SFTConfig`, `TrainConfig` below for the policy-gradient recipe, extended with the
+offline pairs by `rlvr.train.preference.PreferenceTrainConfig`).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class RunConfig:
     """The header of every run: where it lives, how it starts, what it trains."""
 
     name: str = help_field("run", "Run name: the run directory is output_dir/name")
-    recipe: str | None = help_field(None, "Training recipe (`rlvr.train.recipes`): None = the one algo.preset names (policy_gradient); sft for supervised warm-up")
+    recipe: str | None = help_field(None, "Training recipe (`rlvr.train.recipes`): None = the one algo.preset names (policy_gradient, or preference for dpo/online_dpo/kto); sft for supervised warm-up")
     output_dir: str = help_field("runs", "Parent folder of run directories")
     seed: int = help_field(0, "Seed for sampling, shuffling and initialisation")
     threads: int = help_field(0, "Torch CPU threads per process (0 = OMP_NUM_THREADS or torch's default)", ge=0)

@@ -61,21 +61,21 @@ class PreferencePair:
 
 @dataclass
 class PairsFile:
-    """The valid pairs of a file and every malformed row (``file:line: reason``)."""
+    """The usable pairs of a file and every row left out (``file:line: reason``)."""
 
     path: Path
     pairs: list[PreferencePair] = field(default_factory=list)
     bad: list[str] = field(default_factory=list)
 
     def summary(self, limit: int = 5) -> str:
-        lines = [f"{self.path}: {len(self.pairs)} pairs, {len(self.bad)} malformed rows left out"]
+        lines = [f"{self.path}: {len(self.pairs)} pairs, {len(self.bad)} rows left out"]
         lines += [f"  {b}" for b in self.bad[:limit]]
         if len(self.bad) > limit:
             lines.append(f"  ... and {len(self.bad) - limit} more")
         return "\n".join(lines)
 
     def report(self) -> dict[str, Any]:
-        return {"path": str(self.path), "pairs": len(self.pairs), "malformed": len(self.bad), "malformed_rows": self.bad}
+        return {"path": str(self.path), "pairs": len(self.pairs), "left_out": len(self.bad), "left_out_rows": self.bad}
 
 
 def read_pairs(path: str | Path, on_bad_row: Literal["skip", "error"] = "skip") -> PairsFile:

@@ -57,8 +57,8 @@ class PairsConfig:
     """Offline preference pairs (``algo.preference.source=pairs``, the dpo preset)."""
 
     path: str | None = help_field(None, "JSONL pairs file: `rlvr pairs build` output, or TRL's layout (prompt, chosen, rejected; text or chat messages)")
-    batch_size: int = help_field(32, "Pairs per optimizer step (per process)", gt=0)
-    on_bad_row: Literal["skip", "error"] = help_field("skip", "A malformed row: skip (counted, reported with file:line and written to pairs_report.json) or error (stop at the first)")
+    batch_size: int = help_field(32, "Pairs per training step (per process); each step takes update.epochs_per_batch x update.minibatches optimizer steps on them (default one)", gt=0)
+    on_bad_row: Literal["skip", "error"] = help_field("skip", "A malformed or too long row: skip (counted, reported with file:line and written to pairs_report.json) or error (stop at the first)")
     max_length: int | None = help_field(None, "Longest prompt + completion in tokens (None = the model's max_position_embeddings); longer pairs are reported like malformed rows", gt=0)
 
 
@@ -185,7 +185,7 @@ class OfflinePairs:
 
     def __init__(self, source: PairsFile, cfg: PreferenceTrainConfig, tokenizer: Any, max_length: int | None, harness: Harness):
         self.cfg, self.harness = cfg, harness
-        self.prompts, self.chosen, self.rejected = [], [], []
+        self.prompts, self.chosen, self.rejected, usable = [], [], [], []
         eos = [tokenizer.eos_token_id]
         for pair in source.pairs:
             prompt = tokenizer(render_prompt(tokenizer, pair.prompt))["input_ids"]
@@ -201,14 +201,16 @@ class OfflinePairs:
             self.prompts.append(prompt)
             self.chosen.append(chosen)
             self.rejected.append(rejected)
-        if not self.prompts:
+            usable.append(pair)
+        if not usable:
             raise UserError(f"no pair of {source.path} fits in {max_length} tokens")
+        source.pairs = usable
         self.source = source
         self.pad_id = tokenizer.pad_token_id
         self.position = 0
         self.ref: torch.Tensor | None = None  # [P, 2] cached reference log-probs (chosen, rejected)
         harness.print(source.summary())
-        harness.rundir.write_json("pairs_report.json", source.report() | {"usable_pairs": len(self.prompts)})
+        harness.rundir.write_json("pairs_report.json", source.report())
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -274,9 +276,10 @@ class PreferenceRecipe:
             raise UserError(f"task.split {cfg.task.split!r} is a held-out split of {self.task.id}; train on a training split")
         self.loss_fn: PreferenceLoss = PREFERENCE_LOSSES.get(self.settings.loss)
         self.params = LossParams(self.settings.beta, self.settings.label_smoothing, self.settings.desirable_weight, self.settings.undesirable_weight)
-        self.epochs = (cfg.update.epochs_per_batch or self.algo.epochs_per_batch) if self.online else 1
-        self.minibatches = (cfg.update.minibatches or self.algo.minibatches) if self.online else 1
+        self.epochs = cfg.update.epochs_per_batch or self.algo.epochs_per_batch
+        self.minibatches = cfg.update.minibatches or self.algo.minibatches
         self.micro = cfg.update.micro_batch_size
+        self.refreshes = self.online and bool(self.algo.ref_update_every)  # iterative DPO: the reference follows the policy
         self.total_steps = cfg.update.steps
         self.title = f"{cfg.name}: {self.algo.preset} ({self.settings.loss}) on {self.task.id}"
         pairs_file = None if self.online else read_pairs(cfg.pairs.path, cfg.pairs.on_bad_row)  # bad data is reported before any model loads
@@ -290,7 +293,7 @@ class PreferenceRecipe:
             max_length = cfg.pairs.max_length or getattr(model.config, "max_position_embeddings", None)
             self.pairs = OfflinePairs(pairs_file, cfg, self.tokenizer, max_length, harness)
         if self.online or not self.settings.reference_cache:
-            self.reference = frozen_reference(harness, self.policy, cfg.model.name_or_path, refreshed=bool(self.algo.ref_update_every),
+            self.reference = frozen_reference(harness, self.policy, cfg.model.name_or_path, refreshed=self.refreshes,
                                               needed_for=f"algo.preset={self.algo.preset}")
         else:
             self.pairs.ref = self._cached_reference_logps()
@@ -307,9 +310,6 @@ class PreferenceRecipe:
         if not self.online and not cfg.pairs.path:
             raise UserError(f"algo.preset={self.algo.preset} trains on a pairs file: set pairs.path=FILE "
                             "(build one with `rlvr pairs build --model M --task T --out pairs.jsonl`), or use algo.preset=online_dpo")
-        if not self.online and (cfg.update.epochs_per_batch or cfg.update.minibatches):
-            raise UserError("update.epochs_per_batch and update.minibatches split an online batch; with a pairs file "
-                            "each step is one optimizer step on pairs.batch_size pairs")
 
     def _cached_reference_logps(self) -> torch.Tensor:
         """The reference log-probs of every pair (see the module docstring for the cache)."""
@@ -348,7 +348,7 @@ class PreferenceRecipe:
                 batch.ref = self._reference_logps(batch.tokens)
             metrics = {"data/position": float(self.pairs.position), "data/epoch": self.pairs.position / len(self.pairs),
                        "batch/pairs": float(batch.size)} | self.update(batch)
-        if self.algo.ref_update_every and step % self.algo.ref_update_every == 0:
+        if self.refreshes and step % self.algo.ref_update_every == 0:
             self.reference.load_state_dict(self.policy.unwrapped.state_dict())
             metrics["policy/reference_refreshed"] = 1.0
         metrics["time/train"] = time.perf_counter() - t0 - metrics.get("time/generate", 0.0) - metrics.get("time/verify_wait", 0.0)
@@ -453,7 +453,8 @@ class PreferenceRecipe:
         """``rows`` shuffled once per epoch (seeded by the data position) and split into ``minibatches`` parts."""
         if self.epochs == 1 and self.minibatches == 1:
             return [rows]
-        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.groups.position)
+        position = self.groups.position if self.online else self.pairs.position
+        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + position)
         return [part for _ in range(self.epochs) for part in rows[torch.randperm(len(rows), generator=gen)].tensor_split(self.minibatches)]
 
     # -- evaluation, final model, state ---------------------------------------------------------

@@ -227,7 +227,7 @@ def test_pairs_files_are_validated_row_by_row_and_every_bad_row_is_reported(tmp_
     for expected in ("not valid JSON", "missing 'rejected'", "same text", "'chosen' must be non-empty text", "'prompt' must be non-empty text",
                      "one assistant message", "expected a JSON object", "missing 'prompt'"):
         assert expected in reasons, expected
-    assert "2 pairs, 8 malformed rows left out" in read.summary()
+    assert "2 pairs, 8 rows left out" in read.summary()
     with pytest.raises(UserError, match=f"{path}:3: not valid JSON"):
         read_pairs(path, on_bad_row="error")
     empty = tmp_path / "bad.jsonl"
@@ -282,7 +282,7 @@ def test_the_pairs_section_belongs_to_the_preference_recipe(tmp_path):
     ([], "algo.preset=dpo trains on a pairs file: set pairs.path=FILE"),
     (["pairs.path=/nonexistent/pairs.jsonl"], "pairs file /nonexistent/pairs.jsonl not found"),
     (["algo.preset=kto", "pairs.path=x.jsonl"], "pairs.path is set but algo.preset=kto samples its examples online"),
-    (["pairs.path=x.jsonl", "update.minibatches=2"], "update.epochs_per_batch and update.minibatches split an online batch"),
+    (["pairs.path=x.jsonl", "pairs.batch_size=0"], "'pairs.batch_size' must be > 0"),
 ])
 def test_preference_runs_refuse_bad_input_before_training(extra, message, tmp_path, capsys):
     argv = ["train", "quickstart", "algo.preset=dpo", f"output_dir={tmp_path}", "name=run", "model.name_or_path=/nonexistent", *extra]

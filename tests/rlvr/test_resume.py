@@ -1,5 +1,6 @@
 """Resume equivalence: N steps straight, and N/2 steps + SIGKILL + resume + N/2 steps, end with the
-same parameters — of the policy and of every learned component (critic, PRM) and optimizer —
+same parameters — of the policy and of every learned component (critic, PRM) and optimizer, for
+policy-gradient and preference (offline DPO, online KTO) presets —
 with fixed threads and seeds. Also the run-folder rules a resume relies on."""
 
 from __future__ import annotations
@@ -64,10 +65,11 @@ def _tensors(folder: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", ["grpo", "ppo", "prime"])
-def test_killed_and_resumed_run_ends_with_the_same_parameters(preset, sft_base, tmp_path, rl_overrides):
-    args = [f"algo.preset={preset}", *SMALL, *(["log.tensorboard=true"] if preset == "grpo" else [])]
-    straight = train(load_config(TrainConfig, "quickstart", rl_overrides(tmp_path / "straight", sft_base, *args)))
+@pytest.mark.parametrize("preset", ["grpo", "ppo", "prime", "dpo", "kto"])
+def test_killed_and_resumed_run_ends_with_the_same_parameters(preset, sft_base, tmp_path, rl_overrides, request):
+    extra = {"grpo": ["log.tensorboard=true"], "dpo": [f"pairs.path={request.getfixturevalue('verified_pairs')}", "pairs.batch_size=8"]}
+    args = [f"algo.preset={preset}", *SMALL, *extra.get(preset, [])]
+    straight = train(load_run_config("quickstart", rl_overrides(tmp_path / "straight", sft_base, *args)))
     assert straight.status == "completed"
 
     run = tmp_path / "killed" / "run"
@@ -76,6 +78,8 @@ def test_killed_and_resumed_run_ends_with_the_same_parameters(preset, sft_base, 
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out
     assert f"resumed from {run / 'checkpoints' / 'step-2'}" in out
+    if preset == "dpo":  # the reference log-probs come from the run's cache, not from a reference model
+        assert "computed in" not in out and (run / "reference_logps.pt").is_file()
     assert [r["step"] for r in _rows(run)] == [1, 2, 3, 4]
 
     a, b = _tensors(straight.run_dir / "checkpoints" / "step-4"), _tensors(run / "checkpoints" / "step-4")
@@ -85,7 +89,8 @@ def test_killed_and_resumed_run_ends_with_the_same_parameters(preset, sft_base, 
     different = [k for k in a if not torch.equal(a[k], b[k])]
     assert not different, different[:5]
     # the logged curves of the two runs agree step by step as well
-    assert [r["reward/mean"] for r in _rows(straight.run_dir)] == [r["reward/mean"] for r in _rows(run)]
+    curve = "loss/total" if preset == "dpo" else "reward/mean"
+    assert [r[curve] for r in _rows(straight.run_dir)] == [r[curve] for r in _rows(run)]
     if preset == "grpo":  # TensorBoard drops the killed run's step 3 instead of showing the curve go back in time
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
