@@ -20,7 +20,7 @@ from rlvr.algos.preference import (PREFERENCE_LOSSES, LossParams, SequenceLogps,
                                    unpaired_objective)
 from rlvr.algos.presets import PRESETS, AlgoConfig, PreferenceConfig, resolve_algorithm
 from rlvr.cli import main
-from rlvr.config import ConfigError, load_config
+from rlvr.config import ConfigError
 from rlvr.train.pairs import group_pairs, read_pairs
 from rlvr.train.recipes import load_run_config
 from tests.rlvr.gloo import run_in_two_processes
