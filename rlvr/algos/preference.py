@@ -26,7 +26,9 @@ another prompt; `kto_reference_point`), detached and clamped at 0:
 The objectives (`pair_objective`, `unpaired_objective`) average the loss over the examples of the
 WHOLE optimizer batch (all micro-batches, all processes), whose counts they receive, so the
 gradient does not depend on how the batch is split. Their statistics are ``_sum`` keys: each
-micro-batch's share of a whole-batch mean, which add up (see `rlvr.train.harness.StatsAccumulator`).
+micro-batch's share of a whole-batch mean, which add up over micro-batches (see
+`rlvr.train.harness.StatsAccumulator`) and over processes (`PAIR_STATS` and `UNPAIRED_STATS` name
+them, so every process can join one sum).
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ from torch import Tensor
 from envs.registry import Registry
 
 PREFERENCE_LOSSES: Registry = Registry("preference loss", versioned=False)
+# the statistics of `pair_objective` and `unpaired_objective` (each logged with a ``_sum`` suffix: a share of the batch mean)
+PAIR_STATS = ("reward_accuracy", "reward_chosen", "reward_rejected", "margin", "logp_chosen", "logp_rejected")
+UNPAIRED_STATS = ("reward_desirable", "reward_undesirable", "logp_desirable", "logp_undesirable")
 
 
 @dataclass(frozen=True)
@@ -141,11 +146,8 @@ def pair_objective(chosen: SequenceLogps, rejected: SequenceLogps, loss: Prefere
     per_pair = loss(r_w - r_l, p)
     n = max(total_pairs, 1.0)
     rw, rl = p.beta * r_w.detach(), p.beta * r_l.detach()
-    share = lambda x: float(x.sum()) / n  # noqa: E731
-    stats = {"reward_accuracy_sum": share((rw > rl).float()), "reward_chosen_sum": share(rw), "reward_rejected_sum": share(rl),
-             "margin_sum": share(rw - rl), "logp_chosen_sum": share(chosen.policy.detach()),
-             "logp_rejected_sum": share(rejected.policy.detach())}
-    return per_pair.sum() / n, stats
+    values = ((rw > rl).float(), rw, rl, rw - rl, chosen.policy.detach(), rejected.policy.detach())
+    return per_pair.sum() / n, {f"{k}_sum": float(v.sum()) / n for k, v in zip(PAIR_STATS, values)}
 
 
 def unpaired_objective(seqs: SequenceLogps, desirable: Tensor, z_ref: float, loss: PreferenceLoss, p: LossParams, length_norm: bool,
@@ -159,9 +161,9 @@ def unpaired_objective(seqs: SequenceLogps, desirable: Tensor, z_ref: float, los
     n, n_good, n_bad = (max(float(t), 1.0) for t in totals)
     good, bad = desirable.float(), (~desirable).float()
     reward, logp = p.beta * r.detach(), seqs.policy.detach()
-    stats = {"reward_desirable_sum": float((reward * good).sum()) / n_good, "reward_undesirable_sum": float((reward * bad).sum()) / n_bad,
-             "logp_desirable_sum": float((logp * good).sum()) / n_good, "logp_undesirable_sum": float((logp * bad).sum()) / n_bad}
-    return per_example.sum() / n, stats
+    values = (float((reward * good).sum()) / n_good, float((reward * bad).sum()) / n_bad,
+              float((logp * good).sum()) / n_good, float((logp * bad).sum()) / n_bad)
+    return per_example.sum() / n, {f"{k}_sum": v for k, v in zip(UNPAIRED_STATS, values)}
 
 
 def kto_reference_point(mismatched_logratio_sum: float, count: float) -> float:
@@ -184,5 +186,5 @@ def mismatched_partners(prompt_keys: list[object]) -> Tensor | None:
     return None
 
 
-__all__ = ["LossParams", "PREFERENCE_LOSSES", "PreferenceLoss", "SequenceLogps", "kto_loss", "kto_reference_point", "mismatched_partners",
+__all__ = ["LossParams", "PAIR_STATS", "PREFERENCE_LOSSES", "UNPAIRED_STATS", "PreferenceLoss", "SequenceLogps", "kto_loss", "kto_reference_point", "mismatched_partners",
            "pair_objective", "unpaired_objective"]

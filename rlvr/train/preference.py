@@ -33,8 +33,8 @@ from typing import Any, Literal
 import torch
 
 from rlvr import UserError
-from rlvr.algos.preference import (PREFERENCE_LOSSES, LossParams, PreferenceLoss, SequenceLogps, kto_reference_point, mismatched_partners,
-                                   pair_objective, unpaired_objective)
+from rlvr.algos.preference import (PAIR_STATS, PREFERENCE_LOSSES, UNPAIRED_STATS, LossParams, PreferenceLoss, SequenceLogps, kto_reference_point,
+                                   mismatched_partners, pair_objective, unpaired_objective)
 from rlvr.algos.presets import Algorithm, PreferenceSettings, resolve_algorithm
 from rlvr.config import help_field
 from rlvr.rollout.hf import render_prompt
@@ -430,6 +430,9 @@ class PreferenceRecipe:
                                               self.harness.device)
             stats.append(self.harness.optimizer_step(self.policy, minibatch, objective, micro, batch.lengths))
         merged = merge_stats([s for s in stats if s])
+        # this process's shares of whole-batch means (and of the loss), summed over processes: the batch's values
+        shared = ("loss", *(PAIR_STATS if paired else UNPAIRED_STATS))
+        merged |= dict(zip(shared, self.harness.reduce_sum(torch.tensor([merged.get(k, 0.0) for k in shared], dtype=torch.float64)).tolist()))
         names = {"loss": "loss/total", "grad_norm": "optim/grad_norm", "lr": "optim/lr"}
         out = {names.get(k, f"preference/{k}"): v for k, v in merged.items()}
         if z_refs:

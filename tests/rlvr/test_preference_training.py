@@ -9,6 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -137,3 +140,22 @@ def test_a_trl_pairs_file_trains_and_its_bad_rows_are_reported(sft_base, tmp_pat
     out = capsys.readouterr().out
     assert f"{path}:3: missing 'rejected'" in out and f"{path}:4: " in out and "longer than 200" in out
     assert metrics(result.run_dir)[0]["batch/pairs"] == 2
+
+
+@pytest.mark.parametrize("preset", ["dpo", "kto"])
+def test_two_processes_train_a_preference_preset_and_log_whole_batch_values(preset, request, sft_base, tmp_path, rl_overrides):
+    """A real two-process (gloo) run: each process takes its share of the pairs (or of the sampled
+    prompts), the loss is normalised over both, and the logged loss and statistics are the whole batch's."""
+    extra = [f"pairs.path={request.getfixturevalue('verified_pairs')}", "pairs.batch_size=8"] if preset == "dpo" else \
+        ["rollout.prompts_per_step=8", "rollout.group_size=4", "rollout.chunk_prompts=8"]
+    args = rl_overrides(tmp_path, sft_base, f"algo.preset={preset}", "update.steps=2", "optim.warmup_steps=0", *QUIET, *extra)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "rlvr.cli", "train", "quickstart", *args]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.count("completed: 2 steps") == 1
+    rows = metrics(tmp_path / "run")
+    # step 1 reads the policy against its own starting weights: the whole batch's loss is ln 2 (DPO) or 0.5 (KTO),
+    # not a process's share of it
+    assert rows[0]["loss/total"] == pytest.approx(math.log(2) if preset == "dpo" else 0.5, abs=1e-5)
+    assert abs(rows[1]["preference/margin" if preset == "dpo" else "preference/reward_desirable"]) > 1e-5  # the first step moved the policy
