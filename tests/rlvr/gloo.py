@@ -1,8 +1,11 @@
-"""Run a function in two real processes joined by a gloo process group (CPU DDP's backend)."""
+"""Run a function, or `rlvr train`, in two real processes joined by a gloo process group (CPU DDP's backend)."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 from typing import Any, Callable
 
 import torch.multiprocessing as mp
@@ -27,3 +30,13 @@ def run_in_two_processes(target: Callable[..., None], *args: Any, timeout: float
         p.join(timeout=60)
         assert p.exitcode == 0
     return result
+
+
+def train_in_two_processes(*args: str, steps: int) -> str:
+    """``rlvr train ARGS...`` under ``torchrun --nproc_per_node 2`` (one thread each); asserts it
+    completed ``steps`` steps with one summary line, and returns its output."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "rlvr.cli", "train", *args]
+    proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.count(f"completed: {steps} steps") == 1
+    return proc.stdout

@@ -9,9 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from rlvr.cli import main
 from rlvr.train import train
 from rlvr.train.pairs import meta_path
 from rlvr.train.recipes import load_run_config
+from tests.rlvr.gloo import train_in_two_processes
 
 pytestmark = pytest.mark.slow
 
@@ -149,11 +147,7 @@ def test_two_processes_train_a_preference_preset_and_log_whole_batch_values(pres
     extra = [f"pairs.path={request.getfixturevalue('verified_pairs')}", "pairs.batch_size=8"] if preset == "dpo" else \
         ["rollout.prompts_per_step=8", "rollout.group_size=4", "rollout.chunk_prompts=8"]
     args = rl_overrides(tmp_path, sft_base, f"algo.preset={preset}", "update.steps=2", "optim.warmup_steps=0", *QUIET, *extra)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "rlvr.cli", "train", "quickstart", *args]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert proc.stdout.count("completed: 2 steps") == 1
+    train_in_two_processes("quickstart", *args, steps=2)
     rows = metrics(tmp_path / "run")
     # step 1 reads the policy against its own starting weights: the whole batch's loss is ln 2 (DPO) or 0.5 (KTO),
     # not a process's share of it

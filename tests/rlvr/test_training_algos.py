@@ -5,9 +5,6 @@ checkpoints its implicit PRM, and the per-step metrics every run promises are lo
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ import pytest
 from rlvr.algos.presets import PRESETS, resolve_algorithm
 from rlvr.config import load_config
 from rlvr.train import TrainConfig, train
+from tests.rlvr.gloo import train_in_two_processes
 
 pytestmark = pytest.mark.slow
 
@@ -110,11 +108,7 @@ def test_two_processes_train_with_dynamic_sampling_in_lockstep(sft_base, tmp_pat
     """A real two-process (gloo) run: the processes share one prompt stream, fill one global batch
     of 2 x 8 groups between them (surplus goes to the lower ranks), and sync gradients every minibatch."""
     args = rl_overrides(tmp_path, sft_base, "algo.preset=dapo", "update.steps=3", "update.minibatches=2", "rollout.chunk_prompts=4", *SMALL)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "rlvr.cli", "train", "quickstart", *args]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert proc.stdout.count("completed: 3 steps") == 1
+    train_in_two_processes("quickstart", *args, steps=3)
     rows = metrics(tmp_path / "run")
     assert [r["step"] for r in rows] == [1, 2, 3]
     for r in rows:
