@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria, StoppingCriteriaList
 
 from envs.types import Message
 from rlvr.rollout.base import Completion, SamplingParams
@@ -56,10 +56,20 @@ class HFGenerateEngine:
     def load_weights(self, model: object) -> None:
         """Nothing to do: the engine generates with the trainer's own model object."""
 
-    @torch.inference_mode()
+    def encode_prompt(self, prompt: str | list[Message]) -> list[int]:
+        """The token ids of a prompt as `generate` feeds it to the model."""
+        return self.tokenizer(render_prompt(self.tokenizer, prompt))["input_ids"]
+
     def generate(self, prompts: Sequence[str | list[Message]], n: int, sampling: SamplingParams) -> list[Completion]:
-        texts = [render_prompt(self.tokenizer, p) for p in prompts]
-        jobs = [(i, t) for i, t in enumerate(texts) for _ in range(n)]
+        encoded = [self.encode_prompt(p) for p in prompts]
+        return self._generate([(i, ids) for i, ids in enumerate(encoded) for _ in range(n)], sampling)
+
+    def generate_ids(self, prompt_ids: Sequence[list[int]], sampling: SamplingParams) -> list[Completion]:
+        """One completion per token-id prompt (continues multi-turn episodes without re-tokenizing)."""
+        return self._generate(list(enumerate(prompt_ids)), sampling)
+
+    @torch.inference_mode()
+    def _generate(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         was_training = self.model.training
@@ -72,20 +82,25 @@ class HFGenerateEngine:
         finally:
             self.model.train(was_training)
 
-    def _generate_chunk(self, jobs: list[tuple[int, str]], sampling: SamplingParams) -> list[Completion]:
+    def _generate_chunk(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
         tok = self.tokenizer
-        enc = tok([t for _, t in jobs], return_tensors="pt", padding=True, padding_side="left")
         device = next(self.model.parameters()).device
-        enc = {k: v.to(device) for k, v in enc.items()}
+        width = max(len(ids) for _, ids in jobs)
+        input_ids = torch.full((len(jobs), width), tok.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(jobs), width), dtype=torch.long)
+        for row, (_, ids) in enumerate(jobs):  # left padding: generation appends on the right
+            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            attention_mask[row, width - len(ids):] = 1
         kwargs = dict(do_sample=False) if sampling.greedy else dict(
             do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,  # 0 = off
         )
+        stops = StopStrings(tok, sampling.stop, width) if sampling.stop else None
         result = self.model.generate(
-            **enc, **kwargs, max_new_tokens=sampling.max_new_tokens,
-            pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+            input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **kwargs,
+            max_new_tokens=sampling.max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+            stopping_criteria=StoppingCriteriaList([stops]) if stops else None,
             output_logits=True, return_dict_in_generate=True,
         )
-        width = enc["input_ids"].shape[1]
         new_tokens = result.sequences[:, width:]  # [B, steps]
         logits = torch.stack(result.logits, dim=1).float()  # [B, steps, V], before any processing
         if not sampling.greedy:
@@ -97,18 +112,55 @@ class HFGenerateEngine:
         # length includes the first eos; sequences without one run to the last step
         lengths = torch.where(has_eos, is_eos.int().argmax(dim=1) + 1, torch.full_like(has_eos, new_tokens.shape[1], dtype=torch.long))
         completions = []
-        for row, (prompt_index, _) in enumerate(jobs):
+        for row, (prompt_index, prompt_ids) in enumerate(jobs):
             n_tok = int(lengths[row])
+            stop_string = None
+            if stops is not None and row in stops.hits and stops.hits[row][0] <= n_tok:
+                n_tok, stop_string = stops.hits[row]
             ids = new_tokens[row, :n_tok].tolist()
-            prompt_ids = enc["input_ids"][row][enc["attention_mask"][row].bool()].tolist()
             text = tok.decode(ids, skip_special_tokens=True)
             completions.append(Completion(
                 prompt_index=prompt_index,
-                prompt_ids=prompt_ids,
+                prompt_ids=list(prompt_ids),
                 token_ids=ids,
                 logprobs=logprobs[row, :n_tok].tolist(),
                 text=text,
-                truncated=not bool(has_eos[row]),
+                truncated=not bool(has_eos[row]) and stop_string is None,
                 char_ends=token_char_ends(tok, ids, len(text)),
+                stop_string=stop_string,
             ))
         return completions
+
+
+class StopStrings(StoppingCriteria):
+    """Ends each sequence once its generated text contains a stop string, and records where.
+
+    Only the newest tokens are decoded each step (a window long enough to hold any stop string),
+    so the cost per step does not grow with the length of the completion. A stop string found in
+    the window is new at this step: had it been complete a step earlier, the sequence would have
+    stopped then.
+
+    Attributes:
+        hits: ``{row: (tokens generated up to and including the stop string, the stop string)}``.
+    """
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, stops: Sequence[str], prompt_width: int):
+        if any(not s for s in stops):
+            raise ValueError("stop strings must be non-empty")
+        self.tokenizer = tokenizer
+        self.stops = tuple(stops)
+        self.prompt_width = prompt_width
+        self.window = max(len(s) for s in stops) + 4  # a token decodes to at least one character
+        self.hits: dict[int, tuple[int, str]] = {}
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        steps = input_ids.shape[1] - self.prompt_width
+        tails = self.tokenizer.batch_decode(input_ids[:, max(self.prompt_width, input_ids.shape[1] - self.window):].tolist(), skip_special_tokens=True)
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        for row, tail in enumerate(tails):
+            if row not in self.hits:
+                found = next((s for s in self.stops if s in tail), None)
+                if found is not None:
+                    self.hits[row] = (steps, found)
+            done[row] = row in self.hits
+        return done
