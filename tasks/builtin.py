@@ -29,3 +29,7 @@ def register_all() -> None:
         "program-synthesis-v1", "tasks.program_synthesis:ProgramSynthesisTask",
         description="Procedural one-expression integer functions from examples (small enough for the embedded CPU model)",
     )
+    tasks.register(
+        "tool-products-v1", "tasks.tool_products:ToolProductsTask",
+        description="Multi-turn: products of 4-6 digit numbers, one Python tool call away (embedded tool-use task)",
+    )
