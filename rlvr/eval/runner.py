@@ -17,8 +17,10 @@ from tqdm import tqdm
 import rlvr
 from envs.pool import VerifierPool
 from envs.types import Problem, Status, Verdict
+from rlvr.eval.episodes import episode_section, markdown_rows, prediction_fields
 from rlvr.eval.metrics import ks_up_to, majority_correct, mean_interval, pass_at_k, wilson_interval
-from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
+from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams, verifier_input
+from rlvr.rollout.episodes import generate_for
 from tasks.base import Task
 
 
@@ -66,8 +68,8 @@ def _run(engine: RolloutEngine, task: Task, problems: list[Problem], n: int, sam
     bar = tqdm(total=len(problems), desc=desc, unit="prob", disable=not progress, leave=False)
     for start in range(0, len(problems), chunk):
         batch = problems[start: start + chunk]
-        comps = engine.generate([task.env.format_prompt(p) for p in batch], n, sampling)
-        pending.append((comps, pool.submit([p for p in batch for _ in range(n)], [c.text for c in comps])))
+        comps = generate_for(engine, task.env, batch, n, sampling)  # episodes for a multi-turn environment
+        pending.append((comps, pool.submit([p for p in batch for _ in range(n)], [verifier_input(c) for c in comps])))
         bar.update(len(batch))
     bar.close()
     for comps, fut in pending:
@@ -113,6 +115,7 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
                 "ci95": wilson_interval(c, len(problems)),
                 "no_answer_rate": counts["no_answer"] / max(len(problems), 1),
                 "errors": counts["error"], "timeouts": counts["timeout"],
+                **episode_section(greedy.completions, greedy.verdicts),
             }
             report["_greedy_samples"] = greedy
         if settings.n > 0:
@@ -134,6 +137,7 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
                                          for row in sampled.verdicts) / max(len(problems), 1),
                 "no_answer_rate": counts["no_answer"] / max(total, 1),
                 "errors": counts["error"], "timeouts": counts["timeout"],
+                **episode_section(sampled.completions, sampled.verdicts),
             }
             report["_sampled_samples"] = sampled
         report["verify"] = asdict(pool.stats)
@@ -158,7 +162,7 @@ def write_report(report: dict[str, Any], out_dir: str | Path, problems: list[Pro
                 row: dict[str, Any] = {"id": p.id, "reference": p.reference}
                 for name, s in (("greedy", greedy), ("samples", sampled)):
                     if s is not None:
-                        row[name] = [{"text": c.text, "reward": v.reward, "status": v.status.value, "extracted": v.extracted}
+                        row[name] = [{"text": c.text, "reward": v.reward, "status": v.status.value, "extracted": v.extracted, **prediction_fields(c)}
                                      for c, v in zip(s.completions[i], s.verdicts[i])]
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
     return json_path, md_path
@@ -178,6 +182,7 @@ def render_markdown(r: dict[str, Any]) -> str:
         g = r["greedy"]
         lines.append(f"| greedy accuracy | {g['accuracy']:.3f} ({g['correct']}/{r['problems']}) | {g['ci95'][0]:.3f}–{g['ci95'][1]:.3f} |")
         lines.append(f"| greedy no-answer rate | {g['no_answer_rate']:.3f} | |")
+        lines += markdown_rows("greedy", g)
     if "sampled" in r:
         s, n = r["sampled"], r["sampled"]["n"]
         ci = s[f"mean@{n}_ci95"]
@@ -186,6 +191,7 @@ def render_markdown(r: dict[str, Any]) -> str:
             lines.append(f"| pass@{k} | {v:.3f} | |")
         lines.append(f"| maj@{n} | {s[f'maj@{n}']:.3f} | |")
         lines.append(f"| sampled no-answer rate | {s['no_answer_rate']:.3f} | |")
+        lines += markdown_rows("sampled", s)
     errs = sum(r.get(x, {}).get("errors", 0) + r.get(x, {}).get("timeouts", 0) for x in ("greedy", "sampled"))
     if errs:
         lines += ["", f"**{errs} verifications failed (error/timeout) and were scored as wrong.**"]
