@@ -4,6 +4,6 @@
 ```output block.
 """
 
-from envs.tools.python import CALL_END, CodeCall, PythonTool, blank_calls, find_call, render_output
+from envs.tools.python import CALL_END, PythonTool, blank_calls, find_call, render_output
 
-__all__ = ["CALL_END", "CodeCall", "PythonTool", "blank_calls", "find_call", "render_output"]
+__all__ = ["CALL_END", "PythonTool", "blank_calls", "find_call", "render_output"]

@@ -26,10 +26,10 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import sandboxes
+from envs.code.extract import ExtractedCode
 from envs.episode import ToolCall
 
 CALL_END = "\n```\n"
@@ -41,23 +41,15 @@ _SANDBOX_FRAME = re.compile(r'^  File "<string>", line \d+, in \w+\n', re.M)  # 
 _CALL = re.compile(r"^```python[ \t]*\n(?P<code>(?:.*?\n)??)```[ \t]*$", re.M | re.S)
 
 
-@dataclass(frozen=True)
-class CodeCall:
-    """A tool call found in a model turn: the code and the block's character span in the turn."""
-
-    code: str
-    start: int
-    end: int
-
-
-def find_call(turn: str) -> CodeCall | None:
-    """The call that ended ``turn``: its last ```` ```python ```` block, when nothing but
-    whitespace follows the block's closing fence. None when the turn is not a tool call."""
+def find_call(turn: str) -> ExtractedCode | None:
+    """The call that ended ``turn``: the code of its last ```` ```python ```` block (with the
+    code's span in the turn), when nothing but whitespace follows the block's closing fence.
+    None when the turn is not a tool call."""
     blocks = list(_CALL.finditer(turn))
     if not blocks or turn[blocks[-1].end():].strip():
         return None
     m = blocks[-1]
-    return CodeCall(m.group("code"), m.start(), m.end())
+    return ExtractedCode(m.group("code"), m.start("code"), m.end("code"))
 
 
 def blank_calls(text: str) -> str:

@@ -27,7 +27,7 @@ def test_a_call_is_the_python_block_that_ends_the_turn():
     assert find_call("inline ```python print(1)``` is not a block") is None
     turn = "a\n" + call("print(1)")
     found = find_call(turn)
-    assert turn[found.start:found.end] == call("print(1)").rstrip("\n") and turn.endswith(CALL_END)
+    assert turn[found.start:found.end] == "print(1)\n" and turn.endswith(CALL_END)
 
 
 def test_blanking_calls_keeps_length_and_lines():
