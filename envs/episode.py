@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from envs.base import Environment
-from envs.types import Problem, Status, StepReward, Verdict
+from envs.types import Problem, StepReward, Verdict
 
 
 class Role(str, enum.Enum):

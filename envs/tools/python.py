@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from typing import Any
 
@@ -37,6 +38,7 @@ CALL_END = "\n```\n"
 
 OUTPUT_OPEN, OUTPUT_CLOSE = "```output\n", "```\n"
 
+_BUILD_LOCK = threading.Lock()  # episodes step in threads: build one backend, not one per thread
 _SANDBOX_FRAME = re.compile(r'^  File "<string>", line \d+, in \w+\n', re.M)  # the sandbox's own frames, not the model's code
 _CALL = re.compile(r"^```python[ \t]*\n(?P<code>(?:.*?\n)??)```[ \t]*$", re.M | re.S)
 
@@ -105,10 +107,11 @@ class PythonTool:
         return {**self.__dict__, "_built": None}  # workers and pipes stay in their process
 
     def _backend(self) -> sandboxes.Backend:
-        if self._built is None or self._built[0] != os.getpid():
-            shared = self.backend_name == "auto" and not self.backend_options
-            self._built = (os.getpid(), sandboxes.default_backend() if shared else sandboxes.make_backend(self.backend_name, **self.backend_options))
-        return self._built[1]
+        with _BUILD_LOCK:
+            if self._built is None or self._built[0] != os.getpid():
+                shared = self.backend_name == "auto" and not self.backend_options
+                self._built = (os.getpid(), sandboxes.default_backend() if shared else sandboxes.make_backend(self.backend_name, **self.backend_options))
+            return self._built[1]
 
     def run(self, code: str) -> tuple[str, ToolCall]:
         """Run ``code``; returns the observation text and the call's record. Never raises for

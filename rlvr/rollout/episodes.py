@@ -28,7 +28,7 @@ from envs.base import Environment
 from envs.episode import End, EpisodeLimits, EpisodeRecorder, MultiTurnEnvironment, Role, StepRunner, Turn
 from envs.types import Message, Problem
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams, TokenRolloutEngine
-from rlvr.rollout.hf import render_prompt, token_char_ends
+from rlvr.rollout.hf import encode_prompt, token_char_ends
 
 
 @dataclass
@@ -64,11 +64,6 @@ class EpisodeTimings:
     generate_s: float = 0.0
     step_s: float = 0.0
     turns: int = 0
-
-
-def encode_prompt(tokenizer: Any, prompt: str | list[Message]) -> list[int]:
-    """Prompt ids as the engines encode them (chat messages through the chat template)."""
-    return tokenizer(render_prompt(tokenizer, prompt))["input_ids"]
 
 
 def run_episodes(engine: TokenRolloutEngine, env: MultiTurnEnvironment, problems: Sequence[Problem], n: int, sampling: SamplingParams,

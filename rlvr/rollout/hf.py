@@ -23,6 +23,11 @@ def render_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[Message
     return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
 
 
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[Message]) -> list[int]:
+    """The token ids a prompt is generated from (chat messages through the chat template)."""
+    return tokenizer(render_prompt(tokenizer, prompt))["input_ids"]
+
+
 def token_char_ends(tokenizer: PreTrainedTokenizerBase, ids: list[int], text_len: int) -> list[int]:
     """Character offset in the decoded text at which each token ends.
 
@@ -56,12 +61,8 @@ class HFGenerateEngine:
     def load_weights(self, model: object) -> None:
         """Nothing to do: the engine generates with the trainer's own model object."""
 
-    def encode_prompt(self, prompt: str | list[Message]) -> list[int]:
-        """The token ids of a prompt as `generate` feeds it to the model."""
-        return self.tokenizer(render_prompt(self.tokenizer, prompt))["input_ids"]
-
     def generate(self, prompts: Sequence[str | list[Message]], n: int, sampling: SamplingParams) -> list[Completion]:
-        encoded = [self.encode_prompt(p) for p in prompts]
+        encoded = [encode_prompt(self.tokenizer, p) for p in prompts]
         return self._generate([(i, ids) for i, ids in enumerate(encoded) for _ in range(n)], sampling)
 
     def generate_ids(self, prompt_ids: Sequence[list[int]], sampling: SamplingParams) -> list[Completion]:

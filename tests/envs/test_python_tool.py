@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-import sandboxes
 from envs.episode import StepRunner, Turn
 from envs.math_code import MathCodeEnv
 from envs.tools import CALL_END, PythonTool, blank_calls, find_call, render_output

@@ -24,7 +24,7 @@ from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout.base import SamplingParams, verifier_input
 from rlvr.rollout.episode_metrics import episode_metrics
 from rlvr.rollout.episodes import EpisodeTimings, generate_for, run_episodes, tokenize_demonstration
-from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.hf import HFGenerateEngine, encode_prompt
 from rlvr.train.batch import build_token_batch, scatter_completion_values, token_logprobs
 
 STOPS = tuple("abcdefghijklmnop")
@@ -122,7 +122,7 @@ def test_episodes_lay_out_model_and_observation_tokens(engine):
     timings = EpisodeTimings()
     comps = run_episodes(engine, env, PROBLEMS, 4, SamplingParams(temperature=1.0, max_new_tokens=32, seed=0), timings=timings)
     assert [c.prompt_index for c in comps] == [0] * 4 + [1] * 4 + [2] * 4
-    assert all(c.prompt_ids == engine.encode_prompt(p.prompt) for c, p in zip(comps, [p for p in PROBLEMS for _ in range(4)]))
+    assert all(c.prompt_ids == encode_prompt(engine.tokenizer, p.prompt) for c, p in zip(comps, [p for p in PROBLEMS for _ in range(4)]))
     assert any(len(c.episode.model_turns) > 1 for c in comps) and timings.turns >= 2
     check_layout(engine, comps, env.limits.max_tokens)
     # the trainer scores the sampled tokens exactly as the engine did, turn boundaries included
@@ -176,7 +176,7 @@ def test_demonstrations_of_the_tool_task_tokenize_with_the_observation_masked(en
         assert tok.decode(out.token_ids, skip_special_tokens=True) == task.solution(p)
         masked_out = tok.decode([i for i, m in zip(out.token_ids, out.loss_mask) if not m])
         assert masked_out == "".join(t.text for t in turns if t.role is Role.OBSERVATION)
-        assert out.prompt_ids == engine.encode_prompt(task.env.format_prompt(p))
+        assert out.prompt_ids == encode_prompt(tok, task.env.format_prompt(p))
     with pytest.raises(ValueError, match="starts with a model turn"):
         tokenize_demonstration(tok, "q", [Turn.observation("x")])
 
