@@ -80,9 +80,11 @@ class ToolCall:
         status: ``ok`` (ran and exited 0), ``error`` (ran and failed: an exception, a non-zero
             exit), ``timeout``, ``memory``, ``output_limit``, ``killed`` (a signal), or
             ``sandbox_error`` (the sandbox itself failed; says nothing about the call).
-        wall_s: Seconds the call took, sandbox included.
+        wall_s: Seconds the program ran in the sandbox (what tool-time budgets count).
         output: What the call printed, cut to the tool's output budget.
         output_truncated: The output was longer than the budget.
+        latency_s: Seconds from the call to its result, waiting for a free sandbox worker
+            included (calls of a batch share the sandbox's workers).
     """
 
     tool: str
@@ -90,13 +92,15 @@ class ToolCall:
     wall_s: float
     output: str = ""
     output_truncated: bool = False
+    latency_s: float = 0.0
 
     @property
     def failed(self) -> bool:
         return self.status != "ok"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tool": self.tool, "status": self.status, "wall_s": self.wall_s, "output": self.output, "output_truncated": self.output_truncated}
+        return {"tool": self.tool, "status": self.status, "wall_s": self.wall_s, "latency_s": self.latency_s, "output": self.output,
+                "output_truncated": self.output_truncated}
 
 
 @dataclass(frozen=True)

@@ -31,5 +31,5 @@ def register_all() -> None:
     )
     tasks.register(
         "tool-products-v1", "tasks.tool_products:ToolProductsTask",
-        description="Multi-turn: products of 4-6 digit numbers, one Python tool call away (embedded tool-use task)",
+        description="Multi-turn: products of two 4-digit numbers, one Python tool call away (embedded tool-use task)",
     )

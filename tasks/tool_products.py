@@ -1,22 +1,27 @@
 """Products of large numbers: out of reach of a scratchpad for the embedded model, one Python call
 away with the tool (the ``math-code`` environment).
 
-    Compute 48213*7719.
+    Compute 4821*7719.
 
 A demonstration either calls the tool and copies what it printed::
 
     ```python
-    print(48213*7719)
+    print(4821*7719)
     ```
     ```output                      <- observation (context, not the model's)
-    372156147
+    37213299
     ```
-    Answer: 372156147
+    Answer: 37213299
 
 or, for a ``guess_frac`` share of problems (chosen per problem by a hash of its id; demonstrations
 only, the items do not change), gives the bare answer, as a demonstrator who knew it would. A
 model warmed up on the mix sometimes answers without the tool and is then almost always wrong;
 outcome reward alone can teach it when to call the tool.
+
+By default both operands have four digits. The embedded model learns to copy fixed-width
+numbers (the operands into its call, the printed product into its answer) within a short
+warm-up; with widths drawn from a range (``min_digits < max_digits``) copying has to find the
+digits by content, which it does not learn in the same budget.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ def tool_call(a: int, b: int) -> str:
 
 
 class ToolProductsTask(ProceduralTask):
-    """``a*b`` for operands of ``min_digits`` to ``max_digits`` digits, verified by ``math-code-v1``.
+    """``a*b`` for operands of ``min_digits`` to ``max_digits`` digits (4 and 4 by default), verified by ``math-code-v1``.
 
     Config:
         min_digits / max_digits: Digit count range of each operand.
@@ -50,9 +55,9 @@ class ToolProductsTask(ProceduralTask):
     env_kwargs: dict[str, Any] = {"instructions": "", "max_turns": 3, "max_tokens": 160, "output_chars": 64}
     split_sizes = {"train": None, "validation": 200, "test": 500}
     heldout_splits = ("test", "validation")
-    default_config: dict[str, Any] = {"min_digits": 4, "max_digits": 6, "guess_frac": 0.0}
+    default_config: dict[str, Any] = {"min_digits": 4, "max_digits": 4, "guess_frac": 0.0}
     demo_keys = frozenset({"guess_frac"})
-    frozen = {"test": "sha256:bfde260f72f1eefb7078bec66f80fbb369b2724b742f3716c762530fd7c17cd4"}
+    frozen = {"test": "sha256:58a1459ce9cb2cff3cce65fbe7071a3e395571ff02cf106b8f544420f71d802c"}
 
     def __init__(self, **config: Any):
         super().__init__(**config)

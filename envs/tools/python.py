@@ -122,7 +122,8 @@ class PythonTool:
         except sandboxes.SandboxError as e:
             ex = sandboxes.Execution.error(str(e))
         body, status, truncated = self._describe(ex)
-        record = ToolCall(self.name, status, time.perf_counter() - start, body, truncated)
+        latency = time.perf_counter() - start
+        record = ToolCall(self.name, status, ex.wall_s or latency, body, truncated, latency)
         return render_output(body), record
 
     def _describe(self, ex: sandboxes.Execution) -> tuple[str, str, bool]:

@@ -25,7 +25,8 @@ def markdown_rows(name: str, section: dict[str, Any]) -> list[str]:
         (f"{name} tool use rate (episodes with a call)", f"{e['tool_use_rate']:.3f}"),
         (f"{name} tool calls / turns per episode", f"{e['tool_calls']:.2f} / {e['turns']:.2f}"),
         (f"{name} tool errors / timeouts per call", f"{e['tool_error_rate']:.3f} / {e['tool_timeout_rate']:.3f}"),
-        (f"{name} time in tools (per call, total)", f"{1000 * e['tool_s_per_call']:.1f} ms, {e['tool_s']:.1f} s"),
+        (f"{name} time in the sandbox per call (latency with queueing), total", f"{1000 * e['tool_s_per_call']:.1f} ms "
+                                                                               f"({1000 * e['tool_latency_s_per_call']:.1f} ms), {e['tool_s']:.1f} s"),
         (f"{name} accuracy with / without a tool call", f"{e['accuracy_with_tool']:.3f} / {e['accuracy_without_tool']:.3f}"),
     ]
     if "tool_output_correct_rate" in e:

@@ -19,7 +19,9 @@ def episode_metrics(completions: Sequence[Completion], verdicts: Sequence[Verdic
     Keys (after ``prefix``): ``episodes``; ``turns`` (model turns per episode);
     ``tool_calls`` (per episode); ``tool_use_rate`` (share of episodes with a call);
     ``tool_error_rate`` / ``tool_timeout_rate`` (per call: a failed call that is not a timeout,
-    and a timeout); ``tool_s_per_call`` and ``tool_s`` (wall seconds per call, and in all);
+    and a timeout); ``tool_s_per_call`` and ``tool_s`` (seconds the programs ran in the sandbox,
+    per call and in all); ``tool_latency_s_per_call`` (from call to result, waiting for a
+    sandbox worker included);
     ``observation_tokens`` and ``model_tokens`` (per episode); ``observation_token_frac``;
     ``step_failures`` (episodes whose step function raised or hung); ``end/<reason>`` (share of
     episodes per `envs.episode.End`). With ``verdicts`` (aligned with ``completions``) also
@@ -42,6 +44,7 @@ def episode_metrics(completions: Sequence[Completion], verdicts: Sequence[Verdic
         "tool_error_rate": sum(c.failed and c.status != "timeout" for c in calls) / max(len(calls), 1),
         "tool_timeout_rate": sum(c.status == "timeout" for c in calls) / max(len(calls), 1),
         "tool_s_per_call": sum(c.wall_s for c in calls) / max(len(calls), 1),
+        "tool_latency_s_per_call": sum(c.latency_s for c in calls) / max(len(calls), 1),
         "tool_s": sum(c.wall_s for c in calls),
         "observation_tokens": sum(obs_tokens) / n,
         "model_tokens": (all_tokens - sum(obs_tokens)) / n,

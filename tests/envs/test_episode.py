@@ -194,3 +194,21 @@ def test_recorder_refuses_turns_after_the_end():
 def test_verdict_of_a_plain_string_is_unchanged_for_multi_turn_envs():
     assert safe_verify(Guess(), PROBLEM, "Answer: 42").passed
     assert isinstance(safe_verify(Guess(), PROBLEM, "Answer: 41"), Verdict)
+
+
+def test_the_readme_example_registers_and_plays():
+    """The worked example of the README runs as written."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "acme/guess-v1" in b)
+    try:
+        exec(compile(block, "README.md", "exec"), {})
+        env = envs.make("acme/guess-v1")
+        e = play(env, PROBLEM, scripted("is it 50?\n", "is it 40?\n", "is it 42?\n", "Answer: 42"))
+        assert [t.text for t in e.turns if t.role is Role.OBSERVATION] == ["lower\n", "higher\n", "yes\n"]
+        assert safe_verify(env, PROBLEM, e).passed
+        assert not safe_verify(env, PROBLEM, play(env, PROBLEM, scripted("is it 42?\n", "no idea"))).passed
+    finally:
+        envs.ENVS.unregister("acme/guess-v1")

@@ -14,7 +14,7 @@ def test_items_frozen_split_and_leakage():
     assert [t._generate_fresh("test", i) for i in range(20)] == test[:20]  # the generator still makes the frozen items
     for p in test[:50] + t.problems("validation", limit=50):
         a, b = p.metadata["a"], p.metadata["b"]
-        assert 1000 <= a < 10**6 and 1000 <= b < 10**6 and p.reference == str(a * b) and p.prompt == f"Compute {a}*{b}.\n"
+        assert 1000 <= a < 10**4 and 1000 <= b < 10**4 and p.reference == str(a * b) and p.prompt == f"Compute {a}*{b}.\n"
     assert check_leakage(t, train_limit=5000).clean
     assert t.env.id == "math-code-v1"
 
