@@ -134,7 +134,7 @@ def test_verifier_process_rewards_train_end_to_end(sft_base, tmp_path, rl_overri
     assert result.status == "completed"
     rows = metrics(result.run_dir)
     evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
-    assert evals[10] >= evals[0] + 0.05, evals
+    assert evals[10] >= evals[0] + 0.10, evals
     assert all(r["verify/steps_per_completion"] > 0 for r in rows if "reward/mean" in r)
     samples = [json.loads(line) for line in (result.run_dir / "samples.jsonl").read_text().splitlines()]
     with_steps = [s for s in samples if s.get("steps")]
