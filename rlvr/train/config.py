@@ -94,6 +94,7 @@ class RunConfig:
     output_dir: str = help_field("runs", "Parent folder of run directories")
     seed: int = help_field(0, "Seed for sampling, shuffling and initialisation")
     threads: int = help_field(0, "Torch CPU threads per process (0 = OMP_NUM_THREADS or torch's default)", ge=0)
+    distributed: Literal["ddp", "fsdp"] = help_field("ddp", "With several processes: replicate trainable models (ddp) or shard them (fsdp: accelerate's FSDP2, also on CPUs under torchrun)")
     resume: bool = help_field(False, "Continue the run in output_dir/name from its latest checkpoint, with the run's own config.yaml (command-line overrides apply on top)")
     overwrite: bool = help_field(False, "Delete an existing run directory output_dir/name and start again (without it, an existing run is refused)")
     model: ModelConfig = field(default_factory=ModelConfig)

@@ -77,7 +77,7 @@ class SFTRecipe:
             harness.accel.wait_for_everyone()
         model, self.tokenizer = harness.load_model(harness.source("policy", init), "policy")
         self.policy = harness.trainable("policy", model, cfg.optim, cfg.steps, tokenizer=self.tokenizer)
-        self.engine = HFGenerateEngine(self.policy.unwrapped, self.tokenizer)
+        self.engine = HFGenerateEngine(self.policy.unwrapped, self.tokenizer, synced=harness.sharded)
         self.position = 0
         self.total_steps = cfg.steps
         self.title = f"sft {cfg.name} on {self.task.id}"
@@ -130,9 +130,9 @@ class SFTRecipe:
         unless the loop just did)."""
         final = self.harness.save_model(self.policy, self.cfg.run_dir / "final")
         every = self.cfg.eval.every
+        if not (every and self.total_steps % every == 0):  # every process: a sharded model generates in step
+            self.harness.log(self.total_steps, self.evaluate())
         if self.harness.is_main:
-            if not (every and self.total_steps % every == 0):
-                self.harness.log(self.total_steps, self.evaluate())
             acc = self.last_eval.get("eval/accuracy", float("nan"))
             tqdm.write(f"sft: {self.total_steps} steps in {time.perf_counter() - self.t0:.0f} s; "
                        f"greedy accuracy on {self.cfg.eval.split}: {acc:.3f}; model in {final}")
