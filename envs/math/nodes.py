@@ -136,6 +136,17 @@ class Relation:
 
 
 @dataclass(frozen=True, slots=True)
+class Assignments:
+    """Named values ``x = 1, y = 3`` or ``(p, q) = (3, 2)``: ``names`` in the order written.
+
+    Built by the comparison (never by the parser) from equations that assign constants to
+    variables or labels; compared by name with another assignment, by position with a tuple."""
+
+    names: tuple[str, ...]
+    values: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Text:
     """A textual answer (``Monday``, ``(C)``, ``even``), lower-cased and whitespace-collapsed."""
 
@@ -149,7 +160,7 @@ class EmptySet:
 
 Node = Union[
     Num, Sym, Const, Add, Mul, Pow, Func, PlusMinus, Percent, Degrees, Tuple, SetOf, Answers,
-    Interval, Union_, Matrix, Relation, Text, EmptySet,
+    Interval, Union_, Matrix, Relation, Assignments, Text, EmptySet,
 ]
 
 ZERO, ONE, MINUS_ONE = Num(Fraction(0)), Num(Fraction(1)), Num(Fraction(-1))
@@ -277,6 +288,8 @@ def children(n: Node) -> tuple[Node, ...]:
         return tuple(x for row in n.rows for x in row)
     if isinstance(n, Relation):
         return n.terms
+    if isinstance(n, Assignments):
+        return n.values
     return ()
 
 
@@ -391,6 +404,8 @@ def to_text(node: Node) -> str:
         for op, t in zip(node.ops, node.terms[1:]):
             out += f" {op} {to_text(t)}"
         return out
+    if isinstance(node, Assignments):
+        return ", ".join(f"{k} = {to_text(v)}" for k, v in zip(node.names, node.values))
     if isinstance(node, Text):
         return repr(node.value)
     if isinstance(node, EmptySet):

@@ -5,8 +5,9 @@ accepts a fixed grammar and builds `envs.math.nodes` trees; anything else is a `
 
 Grammar, loosest binding first::
 
-    answers   := statement ((',' | ';' | 'or' | 'and') statement)*     several answers
-    statement := union (relop union)*                                  = < <= > >= != and \\in
+    answers   := group (';' group)*                                    solutions: x=1,y=3; x=2,y=5
+    group     := statement ((',' | 'or' | 'and') statement)*           several answers
+    statement := union (relop union)*                                  = < <= > >= != ≈ and \\in
     union     := expr ('\\cup' expr)*
     expr      := [sign] term (('+' | '-' | '\\pm') term)*
     term      := factor (('*' | '/' | implicit) factor)*              2x, 2\\pi, 2\\sqrt{3}
@@ -18,7 +19,13 @@ Grammar, loosest binding first::
 
 Conventions (the comparison policy is documented in `envs.math.compare`): ``i`` is the imaginary unit, ``e`` Euler's number;
 an integer directly followed by a numeric ``\\frac`` is a mixed number (``2\\frac12 = 5/2``);
-units after a quantity are dropped; ``(a, b)`` is a tuple that also matches the open interval.
+units after a quantity are dropped; ``(a, b)`` is a tuple that also matches the open interval;
+sums, products and integer powers of matrices are evaluated (`envs.math.matrices`).
+
+Depth: nested groups (``\\frac{1}{1+\\frac{1}{...}}``, ``\\sqrt{\\sqrt{...}}``, ``((...))``,
+towers ``a^{b^{c^{...}}}``) are parsed innermost first by `fold_groups`, one flat group at a time,
+so the recursion depth does not grow with the nesting; a chain of thousands of signs is read in a
+loop. Only structures that cannot be folded (nested tuples, intervals) are bounded by `MAX_DEPTH`.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
+from envs.math import matrices
 from envs.math import nodes as N
 from envs.math.lexer import ParseError, Token, literal_value, normalize, tokenize
 
@@ -55,11 +63,16 @@ _WORDS = re.compile(r"^[A-Za-z][A-Za-z\s\-']*$")
 _CHOICE = re.compile(r"^\(?\s*([A-Ea-e])\s*\)?$")
 REALS_WORDS = re.compile(r"^(?:all\s+real\s+numbers|\\mathbb\s*\{?R\}?|all\s+reals|\(-\\infty,\s*\\infty\))$", re.I)
 
-_KNOWN_WORDS = {"pi": N.PI, "inf": N.OO, "infty": N.OO, "infinity": N.OO}
+_KNOWN_WORDS = {"pi": N.PI, "inf": N.OO, "infty": N.OO, "infinity": N.OO, "infinite": N.OO}
+INFINITY_WORDS = re.compile(r"^(?:\+\s*)?(?:infinity|infinite|infinitely\s+many(?:\s+\w+)?|an?\s+infinite\s+number(?:\s+of\s+\w+)?|infinite(?:ly)?\s+(?:solutions|values|ways))$", re.I)
+"""Words for ∞ (``\\text{infinite}``, "infinitely many")."""
+UNDEFINED_WORDS = re.compile(r"^(?:undefined|not\s+defined|does\s*n[o']t\s+exist|does\s+not\s+exist|dne|no\s+value|it\s+is\s+undefined|the\s+limit\s+does\s+not\s+exist)$", re.I)
+"""Words for an undefined value; all of them mean the same answer, ``Text("undefined")``."""
+_PERCENT_WORDS = {"percent", "pct", "percentage", "percents"}
 _FUNC_ALIASES = {"lg": "log10", "arcsin": "asin", "arccos": "acos", "arctan": "atan"}
 _MATRIX_ENVS = {"pmatrix", "bmatrix", "Bmatrix", "matrix", "smallmatrix", "array", "vmatrix"}
 _SEPARATOR_WORDS = {"or", "and"}
-_RELOPS = {"=", "<", ">", "<=", ">=", "!="}
+_RELOPS = {"=", "<", ">", "<=", ">=", "!=", "≈"}
 
 
 def parse_answer(text: str) -> N.Node:
@@ -78,6 +91,10 @@ def _parse_cached(text: str) -> N.Node:
     words = _strip_text_wrappers(s)
     if EMPTY_WORDS.match(words):
         return N.EmptySet()
+    if INFINITY_WORDS.match(words):
+        return N.OO
+    if UNDEFINED_WORDS.match(words):
+        return N.Text("undefined")
     if REALS_WORDS.match(words):
         return N.Interval(N.neg(N.OO), N.OO, True, True)
     choice = _CHOICE.match(words)
@@ -132,11 +149,88 @@ def _text_value(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip(" ,")
 
 
-class Parser:
-    """Recursive descent over `Token`s; one instance parses one answer."""
+_FOLDABLE = {"{": "}", "(": ")"}
+_OPENERS = {"{", "(", "[", "\\{", "<(", "floor(", "ceil("}
 
-    def __init__(self, tokens: list[Token]):
-        self.toks = tokens
+
+def fold_groups(tokens: list[Token], nodes: list[N.Node]) -> list[Token]:
+    """Replace every plain ``{...}`` group and every single-item ``(...)`` group by one ``node``
+    token holding its parsed tree, innermost first, in one left-to-right pass (a stack of token
+    lists, no recursion). A group that does not parse on its own (a tuple, an interval such as
+    ``(0, 1]``, a subscript ``x_{12}``) is left as tokens for the ordinary recursive parse."""
+    stack: list[list[Token]] = [[]]
+    openers: list[Token] = []
+    for t in tokens:
+        if t.kind == "open" and t.value in _OPENERS:
+            openers.append(t)
+            stack.append([])
+            continue
+        if t.kind == "close" and openers:
+            opener, inner = openers.pop(), stack.pop()
+            parent = stack[-1]
+            subscript = bool(parent) and parent[-1].kind == "op" and parent[-1].value == "_"
+            if _FOLDABLE.get(opener.value) == t.value and not subscript:
+                node = _parse_group(opener.value, inner, nodes)
+                if node is not None:
+                    nodes.append(node)
+                    parent.append(Token("node", f"{opener.value}{len(nodes) - 1}", opener.pos))
+                    continue
+            parent.append(opener)
+            parent.extend(inner)
+            parent.append(t)
+            continue
+        stack[-1].append(t)
+    while len(stack) > 1:  # unclosed brackets: the parser reports them
+        inner = stack.pop()
+        stack[-1].append(openers.pop())
+        stack[-1].extend(inner)
+    return stack[0]
+
+
+def _parse_group(opener: str, inner: list[Token], nodes: list[N.Node]) -> N.Node | None:
+    """The tree of one group's tokens, exactly as the recursive parser would read the group
+    (``{...}`` as answers, ``(...)`` as one statement), or None when it is not a lone group."""
+    if not inner:
+        return None
+    sub = Parser(list(inner), nodes=nodes)  # a copy: the parser rewrites tokens (\frac12)
+    try:
+        node = sub.answers() if opener == "{" else sub.statement()
+    except (ParseError, RecursionError):
+        return None
+    return node if sub.i == len(inner) else None
+
+
+def _times(a: N.Node, b: N.Node) -> N.Node:
+    return matrices.multiply(a, b) if matrices.is_matrix(a) or matrices.is_matrix(b) else N.mul(a, b)
+
+
+def _divide(a: N.Node, b: N.Node) -> N.Node:
+    if matrices.is_matrix(b):
+        raise ParseError("division by a matrix")
+    return matrices.scale(N.div(N.ONE, b), a) if matrices.is_matrix(a) else N.div(a, b)  # type: ignore[arg-type]
+
+
+def _plus(a: N.Node, b: N.Node) -> N.Node:
+    return matrices.add(a, b) if matrices.is_matrix(a) or matrices.is_matrix(b) else N.add(a, b)
+
+
+def _negate(a: N.Node) -> N.Node:
+    return matrices.scale(N.MINUS_ONE, a) if matrices.is_matrix(a) else N.neg(a)  # type: ignore[arg-type]
+
+
+def _raise(base: N.Node, exp: N.Node) -> N.Node:
+    return matrices.power(base, exp) if matrices.is_matrix(base) else N.power(base, exp)  # type: ignore[arg-type]
+
+
+class Parser:
+    """Recursive descent over `Token`s; one instance parses one answer.
+
+    Groups are folded first (`fold_groups`), so the recursion only ever sees flat groups.
+    """
+
+    def __init__(self, tokens: list[Token], nodes: list[N.Node] | None = None):
+        self.nodes: list[N.Node] = [] if nodes is None else nodes
+        self.toks = tokens if nodes is not None else fold_groups(tokens, self.nodes)
         self.i = 0
         self.depth = 0
         self.abs_depth = 0
@@ -180,23 +274,47 @@ class Parser:
             raise ParseError(f"unexpected {t.value!r} at position {t.pos}")
         return node
 
+    def at_node(self, opener: str | None = None, k: int = 0) -> bool:
+        """Whether the token ``k`` ahead is a folded group (opened by ``opener`` if given)."""
+        t = self.peek(k)
+        return t is not None and t.kind == "node" and (opener is None or t.value.startswith(opener))
+
     def _separator(self) -> bool:
         t = self.peek()
         if t is None:
             return False
-        if t.kind == "op" and t.value in (",", ";"):
+        if t.kind == "op" and t.value == ",":
             return True
         if t.kind == "ident" and t.value.lower() in _SEPARATOR_WORDS:
             return True
         return t.kind == "text" and re.sub(r"[,\s]+", " ", t.value).strip().lower() in _SEPARATOR_WORDS | {""}
 
     def answers(self) -> N.Node:
+        """Solutions separated by ``;``, each a group of answers separated by ``,``/and/or.
+
+        ``-12; -11`` is a list like ``-12, -11``; ``x=1, y=3; x=2, y=5`` is two solutions, each an
+        `Answers` of its own (the comparison reads a group as one ordered solution)."""
+        groups = [self._group()]
+        while self.at("op", ";"):
+            while self.at("op", ";") or self._separator():
+                self.take()
+            if self.peek() is None:
+                break
+            groups.append(self._group())
+        if len(groups) == 1:
+            return groups[0]
+        flat = [x for g in groups for x in (g.items if isinstance(g, N.Answers) else (g,))]
+        if all(not isinstance(g, N.Answers) for g in groups):
+            return N.Answers(tuple(flat))
+        return N.Answers(tuple(groups))
+
+    def _group(self) -> N.Node:
         items = [self.statement()]
         while self._separator():
             self.take()
             while self._separator():  # ", or", ", and"
                 self.take()
-            if self.peek() is None:
+            if self.peek() is None or self.at("op", ";"):
                 break
             items.append(self.statement())
         return items[0] if len(items) == 1 else N.Answers(tuple(items))
@@ -242,7 +360,7 @@ class Parser:
             node = N.PlusMinus(N.ZERO, self.term())
         elif self.at("op", "-"):
             self.take()
-            node = N.neg(self.term())
+            node = _negate(self.term())
         elif self.at("op", "+"):
             self.take()
         if node is None:
@@ -254,9 +372,9 @@ class Parser:
             self.take()
             rhs = self.term()
             if t.value == "+":
-                node = N.add(node, rhs)
+                node = _plus(node, rhs)
             elif t.value == "-":
-                node = N.add(node, N.neg(rhs))
+                node = _plus(node, _negate(rhs))
             else:
                 node = N.PlusMinus(node, rhs)
         return node
@@ -271,12 +389,12 @@ class Parser:
             if t.kind == "op" and t.value in ("*", "/"):
                 self.take()
                 rhs = self.factor()
-                node = N.mul(node, rhs) if t.value == "*" else N.div(node, rhs)
+                node = _times(node, rhs) if t.value == "*" else _divide(node, rhs)
             elif self._starts_atom(t):
                 if isinstance(node, N.Num) and t.kind == "num":
                     raise ParseError(f"two numbers side by side at position {t.pos}")
                 mixed = self._mixed_number(node, t)
-                node = mixed if mixed is not None else N.mul(node, self.factor())
+                node = mixed if mixed is not None else _times(node, self.factor())
             else:
                 break
         return node
@@ -296,6 +414,8 @@ class Parser:
         return None
 
     def _starts_atom(self, t: Token) -> bool:
+        if t.kind == "node":
+            return True
         if t.kind in ("num", "ident", "begin"):
             return t.kind != "ident" or t.value.lower() not in _SEPARATOR_WORDS
         if t.kind == "cmd":
@@ -318,7 +438,7 @@ class Parser:
                 self.take()
             else:
                 return
-            if self.at("op", "^") and (self.at("num", k=1) or self.at("open", "{", k=1)):
+            if self.at("op", "^") and (self.at("num", k=1) or self.at("open", "{", k=1) or self.at_node("{", k=1)):
                 self.take()
                 self.atom()
 
@@ -329,13 +449,11 @@ class Parser:
         return at_end and bool(re.fullmatch(r"[A-Za-z][A-Za-z .]*", t.value.strip())) and t.value.strip().lower() not in _SEPARATOR_WORDS
 
     def factor(self) -> N.Node:
-        if self.at("op", "-"):
-            self.take()
-            return N.neg(self.factor())
-        if self.at("op", "+"):
-            self.take()
-            return self.factor()
-        return self.power()
+        negative = False
+        while self.at("op", "-") or self.at("op", "+"):  # a loop: thousands of signs cost no depth
+            negative ^= self.take().value == "-"
+        node = self.power()
+        return _negate(node) if negative else node
 
     def power(self) -> N.Node:
         base = self.postfix()
@@ -344,15 +462,15 @@ class Parser:
             self.enter()
             exp = self.exponent()
             self.depth -= 1
-            base = self._postfix_ops(N.power(base, exp))
+            base = self._postfix_ops(_raise(base, exp))
         return base
 
     def exponent(self) -> N.Node:
-        if self.at("op", "-"):
-            self.take()
+        negative = False
+        while self.at("op", "-") or self.at("op", "+"):
+            negative ^= self.take().value == "-"
+        if negative:
             return N.neg(self.exponent())
-        if self.at("op", "+"):
-            self.take()
         base = self.atom()
         if self.at("op", "^"):  # right-associative: 2^3^2 = 2^(3^2)
             self.take()
@@ -375,12 +493,16 @@ class Parser:
             elif self.at("op", "°"):
                 self.take()
                 node = N.Degrees(node)
-            elif self.at("ident") and self.peek().value.lower() in ("percent", "degrees", "degree"):
+            elif self.at("ident") and self.peek().value.lower() in _PERCENT_WORDS | {"degrees", "degree"}:
                 word = self.take().value.lower()
-                node = N.Percent(node) if word == "percent" else N.Degrees(node)
-            elif self.at("text") and self.peek().value.strip().lower() in ("%", "percent", "degrees", "degree"):
+                node = N.Percent(node) if word in _PERCENT_WORDS else N.Degrees(node)
+            elif self.at("ident", "per") and self.at("ident", "cent", k=1):
+                self.take()
+                self.take()
+                node = N.Percent(node)
+            elif self.at("text") and self.peek().value.strip().lower() in _PERCENT_WORDS | {"%", "per cent", "degrees", "degree"}:
                 word = self.take().value.strip().lower()
-                node = N.Percent(node) if word in ("%", "percent") else N.Degrees(node)
+                node = N.Percent(node) if word in _PERCENT_WORDS | {"%", "per cent"} else N.Degrees(node)
             else:
                 return node
 
@@ -395,6 +517,8 @@ class Parser:
 
     def _atom(self) -> N.Node:
         t = self.take()
+        if t.kind == "node":
+            return self.nodes[int(t.value[1:])]
         if t.kind == "num":
             return self._number(t)
         if t.kind == "ident":
@@ -441,7 +565,8 @@ class Parser:
             self.take()
             parts = []
             while not self.at("close", "}"):
-                parts.append(self.take().value)
+                t = self.take()
+                parts.append(N.to_text(self.nodes[int(t.value[1:])]) if t.kind == "node" else t.value)
             self.take()
             return "".join(parts)
         return self.take().value
@@ -527,7 +652,9 @@ class Parser:
             elif self.at("op", "_") and name == "log":
                 self.take()
                 base = self.exponent()
-        if self.at("open", "("):
+        if self.at_node():  # \sin(x), \sin{x}: a folded group is the whole argument
+            args = [self.atom()]
+        elif self.at("open", "("):
             self.take()
             args = [self.statement()]
             while self.at("op", ","):
@@ -615,7 +742,7 @@ class Parser:
 
     def _items(self) -> list[N.Node]:
         items = [self.statement()]
-        while self.at("op", ","):
+        while self.at("op", ",") or self.at("op", ";"):  # (0;-2;6): inside brackets ; separates items
             self.take()
             items.append(self.statement())
         return items

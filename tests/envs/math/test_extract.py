@@ -1,3 +1,5 @@
+import pytest
+
 from envs.math.extract import boxed_answers, extract_answer
 
 
@@ -43,12 +45,17 @@ def test_span_points_into_the_completion():
     assert text[found.start:found.end] == "18"
 
 
-def test_strict_has_no_answer_without_marker_lenient_guesses():
+def test_strict_has_no_answer_without_marker_lenient_reads_the_last_statement():
     prose = "First we add 3 and 4 to get 7.\nThen we double it to get 14."
     assert extract_answer(prose) is None
-    guess = extract_answer(prose, strict=False)
-    assert guess.answer == "14" and guess.method == "last_number"
-    assert extract_answer("we get $x=3$ and then\n$y = 4$", strict=False).answer == "y = 4"
+    found = extract_answer(prose, extraction="lenient")
+    assert found.answer == "14" and found.method == "sentence"
+    assert extract_answer("we get $x=3$ and then\n$y = 4$", extraction="lenient").answer == "y = 4"
+
+
+def test_unknown_extraction_mode_is_refused_naming_the_choices():
+    with pytest.raises(ValueError, match="strict, lenient"):
+        extract_answer("\\boxed{1}", extraction="loose")
 
 
 def test_bare_one_line_answer_is_its_own_answer():

@@ -91,9 +91,14 @@ def test_prose_is_text_never_code():
     assert parse_answer("import os") == N.Text("import os")
 
 
-def test_deep_nesting_and_huge_literals_are_refused_not_crashing():
+def test_deep_nesting_parses_innermost_first_and_huge_literals_are_refused():
+    deep = parse_answer("\\sqrt{" * 200 + "2" + "}" * 200)  # folded group by group: no recursion limit
+    assert isinstance(deep, N.Func) and deep.name == "sqrt"
+    assert parse_answer("1+\\frac{1}{" * 60 + "1" + "}" * 60) == num(Fraction(*_fib_ratio(61)))
+    assert parse_answer("-" * 5001 + "7") == num(-7)  # thousands of signs, read in a loop
+    assert parse_answer("1/(" * 400 + "2" + ")" * 400) == num(2)
     with pytest.raises(ParseError, match="nesting"):
-        parse_answer("\\sqrt{" * 200 + "2" + "}" * 200)
+        parse_answer("(" * 60 + "1, 2" + ")," * 59 + "3)")  # nested tuples cannot be folded
     assert parse_answer("(" * 3000 + "1" + ")" * 3000) == num(1)  # redundant grouping is stripped
     assert parse_answer("((1, 2))") == N.Tuple((num(1), num(2)))
     with pytest.raises(ParseError):
@@ -101,6 +106,14 @@ def test_deep_nesting_and_huge_literals_are_refused_not_crashing():
     with pytest.raises(ParseError):
         parse_answer("1e99999999")
     assert parse_answer("9^{9^{9^9}}") == N.Pow(num(9), N.Pow(num(9), N.Pow(num(9), num(9))))
+
+
+def _fib_ratio(n: int) -> tuple[int, int]:
+    """1 + 1/(1 + 1/(...)) with n ones is F(n+1)/F(n)."""
+    a, b = 1, 1
+    for _ in range(n - 1):
+        a, b = b, a + b
+    return b, a
 
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(DATA, "math500/test.jsonl")), reason="needs $RLVR_DATA_DIR/math500")

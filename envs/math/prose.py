@@ -1,0 +1,256 @@
+"""The final answer of a response written in prose: the lenient extraction mode.
+
+Models evaluated without a box or an "answer is" marker state their result in a closing
+sentence: "He spends 60 dollars altogether.", "so the chance that Bob wins is 3/5.", "the range
+of the function is $(1,4]$.", "We get 7 + 8 = 15 marbles." This module finds that statement and
+only that one; a number merely mentioned on the way (an earlier sentence, a value before the
+verb, an intermediate step of a chain) is never taken.
+
+Rules (`last_statement`):
+
+1. The response is split into math segments (``$..$``, ``\\(..\\)`` on one line; ``$$..$$``,
+   ``\\[..\\]``, ``align``-like environments over lines) and text. A ``$`` followed by a digit
+   whose would-be math is prose is a currency sign, not math; inline math broken over lines is
+   malformed and states nothing.
+2. Text is cut into sentences at ``. ! ?`` followed by a space, at line breaks, and after math
+   that ends with a full stop (``$$...= 2.$$ Therefore ...``).
+3. From the last sentence backwards, the first one that states a value is used; sentences that
+   are questions, checks ("Check: 2·5+3 = 13", "Verify ...") or set-ups ("Let $x$ be ...") are
+   passed over.
+4. In that sentence the *candidates* are math segments and plain quantities (``3,250,000``,
+   ``3/5``, ``45 percent``, ``7 + 8 = 15``). The answer is the first candidate after the last
+   verb of statement (is, are, was, equals, =, gives, get, becomes, to, total of, ...) that has
+   one; a candidate after a negation ("is not 10") is never the answer. Without such a verb a
+   sentence with exactly one candidate states it; a sentence with several and no verb is
+   ambiguous and gives no answer.
+5. Of a plain quantity only the value is kept, with its percent sign: units and nouns after it
+   ("dollars", "marbles") are dropped; of a chain ``7 + 8 = 15`` the value after the last ``=``.
+
+Everything is linear in the response (regular expressions over a bounded tail).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+TAIL_CHARS = 6000
+"""Only the last this-many characters are read (from a paragraph start when there is one)."""
+
+MAX_SENTENCES = 40
+"""Sentences examined from the end before giving up."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """An answer found in prose: its text and span in the response."""
+
+    answer: str
+    start: int
+    end: int
+
+
+_DELIMS = re.compile(
+    r"\$\$|\\\[|\\\]|\\\(|\\\)|(?<!\\)\$|\\begin\{(?:align|equation|gather|eqnarray|multline)\*?\}|\\end\{(?:align|equation|gather|eqnarray|multline)\*?\}"
+)
+_CLOSER = {"$$": "$$", "\\[": "\\]", "\\(": "\\)", "$": "$"}
+_PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}\b")
+_SENTENCE_END = re.compile(r"(?<!\b[A-Za-z])(?<!\.\.)[.!?](?=\s|$)|\n")
+_NUMBER = r"[-−]?\$?\s?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
+_PERCENT = r"(?:\s*(?:%|\\%|percent\b|per\s+cent\b|pct\b|percentage\b))?"
+_UNIT_GLUED = r"(?:mm|cm|km|m|kg|mg|g|s|h|hr|min|ft|in|yd|mi|lb|oz|ml|l|L)(?![A-Za-z0-9])"
+_RUN_END = r"(?!,\d)(?:(?![\w.])|(?=\.(?!\d))|(?=" + _UNIT_GLUED + r"))"
+"""A quantity ends at a non-word character or at a unit glued to it (``12cm``, ``1,000.99m²``);
+``3x`` is not a quantity (a variable follows)."""
+_PLAIN_RUN = re.compile(
+    r"(?<![\w.,])(?:[A-Za-z]\s*=\s*)?(?:\(\s*)*" + _NUMBER + _PERCENT
+    + r"(?:\s*\)|\s*[-+*/×÷^=]\s*\(?\s*" + _NUMBER + _PERCENT + r")*" + _RUN_END
+)
+_ANCHOR = re.compile(
+    r"(?i)(?<![\w])(?:is|are|was|were|be|becomes?|equals?|equal\s+to|gives?|get|gets|got|obtain|yields?|makes?|"
+    r"totals?|total\s+of|sum\s+of|it's|that's)(?![\w'])|=|:(?=\s)"
+)
+_NEGATION = re.compile(r"(?i)\b(?:not|n't|never|no\s+longer)\s*$")
+_SKIP_START = re.compile(
+    r"(?i)^\s*(?:\**\s*)?(?:let|suppose|assume|denote|where|check(?:ing)?|verify|verification|verifying|double[- ]check|"
+    r"sanity|as\s+a\s+check|substituting\s+back|plugging\s+back|if\b)"
+)
+_UNIT_PERCENT = re.compile(r"(?i)^\s*(?:\\?%|percent\b|per\s+cent\b|pct\b|percentage\b)")
+
+
+@dataclass(frozen=True)
+class _Segment:
+    kind: str  # "math" or "text"
+    start: int  # of the content
+    end: int
+
+
+def _segments(text: str, base: int) -> list[_Segment]:
+    """Math and text segments of ``text`` (offsets shifted by ``base``)."""
+    out: list[_Segment] = []
+    pos = 0
+    for m in _DELIMS.finditer(text):
+        if m.start() < pos:
+            continue
+        opener = m.group(0)
+        if opener.startswith("\\end") or opener in ("\\]", "\\)"):
+            continue
+        if opener.startswith("\\begin"):
+            close = text.find(opener.replace("\\begin", "\\end"), m.end())
+        else:
+            close = text.find(_CLOSER[opener], m.end())
+            while opener == "$" and close > 0 and text[close - 1] == "\\":
+                close = text.find("$", close + 1)
+        if close < 0:
+            continue
+        content = text[m.end(): close]
+        if opener in ("$", "\\(") and "\n" in content:
+            if _PROSE_WORD.search(_strip_text_commands(content)):
+                continue  # an unpaired "$" (a currency sign): read on
+            # inline math broken over lines ("$ \n 9 \n $"): malformed, so nothing in it is stated
+            if m.start() > pos:
+                out.append(_Segment("text", base + pos, base + m.start()))
+            out.append(_Segment("broken", base + m.end(), base + close))
+            pos = close + len(_CLOSER[opener])
+            continue
+        if opener == "$" and content[:1].isdigit() and _PROSE_WORD.search(_strip_text_commands(content)):
+            continue  # "$10,200 + $255 = $10,455. The answer": currency, not math
+        if m.start() > pos:
+            out.append(_Segment("text", base + pos, base + m.start()))
+        out.append(_Segment("math", base + m.end(), base + close))
+        pos = close + (len(opener.replace("\\begin", "\\end")) if opener.startswith("\\begin") else len(_CLOSER[opener]))
+    if pos < len(text):
+        out.append(_Segment("text", base + pos, base + len(text)))
+    return out
+
+
+def _strip_text_commands(s: str) -> str:
+    return re.sub(r"\\[A-Za-z]+(?:\{[^{}]*\})?", " ", s)
+
+
+def _sentences(response: str, segments: list[_Segment]) -> list[list[_Segment]]:
+    """Segments grouped into sentences (text segments are split at sentence ends)."""
+    sentences: list[list[_Segment]] = [[]]
+    for seg in segments:
+        if seg.kind != "text":
+            sentences[-1].append(seg)
+            content = response[seg.start: seg.end].rstrip()
+            if seg.kind == "math" and content.endswith((".", "!", "?")) and not content.endswith(".."):
+                sentences.append([])  # "$x = 3.$ Then ...": the sentence ended inside the math
+            continue
+        pos = seg.start
+        chunk = response[seg.start: seg.end]
+        for m in _SENTENCE_END.finditer(chunk):
+            end = seg.start + m.start()
+            if end > pos:
+                sentences[-1].append(_Segment("text", pos, end))
+            if response[end] == "?":
+                sentences[-1].append(_Segment("question", end, end + 1))
+            sentences.append([])
+            pos = seg.start + m.end()
+        if pos < seg.end:
+            sentences[-1].append(_Segment("text", pos, seg.end))
+    return [s for s in sentences if s]
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    start: int
+    end: int
+    answer: str
+
+
+def _candidates(response: str, sentence: list[_Segment]) -> list[_Candidate]:
+    out: list[_Candidate] = []
+    for k, seg in enumerate(sentence):
+        if seg.kind == "math":
+            content = response[seg.start: seg.end].strip()
+            if not content:
+                continue
+            answer = content
+            nxt = sentence[k + 1] if k + 1 < len(sentence) else None
+            if nxt is not None and nxt.kind == "text" and _UNIT_PERCENT.match(response[nxt.start: nxt.end]):
+                answer = content + "\\%"  # "$28$ percent"
+            out.append(_Candidate(seg.start, seg.end, answer))
+        elif seg.kind == "text":
+            chunk = response[seg.start: seg.end]
+            for m in _PLAIN_RUN.finditer(chunk):
+                run = m.group(0).strip()
+                if not re.search(r"\d", run):
+                    continue
+                out.append(_Candidate(seg.start + m.start(), seg.start + m.end(), _plain_value(run)))
+    return out
+
+
+def _plain_value(run: str) -> str:
+    """``7 + 8 = 15`` → ``15``; ``$12`` → ``12``; ``45 percent`` → ``45 percent``."""
+    if "=" in run:
+        run = run.rsplit("=", 1)[1]
+    return run.replace("$", "").replace("−", "-").strip()
+
+
+def _anchors(response: str, sentence: list[_Segment], cands: list[_Candidate]) -> list[int]:
+    """Positions just after each verb of statement (an ``=`` inside a quantity is not one)."""
+    out = []
+    for seg in sentence:
+        if seg.kind != "text":
+            continue
+        chunk = response[seg.start: seg.end]
+        for m in _ANCHOR.finditer(chunk):
+            at = seg.start + m.start()
+            if not any(c.start <= at < c.end for c in cands):
+                out.append(seg.start + m.end())
+    return out
+
+
+def _negated(response: str, cand: _Candidate, sentence_start: int) -> bool:
+    before = response[max(sentence_start, cand.start - 40): cand.start]
+    before = re.sub(r"\$", " ", before)
+    return bool(_NEGATION.search(before.rstrip())) or bool(re.search(r"(?i)\b(?:is|are|was|were)\s+not\s*$|n't\s*$", before.rstrip()))
+
+
+def statement_answer(response: str, sentence: list[_Segment]) -> Found | None:
+    """The value a sentence states (rule 4 of the module docstring), or None."""
+    every = _candidates(response, sentence)
+    cands = [c for c in every if not _negated(response, c, sentence[0].start)]
+    if not cands:
+        return None
+    anchors = _anchors(response, sentence, every)
+    for a in reversed(anchors):
+        after = [c for c in cands if c.start >= a]
+        if after:
+            c = after[0]
+            return Found(c.answer, c.start, c.end)
+    if len(cands) == 1:
+        c = cands[0]
+        return Found(c.answer, c.start, c.end)
+    return None
+
+
+def last_statement(response: str) -> Found | None:
+    """The final answer stated in prose (see module docstring), or None."""
+    base = max(0, len(response) - TAIL_CHARS)
+    if base:
+        para = response.find("\n\n", base)
+        base = para + 2 if 0 <= para < len(response) - 1 else base
+    sentences = _sentences(response, _segments(response[base:], base))
+    for sentence in reversed(sentences[-MAX_SENTENCES:]):
+        if any(s.kind == "question" for s in sentence):
+            continue
+        first = response[sentence[0].start: sentence[0].end] if sentence[0].kind == "text" else ""
+        if _SKIP_START.match(first):
+            continue
+        found = statement_answer(response, sentence)
+        if found is not None:
+            return found
+    return None
+
+
+def sentence_value(text: str) -> Found | None:
+    """The value stated by one sentence (an "answer is" marker followed by prose: "The largest
+    $n$ is 34"), or None when it states none unambiguously."""
+    segments = _segments(text, 0)
+    sentences = _sentences(text, segments)
+    if not sentences:
+        return None
+    return statement_answer(text, sentences[0])
