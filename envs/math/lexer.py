@@ -83,6 +83,9 @@ _UNICODE = str.maketrans({
     "−": "-", "–": "-", "×": "*", "·": "*", "⋅": "*", "∙": "*", "÷": "/", "∕": "/", "\u00a0": " ", "\u2009": " ",
     "\u202f": " ", "\u200b": "", "，": ",", "：": ":", "€": " ", "£": " ", "¥": " ", "′": "'",
 })
+_VULGAR = {"½": "1/2", "⅓": "1/3", "⅔": "2/3", "¼": "1/4", "¾": "3/4", "⅕": "1/5", "⅙": "1/6", "⅛": "1/8"}
+_VULGAR_RUN = re.compile(r"(\d*)\s*([½⅓⅔¼¾⅕⅙⅛])")
+"""``2½`` is two and a half (a mixed number), ``½`` a half."""
 _UNICODE_WORDS = {
     "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "≈": "\\approx ", "∞": "\\infty ", "π": "\\pi ", "√": "\\sqrt ",
     "∛": "\\sqrt[3] ", "∅": "\\emptyset ", "∪": "\\cup ", "∩": "\\cap ", "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ",
@@ -117,6 +120,7 @@ def normalize(s: str) -> str:
         if ch in s:
             s = s.replace(ch, rep)
     if not s.isascii():
+        s = _VULGAR_RUN.sub(lambda m: f"({m.group(1)}+{_VULGAR[m.group(2)]})" if m.group(1) else f"({_VULGAR[m.group(2)]})", s)
         s = _GLUED_AREA_UNIT.sub("", s)
         s = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", s)
     for pattern, rep in _STRIP:

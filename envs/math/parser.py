@@ -72,6 +72,8 @@ _PERCENT_WORDS = {"percent", "pct", "percentage", "percents"}
 _FUNC_ALIASES = {"lg": "log10", "arcsin": "asin", "arccos": "acos", "arctan": "atan"}
 _MATRIX_ENVS = {"pmatrix", "bmatrix", "Bmatrix", "matrix", "smallmatrix", "array", "vmatrix"}
 _SEPARATOR_WORDS = {"or", "and"}
+_NOT_LABELS = frozenset("""sqrt sin cos tan cot sec csc log ln exp abs arcsin arccos arctan sinh cosh tanh lcm gcd max min
+det deg mod percent pct percentage degrees degree and or""".split())
 _RELOPS = {"=", "<", ">", "<=", ">=", "!=", "≈"}
 
 
@@ -407,9 +409,10 @@ class Parser:
         if prev.kind != "num":
             return None
         start = self.i
-        frac = self.factor()
-        if isinstance(frac, N.Num) and 0 < frac.value < 1:
-            return N.Num(node.value + frac.value if node.value >= 0 else node.value - frac.value)
+        frac = self.atom()
+        if isinstance(frac, N.Num) and 0 < frac.value < 1 and not self.at("op", "^"):
+            # 12\frac{1}{2}\%: the postfix applies to the whole mixed number
+            return self._postfix_ops(N.Num(node.value + frac.value if node.value >= 0 else node.value - frac.value))
         self.i = start
         return None
 
@@ -434,6 +437,10 @@ class Parser:
                 return
             if t.kind == "ident" and t.value.lower() in UNITS and len(t.value) > 1:
                 self.take()
+            elif t.kind == "ident" and self._trailing_words():  # "15 marbles", "3 red cars": a noun label
+                while self.at("ident"):
+                    self.take()
+                return
             elif t.kind == "text" and (_is_unit_text(t.value) or self._trailing_label(t)):
                 self.take()
             else:
@@ -441,6 +448,17 @@ class Parser:
             if self.at("op", "^") and (self.at("num", k=1) or self.at("open", "{", k=1) or self.at_node("{", k=1)):
                 self.take()
                 self.atom()
+
+    def _trailing_words(self) -> bool:
+        """Plain words (3+ letters, not math) running to the end of the answer or a separator."""
+        k = 0
+        while (t := self.peek(k)) is not None and t.kind == "ident":
+            low = t.value.lower()
+            if len(t.value) < 3 or not t.value.isalpha() or low in _KNOWN_WORDS or low in _NOT_LABELS or t.value in _GREEK_NAMES:
+                return False
+            k += 1
+        nxt = self.peek(k)
+        return k > 0 and (nxt is None or nxt.kind == "op" and nxt.value in (",", ";"))
 
     def _trailing_label(self, t: Token) -> bool:
         """A word label closing the answer (``575\text{ students}``): a noun, not math."""

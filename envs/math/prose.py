@@ -14,9 +14,10 @@ Rules (`last_statement`):
    malformed and states nothing.
 2. Text is cut into sentences at ``. ! ?`` followed by a space, at line breaks, and after math
    that ends with a full stop (``$$...= 2.$$ Therefore ...``).
-3. From the last sentence backwards, the first one that states a value is used; sentences that
-   are questions, checks ("Check: 2·5+3 = 13", "Verify ...") or set-ups ("Let $x$ be ...") are
-   passed over.
+3. From the last sentence backwards, the first one that mentions a value decides; sentences
+   that are questions, checks ("Check: 2·5+3 = 13", "Verify ...") or set-ups ("Let $x$ be ...")
+   are passed over. If the deciding sentence states no value unambiguously there is no answer
+   (an earlier sentence is never used instead).
 4. In that sentence the *candidates* are math segments and plain quantities (``3,250,000``,
    ``3/5``, ``45 percent``, ``7 + 8 = 15``). The answer is the first candidate after the last
    verb of statement (is, are, was, equals, =, gives, get, becomes, to, total of, ...) that has
@@ -68,9 +69,18 @@ _PLAIN_RUN = re.compile(
 )
 _ANCHOR = re.compile(
     r"(?i)(?<![\w])(?:is|are|was|were|be|becomes?|equals?|equal\s+to|gives?|get|gets|got|obtain|yields?|makes?|"
-    r"totals?|total\s+of|sum\s+of|it's|that's)(?![\w'])|=|:(?=\s)"
+    r"totals?|total\s+of|sum\s+of|leaves|leaving|it's|that's)(?![\w'])|=|:(?=\s)"
 )
+_CONCLUSION = re.compile(r"(?i)(?:^|[,;]\s*|\s)(?:so|thus|therefore|hence|consequently|which\s+means|which\s+gives|meaning|giving|i\.e\.)(?:,)?\s")
+"""Where the concluding clause of a sentence starts ("..., so Mia has 84 pencils")."""
+_SUBORDINATE = re.compile(r"(?i)\s*(?:after|since|because|when|once|if|given|using|with|from|by|adding|subtracting|multiplying|dividing|combining)\b[^,]*,")
+"""A leading subordinate clause ("After eating 3 of them, ..."): it sets up, it does not state."""
+_JOINED = re.compile(r"(?i)^\s*(?:,|;|,?\s*and|,?\s*or)\s*$")
 _NEGATION = re.compile(r"(?i)\b(?:not|n't|never|no\s+longer)\s*$")
+_QUALIFIER = re.compile(r"(?i)\b(?:times|plus|minus|divided\s+by|multiplied\s+by|at\s+least|at\s+most|more\s+than|less\s+than|greater\s+than|fewer\s+than|no\s+more\s+than|no\s+less\s+than|up\s+to|over|under|below|above|between|except|besides|other\s+than|instead\s+of)\s*$")
+"""A value after these is a bound or an exception, not the value stated."""
+_VERBAL_OPERATOR = re.compile(r"(?i)^\s*(?:times|plus|minus|divided|multiplied|over|squared|cubed|to\s+the|raised|more\s+than|less\s+than|of\s+(?:the\s+)?(?:remaining|rest))\b")
+"""A value followed by these is an operand ("3 times 4"), not the result."""
 _SKIP_START = re.compile(
     r"(?i)^\s*(?:\**\s*)?(?:let|suppose|assume|denote|where|check(?:ing)?|verify|verification|verifying|double[- ]check|"
     r"sanity|as\s+a\s+check|substituting\s+back|plugging\s+back|if\b)"
@@ -204,27 +214,63 @@ def _anchors(response: str, sentence: list[_Segment], cands: list[_Candidate]) -
 
 
 def _negated(response: str, cand: _Candidate, sentence_start: int) -> bool:
-    before = response[max(sentence_start, cand.start - 40): cand.start]
-    before = re.sub(r"\$", " ", before)
-    return bool(_NEGATION.search(before.rstrip())) or bool(re.search(r"(?i)\b(?:is|are|was|were)\s+not\s*$|n't\s*$", before.rstrip()))
+    """A value that is denied ("is not 10"), bounded ("at least 5") or an operand ("3 times 4")."""
+    before = re.sub(r"\$", " ", response[max(sentence_start, cand.start - 40): cand.start]).rstrip()
+    after = re.sub(r"\$", " ", response[cand.end: cand.end + 40])
+    return bool(_NEGATION.search(before) or _QUALIFIER.search(before) or _VERBAL_OPERATOR.match(after))
+
+
+AMBIGUOUS = Found("", -1, -1)
+"""A sentence that mentions several values and states none of them."""
 
 
 def statement_answer(response: str, sentence: list[_Segment]) -> Found | None:
-    """The value a sentence states (rule 4 of the module docstring), or None."""
+    """The value a sentence states (rule 4 of the module docstring), `AMBIGUOUS`, or None when it
+    mentions no value."""
     every = _candidates(response, sentence)
     cands = [c for c in every if not _negated(response, c, sentence[0].start)]
     if not cands:
-        return None
+        return AMBIGUOUS if every else None
+    start = _main_clause_start(response, sentence, cands)
+    if start is not None:
+        every = [c for c in every if c.start >= start]
+        cands = [c for c in cands if c.start >= start]
     anchors = _anchors(response, sentence, every)
+    if start is not None:
+        anchors = [a for a in anchors if a >= start]
     for a in reversed(anchors):
         after = [c for c in cands if c.start >= a]
         if after:
-            c = after[0]
-            return Found(c.answer, c.start, c.end)
+            return _joined(response, after)
     if len(cands) == 1:
         c = cands[0]
         return Found(c.answer, c.start, c.end)
+    return AMBIGUOUS
+
+
+def _main_clause_start(response: str, sentence: list[_Segment], cands: list[_Candidate]) -> int | None:
+    """Where the clause that states the result starts: after the last "so"/"thus"/"therefore"
+    followed by a value, else after a leading subordinate clause; None for the whole sentence."""
+    text_segs = [s for s in sentence if s.kind == "text"]
+    for seg in reversed(text_segs):
+        for m in reversed(list(_CONCLUSION.finditer(response, seg.start, seg.end))):
+            if any(c.start >= m.end() for c in cands):
+                return m.end()
+    if sentence[0].kind == "text":
+        m = _SUBORDINATE.match(response, sentence[0].start, sentence[0].end)
+        if m and any(c.start >= m.end() for c in cands):
+            return m.end()
     return None
+
+
+def _joined(response: str, after: list[_Candidate]) -> Found:
+    """The first candidate and those joined to it by "and", "or" or commas ("are 3 and -4")."""
+    group = [after[0]]
+    for c in after[1:]:
+        if not _JOINED.match(re.sub(r"\$", " ", response[group[-1].end: c.start])):
+            break
+        group.append(c)
+    return Found(", ".join(c.answer for c in group), group[0].start, group[-1].end)
 
 
 def last_statement(response: str) -> Found | None:
@@ -241,6 +287,8 @@ def last_statement(response: str) -> Found | None:
         if _SKIP_START.match(first):
             continue
         found = statement_answer(response, sentence)
+        if found is AMBIGUOUS:
+            return None  # the closing statement is unclear: an earlier value is not the answer
         if found is not None:
             return found
     return None
@@ -253,4 +301,5 @@ def sentence_value(text: str) -> Found | None:
     sentences = _sentences(text, segments)
     if not sentences:
         return None
-    return statement_answer(text, sentences[0])
+    found = statement_answer(text, sentences[0])
+    return None if found is AMBIGUOUS else found
