@@ -58,7 +58,7 @@ _CLOSER = {"$$": "$$", "\\[": "\\]", "\\(": "\\)", "$": "$"}
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}\b")
 _SENTENCE_END = re.compile(r"(?<!\b[A-Za-z])(?<!\.\.)[.!?](?=\s|$)|\n")
 _NUMBER = r"[-−]?\$?\s?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
-_PERCENT = r"(?:\s*(?:%|\\%|percent\b|per\s+cent\b|pct\b|percentage\b))?"
+_PERCENT = r"(?:\s*(?:%|\\%|percent\b|per\s+cent\b|pct\b|percentage\b|°|degrees?\b))?"
 _UNIT_GLUED = r"(?:mm|cm|km|m|kg|mg|g|s|h|hr|min|ft|in|yd|mi|lb|oz|ml|l|L)(?![A-Za-z0-9])"
 _RUN_END = r"(?!,\d)(?:(?![\w.])|(?=\.(?!\d))|(?=" + _UNIT_GLUED + r"))"
 """A quantity ends at a non-word character or at a unit glued to it (``12cm``, ``1,000.99m²``);
@@ -76,8 +76,13 @@ _CONCLUSION = re.compile(r"(?i)(?:^|[,;]\s*|\s)(?:so|thus|therefore|hence|conseq
 _SUBORDINATE = re.compile(r"(?i)\s*(?:after|since|because|when|once|if|given|using|with|from|by|adding|subtracting|multiplying|dividing|combining)\b[^,]*,")
 """A leading subordinate clause ("After eating 3 of them, ..."): it sets up, it does not state."""
 _JOINED = re.compile(r"(?i)^\s*(?:,|;|,?\s*and|,?\s*or)\s*$")
-_NEGATION = re.compile(r"(?i)\b(?:not|n't|never|no\s+longer)\s*$")
-_QUALIFIER = re.compile(r"(?i)\b(?:times|plus|minus|divided\s+by|multiplied\s+by|at\s+least|at\s+most|more\s+than|less\s+than|greater\s+than|fewer\s+than|no\s+more\s+than|no\s+less\s+than|up\s+to|over|under|below|above|between|except|besides|other\s+than|instead\s+of)\s*$")
+_NEGATION = re.compile(r"(?i)(?:\bnot|n't|\bcannot|\bnever|\bno\s+longer)(?:\s+[A-Za-z]+){0,2}\s*$")
+_INDEX = re.compile(r"(?i)\b(?:steps?|case|part|problem|question|example|method|approach|option|figure|fig\.|table|equation|eq\.|"
+                    r"section|chapter|page|lemma|theorem|line|row|column|round|stage|phase|level)\s*\(?$")
+"""A number after these names a step or a part ("Step 5"), it is not a value."""
+_LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*+#>]+[ \t]*)?\(?\d{1,3}[.)](?=[ \t]|$)")
+"""``2. Add the numbers`` / ``3) ...``: an enumeration, neither a value nor a sentence end."""
+_QUALIFIER = re.compile(r"(?i)\b(?:times|plus|minus|divided\s+by|multiplied\s+by|rather\s+than|at\s+least|at\s+most|more\s+than|less\s+than|greater\s+than|fewer\s+than|no\s+more\s+than|no\s+less\s+than|up\s+to|over|under|below|above|between|except|besides|other\s+than|instead\s+of)\s*$")
 """A value after these is a bound or an exception, not the value stated."""
 _VERBAL_OPERATOR = re.compile(r"(?i)^\s*(?:times|plus|minus|divided|multiplied|over|squared|cubed|to\s+the|raised|more\s+than|less\s+than|of\s+(?:the\s+)?(?:remaining|rest))\b")
 """A value followed by these is an operand ("3 times 4"), not the result."""
@@ -141,6 +146,7 @@ def _strip_text_commands(s: str) -> str:
 def _sentences(response: str, segments: list[_Segment]) -> list[list[_Segment]]:
     """Segments grouped into sentences (text segments are split at sentence ends)."""
     sentences: list[list[_Segment]] = [[]]
+    markers = _list_markers(response, segments)
     for seg in segments:
         if seg.kind != "text":
             sentences[-1].append(seg)
@@ -152,6 +158,8 @@ def _sentences(response: str, segments: list[_Segment]) -> list[list[_Segment]]:
         chunk = response[seg.start: seg.end]
         for m in _SENTENCE_END.finditer(chunk):
             end = seg.start + m.start()
+            if any(a <= end < b for a, b in markers):
+                continue  # the full stop of "2. Add ..." ends no sentence
             if end > pos:
                 sentences[-1].append(_Segment("text", pos, end))
             if response[end] == "?":
@@ -168,6 +176,14 @@ class _Candidate:
     start: int
     end: int
     answer: str
+
+
+def _list_markers(response: str, segments: list[_Segment]) -> list[tuple[int, int]]:
+    spans = []
+    for seg in segments:
+        if seg.kind == "text":
+            spans.extend((seg.start + m.start(), seg.start + m.end()) for m in _LIST_MARKER.finditer(response[seg.start: seg.end]))
+    return spans
 
 
 def _candidates(response: str, sentence: list[_Segment]) -> list[_Candidate]:
@@ -188,12 +204,20 @@ def _candidates(response: str, sentence: list[_Segment]) -> list[_Candidate]:
                 run = m.group(0).strip()
                 if not re.search(r"\d", run):
                     continue
+                if _INDEX.search(chunk, 0, m.start()) or _is_list_marker(response, seg.start + m.start(), seg.start + m.end()):
+                    continue
                 out.append(_Candidate(seg.start + m.start(), seg.start + m.end(), _plain_value(run)))
     return out
 
 
+def _is_list_marker(response: str, start: int, end: int) -> bool:
+    line_start = response.rfind("\n", 0, start) + 1
+    m = _LIST_MARKER.match(response, line_start)
+    return m is not None and m.start() <= start < m.end()
+
+
 def _plain_value(run: str) -> str:
-    """``7 + 8 = 15`` → ``15``; ``$12`` → ``12``; ``45 percent`` → ``45 percent``."""
+    """``7 + 8 = 15`` → ``15``; ``$12`` → ``12``; ``45 percent`` → ``45 percent``; ``45°`` → ``45°``."""
     if "=" in run:
         run = run.rsplit("=", 1)[1]
     return run.replace("$", "").replace("−", "-").strip()
@@ -245,6 +269,9 @@ def statement_answer(response: str, sentence: list[_Segment]) -> Found | None:
     if len(cands) == 1:
         c = cands[0]
         return Found(c.answer, c.start, c.end)
+    group = _joined(response, cands)
+    if group.end == cands[-1].end:  # "$x = 5$ or $x = -5$": all values joined into one answer
+        return group
     return AMBIGUOUS
 
 
@@ -257,7 +284,7 @@ def _main_clause_start(response: str, sentence: list[_Segment], cands: list[_Can
             if any(c.start >= m.end() for c in cands):
                 return m.end()
     if sentence[0].kind == "text":
-        m = _SUBORDINATE.match(response, sentence[0].start, sentence[0].end)
+        m = _SUBORDINATE.match(response, sentence[0].start, sentence[-1].end)
         if m and any(c.start >= m.end() for c in cands):
             return m.end()
     return None
