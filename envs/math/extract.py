@@ -38,7 +38,7 @@ EXTRACTION_MODES = ("strict", "lenient")
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*(\{)?")
 _MARKERS = [
     re.compile(r"(?i)(?:^|[\s*_>#])(?:final\s+)?answer\s*(?:\*\*|__)?\s*[:：]\s*(?:\*\*|__)?\s*(?P<ans>.+)$"),
-    re.compile(r"(?i)\b(?:(?:the|my|our)\s+(?:final\s+|correct\s+)?|final\s+)answer\s+(?:is|should\s+be|would\s+be)\s*[:：]?\s*(?P<ans>.+)$"),
+    re.compile(r"(?i)\b(?:the\s+(?:final\s+|correct\s+)?|final\s+)answer\s+(?:is|should\s+be|would\s+be)\s*[:：]?\s*(?P<ans>.+)$"),
     re.compile(r"^\s*####\s*(?P<ans>.+)$"),
 ]
 _SENTENCE_END = re.compile(
@@ -47,7 +47,7 @@ _SENTENCE_END = re.compile(
 )
 """Where a marker answer ends: a sentence end (after a digit only before a capital letter or the
 end: ``42. Let me check`` but not ``3.5``), or a clause giving a reason."""
-_INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+_INLINE_MATH = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
 _JOIN_NOISE = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$|\\q?quad\b|\\[,;: !]|\\\\|&|~")
 _JOIN_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
 _NOT_JOINING = frozenset("""wait actually no not but however instead correct correction corrected mistake wrong oops hmm
@@ -190,13 +190,20 @@ def _last_marker(text: str) -> Extraction | None:
             m = _last_match(pattern, line)
             if m and m.start("ans") > best_start:  # the marker written last on the line wins
                 ans = _trim_marker_answer(m.group("ans"))
-                if ans:
+                if ans and not _VERDICT_WORDS.match(ans):
                     at = line.find(ans, m.start("ans"))
                     at = m.start("ans") if at < 0 else at
                     best, best_start = Extraction(ans, offset + at, offset + at + len(ans), "marker"), m.start("ans")
         if best is not None:
             return best
     return None
+
+
+_VERDICT_WORDS = re.compile(
+    r"(?i)^(?:indeed\s+|therefore\s+|thus\s+|also\s+)?(?:correct|incorrect|right|wrong|reasonable|valid|invalid|confirmed|verified|"
+    r"as\s+follows|below|above|given\s+by|shown|the\s+same|consistent|plausible|not\s+(?:correct|right|valid))\b"
+)
+""""The answer is correct": a judgement about an answer given elsewhere, not an answer."""
 
 
 def _last_match(pattern: re.Pattern, line: str) -> re.Match | None:

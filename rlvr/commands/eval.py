@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
                             max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit,
                             verify_workers=args.verify_workers, verify_kind="process" if args.verify_workers else "inline")
     report = evaluate(HFGenerateEngine(model, tokenizer), task, settings, model_name=args.model)
+    report["task"]["env_kwargs"] = dict(task.env_kwargs)  # e.g. the math extraction mode the scores depend on
     out = args.out or f"runs/eval/{task.id}-{args.split}"
     json_path, md_path = write_report(report, out, task.problems(args.split))
     print(md_path.read_text())

@@ -68,3 +68,28 @@ def test_megabyte_completion_is_scanned_linearly():
     junk = "\\boxed{" * 100_000 + "x" * 500_000 + "\nthe answer is " * 50_000
     text = junk + "\n\\boxed{41}"
     assert extract_answer(text).answer == "41"
+
+
+@pytest.mark.parametrize("text,answer", [
+    ("The answer is 42. Let me double check.", "42"),
+    ("Final Answer: The final answer is 14400. I hope it is correct.", "14400"),
+    ("Final Answer: The largest $n$ is 34.", "34"),
+    ("Final Answer: The smallest prime is 11, not 13.", "11"),
+    ("The answer is 5. No wait, the answer is 7.", "7"),
+    ("The answer is 3.75. Done.", "3.75"),
+    ('Final Answer: The final answer is \\"$12 $ and $13 $\\". I hope it is correct.', "12, 13"),
+    ("Final answer is B", "B"),
+])
+def test_marker_answers_end_at_their_sentence(text, answer):
+    assert extract_answer(text).answer == answer
+
+
+def test_a_judgement_about_an_answer_is_not_an_answer():
+    text = "So $a = \\boxed{-5}$.\nMultiplying out confirms it, so the answer is correct."
+    assert extract_answer(text).answer == "-5"
+
+
+def test_box_labels_are_kept_when_boxes_are_merged():
+    found = extract_answer("\\( y_1 = \\boxed{x + 1} \\) and \\( y_2 = \\boxed{2x} \\)")
+    assert found.answer == "y_1 = x + 1, y_2 = 2x"
+    assert extract_answer("so $x = \\boxed{5}$.").answer == "5"  # a single box keeps only its content

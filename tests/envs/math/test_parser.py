@@ -127,3 +127,40 @@ def test_every_math500_gold_answer_parses():
             except ParseError as e:
                 failures.append((answer, str(e)))
     assert len(failures) <= 3, failures
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("x² − 4", "x^2 - 4"), ("3√2", "3\\sqrt{2}"), ("12 × 4 ÷ 3", "16"), ("2π", "2\\pi"), ("x ≤ 7", "x \\le 7"),
+    ("2½", "\\frac52"), ("25 m²", "25"), ("1,000.99m²", "1000.99"), ("4,\\!096,\\!000", "4096000"), ("32,\\! 349", "32349"),
+    ("45 percent", "45\\%"), ("45 pct", "45\\%"), ("45 per cent", "45\\%"), ("12\\frac12\\%", "12.5\\%"), ("15 red marbles", "15"),
+    ("x_{1}=1,\\quadx_{2}=2", "x_{1}=1, x_{2}=2"), ("1200 €", "1200"),
+])
+def test_normalised_notations(text, expected):
+    assert parse_answer(text) == parse_answer(expected)
+
+
+def test_not_equal_is_a_relation_never_a_factorial():
+    assert parse_answer("x != 3") == N.Relation(("!=",), (N.Sym("x"), num(3)))
+    assert parse_answer("x \\neq 3") == parse_answer("x ≠ 3") == parse_answer("x != 3")
+    assert parse_answer("3! = 6") == N.Relation(("=",), (N.Func("factorial", (num(3),)), num(6)))
+    assert parse_answer("x \\approx 2.5") == N.Relation(("≈",), (N.Sym("x"), num(Fraction(5, 2))))
+
+
+def test_semicolons_separate_solutions_and_items_inside_brackets():
+    assert parse_answer("-12; -11") == N.Answers((num(-12), num(-11)))
+    groups = parse_answer("x=1, y=3; x=2, y=5")
+    assert isinstance(groups, N.Answers) and all(isinstance(g, N.Answers) for g in groups.items)
+    assert parse_answer("(0;-2;6)") == N.Tuple((num(0), num(-2), num(6)))
+
+
+def test_words_for_symbols():
+    assert parse_answer("\\text{infinite}") == parse_answer("infinitely many") == N.OO
+    assert parse_answer("\\text{undefined}") == parse_answer("does not exist") == parse_answer("DNE") == N.Text("undefined")
+
+
+def test_folding_groups_gives_the_same_trees_as_the_recursive_parse():
+    # a group that is a tuple or an interval is left to the recursive parser
+    assert parse_answer("\\left(-\\frac 12, 0\\right) \\cup (0, 1]") == N.Union_((
+        N.Tuple((num(Fraction(-1, 2)), num(0))), N.Interval(num(0), num(1), True, False)))
+    assert parse_answer("\\sin(x) y") == N.mul(N.Func("sin", (N.Sym("x"),)), N.Sym("y"))
+    assert parse_answer("x_{12}") == N.Sym("x_12")
