@@ -177,7 +177,7 @@ class Comparer:
     def _real_sets(self, a: N.Node, b: N.Node) -> bool | None:
         """Equality of two sets of real numbers by canonical form (`envs.math.sets`); None when
         either side is not such a set (or its endpoints cannot be ordered exactly)."""
-        kinds = (N.Interval, N.Union_, N.EmptySet)
+        kinds = (N.Interval, N.Union_, N.EmptySet, N.Intersect, N.SetDiff)
         if not (isinstance(a, kinds) or isinstance(b, kinds)):
             return None
         try:
@@ -397,9 +397,14 @@ def _matrix_rows(node: N.Node) -> list[tuple[N.Node, ...]] | None:
 
 
 def _finite_union(node: N.Node) -> N.Node:
-    """``\\{a\\} \\cup \\{b, c\\}`` is the set ``\\{a, b, c\\}`` (any elements)."""
+    """``\\{a\\} \\cup \\{b, c\\}`` is the set ``\\{a, b, c\\}`` (any elements); ``\\{a, b, c\\} \\setminus
+    \\{b\\}`` is ``\\{a, c\\}`` when every removed element is written as in the set."""
     if isinstance(node, N.Union_) and all(isinstance(x, (N.SetOf, N.EmptySet)) for x in node.items):
         return N.SetOf(tuple(y for x in node.items if isinstance(x, N.SetOf) for y in x.items))
+    if isinstance(node, N.SetDiff):
+        a, b = _finite_union(node.a), _finite_union(node.b)
+        if isinstance(a, N.SetOf) and isinstance(b, N.SetOf) and all(y in a.items for y in b.items):
+            return N.SetOf(tuple(x for x in a.items if x not in b.items))
     return node
 
 

@@ -71,7 +71,7 @@ MATH_FONTS = {"mathbf", "mathit", "mathsf", "boldsymbol", "bm", "mathnormal"}
 _STRIP = [
     (re.compile(r"(?<=\d),\s*\\!\s*(?=\d{3}(?!\d))"), ","),  # 4,\!096: the thin space is typography
     (re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)(?![A-Za-z])\s*\.?"), ""),
-    (re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits|!)(?![A-Za-z])"), ""),
+    (re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits|therefore|because|!)(?![A-Za-z])"), ""),
     (re.compile(r"\\[dtc]frac(?![A-Za-z])"), r"\\frac"),
     (re.compile(r"\\[hv]?phantom\s*(?:\{[^{}]*\}|\S)"), ""),
     (re.compile(r"\\[dt]binom(?![A-Za-z])"), r"\\binom"),
@@ -89,8 +89,11 @@ _VULGAR_RUN = re.compile(r"(\d*)\s*([½⅓⅔¼¾⅕⅙⅛])")
 _UNICODE_WORDS = {
     "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "≈": "\\approx ", "∞": "\\infty ", "π": "\\pi ", "√": "\\sqrt ",
     "∛": "\\sqrt[3] ", "∅": "\\emptyset ", "∪": "\\cup ", "∩": "\\cap ", "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ",
-    "⩽": "\\le ", "⩾": "\\ge ", "θ": "\\theta ", "α": "\\alpha ", "β": "\\beta ",
+    "⩽": "\\le ", "⩾": "\\ge ", "θ": "\\theta ", "α": "\\alpha ", "β": "\\beta ", "ℝ": "\\mathbb{R}", "∖": "\\setminus ",
+    "∴": "", "∵": "",
 }
+_DECORATION = re.compile(r"[\U0001F300-\U0001FAFF\u2600-\u27BF\u2B50\uFE0F]|°\s*[CF]\b")
+"""Emoji and check marks after an answer, and temperature units (``25°C``): dropped."""
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 _SUPERSCRIPT_RUN = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")
 _GLUED_AREA_UNIT = re.compile(r"(?<=\d)\s?(?:mm|cm|km|m|ft|in|yd|mi)[²³](?![A-Za-z0-9])")
@@ -120,6 +123,7 @@ def normalize(s: str) -> str:
         if ch in s:
             s = s.replace(ch, rep)
     if not s.isascii():
+        s = _DECORATION.sub("", s)
         s = _VULGAR_RUN.sub(lambda m: f"({m.group(1)}+{_VULGAR[m.group(2)]})" if m.group(1) else f"({_VULGAR[m.group(2)]})", s)
         s = _GLUED_AREA_UNIT.sub("", s)
         s = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", s)

@@ -123,6 +123,21 @@ class Union_:
 
 
 @dataclass(frozen=True, slots=True)
+class Intersect:
+    """``A \\cap B \\cap ...`` (also the conditions of a set-builder ``\\{x \\mid x > 1, x < 5\\}``)."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SetDiff:
+    """``A \\setminus B``."""
+
+    a: Node
+    b: Node
+
+
+@dataclass(frozen=True, slots=True)
 class Matrix:
     rows: tuple[tuple[Node, ...], ...]
 
@@ -160,7 +175,7 @@ class EmptySet:
 
 Node = Union[
     Num, Sym, Const, Add, Mul, Pow, Func, PlusMinus, Percent, Degrees, Tuple, SetOf, Answers,
-    Interval, Union_, Matrix, Relation, Assignments, Text, EmptySet,
+    Interval, Union_, Intersect, SetDiff, Matrix, Relation, Assignments, Text, EmptySet,
 ]
 
 ZERO, ONE, MINUS_ONE = Num(Fraction(0)), Num(Fraction(1)), Num(Fraction(-1))
@@ -272,7 +287,7 @@ def walk(node: Node):
 
 
 def children(n: Node) -> tuple[Node, ...]:
-    if isinstance(n, (Add, Mul, Tuple, SetOf, Answers, Union_)):
+    if isinstance(n, (Add, Mul, Tuple, SetOf, Answers, Union_, Intersect)):
         return n.items if hasattr(n, "items") else n.args  # type: ignore[union-attr]
     if isinstance(n, Pow):
         return (n.base, n.exp)
@@ -284,6 +299,8 @@ def children(n: Node) -> tuple[Node, ...]:
         return (n.x,)
     if isinstance(n, Interval):
         return (n.lo, n.hi)
+    if isinstance(n, SetDiff):
+        return (n.a, n.b)
     if isinstance(n, Matrix):
         return tuple(x for row in n.rows for x in row)
     if isinstance(n, Relation):
@@ -397,6 +414,10 @@ def to_text(node: Node) -> str:
         return f"{'(' if node.left_open else '['}{to_text(node.lo)}, {to_text(node.hi)}{')' if node.right_open else ']'}"
     if isinstance(node, Union_):
         return " U ".join(to_text(x) for x in node.items)
+    if isinstance(node, Intersect):
+        return " ∩ ".join(_wrap(x) for x in node.items)
+    if isinstance(node, SetDiff):
+        return f"{_wrap(node.a)} \\ {_wrap(node.b)}"
     if isinstance(node, Matrix):
         return "[" + "; ".join(", ".join(to_text(x) for x in row) for row in node.rows) + "]"
     if isinstance(node, Relation):

@@ -8,7 +8,7 @@ Grammar, loosest binding first::
     answers   := group (';' group)*                                    solutions: x=1,y=3; x=2,y=5
     group     := statement ((',' | 'or' | 'and') statement)*           several answers
     statement := union (relop union)*                                  = < <= > >= != ≈ and \\in
-    union     := expr ('\\cup' expr)*
+    union     := ratio (('\\cup' | 'U' | '\\cap' | '\\setminus') ratio)*     set algebra, left to right
     expr      := [sign] term (('+' | '-' | '\\pm') term)*
     term      := factor (('*' | '/' | implicit) factor)*              2x, 2\\pi, 2\\sqrt{3}
     factor    := ('-' | '+') factor | power
@@ -61,6 +61,7 @@ EMPTY_WORDS = re.compile(
 )
 _WORDS = re.compile(r"^[A-Za-z][A-Za-z\s\-']*$")
 _CHOICE = re.compile(r"^\(?\s*([A-Ea-e])\s*\)?$")
+REALS_EXCEPT = re.compile(r"^(?:all\s+)?real\s+numbers?\s+(?:except|other\s+than|but(?:\s+not)?)\s+(?:for\s+)?(?:x\s*=\s*)?(.+)$", re.I)
 REALS_WORDS = re.compile(r"^(?:all\s+real\s+numbers|\\mathbb\s*\{?R\}?|all\s+reals|\(-\\infty,\s*\\infty\))$", re.I)
 
 _KNOWN_WORDS = {"pi": N.PI, "inf": N.OO, "infty": N.OO, "infinity": N.OO, "infinite": N.OO}
@@ -99,6 +100,11 @@ def _parse_cached(text: str) -> N.Node:
         return N.Text("undefined")
     if REALS_WORDS.match(words):
         return N.Interval(N.neg(N.OO), N.OO, True, True)
+    except_ = REALS_EXCEPT.match(words)
+    if except_:  # "all real numbers except 2 and 5": the reals without those points
+        excluded = _parse_cached(except_.group(1))
+        points = excluded.items if isinstance(excluded, (N.Answers, N.SetOf)) else (excluded,)
+        return N.SetDiff(N.Interval(N.neg(N.OO), N.OO, True, True), N.SetOf(tuple(points)))
     choice = _CHOICE.match(words)
     if choice and ("(" in words or "\\text" in s):  # "(C)" / \text{(C)}: a multiple-choice letter
         return N.Text(choice.group(1).lower())
@@ -338,14 +344,29 @@ class Parser:
         return terms[0] if not ops else N.Relation(tuple(ops), tuple(terms))
 
     def union(self) -> N.Node:
-        first = self.ratio()
-        if not self.at("op", "cup"):
-            return first
-        items = [first]
-        while self.at("op", "cup"):
-            self.take()
-            items.append(self.ratio())
-        return N.Union_(tuple(items))
+        node = self.ratio()
+        while True:
+            if self.at("op", "cup") or self._letter_u_union(node):
+                self.take()
+                rhs = self.ratio()
+                left = node.items if isinstance(node, N.Union_) else (node,)
+                node = N.Union_((*left, rhs))
+            elif self.at("op", "cap"):
+                self.take()
+                rhs = self.ratio()
+                node = N.Intersect((*(node.items if isinstance(node, N.Intersect) else (node,)), rhs))
+            elif self.at("op", "setminus"):
+                self.take()
+                node = N.SetDiff(node, self.ratio())
+            else:
+                return node
+
+    def _letter_u_union(self, node: N.Node) -> bool:
+        """``(-\\infty, 2) U (3, \\infty)``: a capital U between two sets is the union."""
+        if not (self.at("ident", "U") and isinstance(node, (N.Interval, N.Tuple, N.SetOf, N.Union_, N.EmptySet))):
+            return False
+        nxt = self.peek(1)
+        return nxt is not None and (nxt.kind == "open" and nxt.value in ("(", "[", "\\{") or nxt.kind == "node")
 
     def ratio(self) -> N.Node:
         """``3:1`` is the ratio 3/1 (policy: a ratio answer is its quotient)."""
@@ -392,7 +413,7 @@ class Parser:
                 self.take()
                 rhs = self.factor()
                 node = _times(node, rhs) if t.value == "*" else _divide(node, rhs)
-            elif self._starts_atom(t):
+            elif self._starts_atom(t) and not self._letter_u_union(node):
                 if isinstance(node, N.Num) and t.kind == "num":
                     raise ParseError(f"two numbers side by side at position {t.pos}")
                 mixed = self._mixed_number(node, t)
@@ -731,6 +752,9 @@ class Parser:
             if self.at("close", "\\}"):
                 self.take()
                 return N.EmptySet()
+            builder = self._set_builder()
+            if builder is not None:
+                return builder
             items = self._items()
             self.expect("close", "\\}")
             return N.SetOf(tuple(items))
@@ -757,6 +781,36 @@ class Parser:
         if opener == "[" and close.value == "]":
             return N.Tuple(tuple(items))
         raise ParseError(f"mismatched brackets {opener}...{close.value}")
+
+    def _set_builder(self) -> N.Node | None:
+        """``\\{x \\mid x > 2\\}``, ``\\{x \\in \\mathbb{R} : x > 2\\}``: the set is what the condition
+        defines (several conditions: their intersection). None when the braces list elements."""
+        depth, k = 0, self.i
+        while k < len(self.toks):
+            t = self.toks[k]
+            if t.kind == "open":
+                depth += 1
+            elif t.kind == "close":
+                if depth == 0:
+                    return None
+                depth -= 1
+            elif depth == 0 and t.kind == "op" and t.value in ("|", ":"):
+                break
+            k += 1
+        else:
+            return None
+        head = self.toks[self.i: k]
+        if not head or head[0].kind != "ident" or not (len(head) == 1 or head[1].kind == "op" and head[1].value == "in"):
+            return None
+        domain = Parser(list(head[2:]), nodes=self.nodes).union() if len(head) > 2 else None
+        if domain is not None and domain != N.Interval(N.neg(N.OO), N.OO, True, True):
+            raise ParseError("a set-builder over a domain other than the reals is not supported")
+        self.i = k + 1
+        condition = self.answers()
+        self.expect("close", "\\}")
+        if isinstance(condition, N.Answers):
+            return N.Intersect(condition.items)
+        return condition
 
     def _items(self) -> list[N.Node]:
         items = [self.statement()]

@@ -115,6 +115,18 @@ def _raw_pieces(node: N.Node, tuple_is_interval: bool) -> list[Piece]:
         return out
     if isinstance(node, N.Union_):
         return [p for item in node.items for p in _raw_pieces(item, True)]
+    if isinstance(node, N.Intersect):
+        result = REALS
+        for item in node.items:
+            result = _intersect(result, _merge(_raw_pieces(item, True)))
+        return result
+    if isinstance(node, N.SetDiff):
+        return _intersect(_merge(_raw_pieces(node.a, True)), _complement(_merge(_raw_pieces(node.b, True))))
+    if isinstance(node, N.Relation):  # a condition of a set-builder: its solution set
+        solved = solve(node)
+        if solved is None:
+            raise Undecidable("condition not solvable in one variable")
+        return _raw_pieces(solved, True)
     raise Undecidable(f"{type(node).__name__} is not a set of reals")
 
 
@@ -174,6 +186,22 @@ def _intersect(xs: list[Piece], ys: list[Piece]) -> list[Piece]:
 
 
 REALS = [Piece(N.neg(N.OO), N.OO, True, True)]
+
+
+def _complement(parts: list[Piece]) -> list[Piece]:
+    """The reals outside canonical ``parts`` (the gaps between them, openness flipped)."""
+    out: list[Piece] = []
+    lo, lo_open = N.neg(N.OO), True
+    for p in parts:
+        order = compare(lo, p.lo)
+        if order < 0:
+            out.append(Piece(lo, p.lo, lo_open, not p.lo_open))
+        elif order == 0 and not lo_open and p.lo_open:  # (.., 2) and (2, ..): the point 2 is outside both
+            out.append(Piece(lo, lo, False, False))
+        lo, lo_open = p.hi, not p.hi_open
+    if lo != N.OO:
+        out.append(Piece(lo, N.OO, lo_open, True))
+    return out
 
 
 # -- solving one-variable relations -----------------------------------------------------------

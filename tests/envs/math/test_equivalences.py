@@ -99,3 +99,25 @@ def test_doubled_backslashes_are_unescaped_only_when_the_whole_text_is_escaped()
     assert not check("so \\\\boxed{\\\\frac{3}{7}}", "\\frac38").passed
     matrix = "\\boxed{\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}}"  # a real row break is not an escape
     assert check(matrix, "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}").passed
+
+
+@pytest.mark.parametrize("gold,answer,expected", [
+    ("(2, \\infty)", "\\{x \\mid x > 2\\}", True), ("(2, \\infty)", "\\{x \\in \\mathbb{R} : x > 2\\}", True),
+    ("(2, \\infty)", "\\{x \\mid x \\ge 2\\}", False), ("(1, 5)", "\\{x \\mid x > 1, x < 5\\}", True),
+    ("(-\\infty, 2) \\cup (3, \\infty)", "(-\\infty, 2) U (3, \\infty)", True),
+    ("(-\\infty, 2) \\cup (2, \\infty)", "\\mathbb{R} \\setminus \\{2\\}", True), ("(-\\infty, 2) \\cup (2, \\infty)", "\\mathbb{R} \\setminus \\{3\\}", False),
+    ("(-\\infty, 2) \\cup (2, \\infty)", "\\text{all real numbers except } 2", True),
+    ("[1, 3]", "[0, 3] \\cap [1, 5]", True), ("[1, 3]", "[0, 3] \\cap (1, 5]", False),
+    ("\\{1, 3\\}", "\\{1, 2, 3\\} \\setminus \\{2\\}", True), ("\\{a, c\\}", "\\{a, b, c\\} \\setminus \\{b\\}", True),
+    ("\\{a, b\\}", "\\{a, b, c\\} \\setminus \\{b\\}", False), ("(-\\infty, \\infty)", "x ∈ ℝ", True),
+])
+def test_set_builder_and_set_operations(gold, answer, expected):
+    assert check(f"\\boxed{{{answer}}}", gold).passed == expected
+
+
+@pytest.mark.parametrize("response,gold", [
+    ("\\boxed{\\therefore x = 5}", "5"), ("So the answer is 42 😊", "42"), ("Answer: 25°C", "25"), ("Answer: 10⁻³", "0.001"),
+    ("Answer: ∛8", "2"), ("\\boxed{2**2**2}", "16"),
+])
+def test_decorations_and_plain_text_notations(response, gold):
+    assert check(response, gold).passed
