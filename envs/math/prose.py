@@ -18,8 +18,8 @@ Rules (`last_statement`):
    that are questions, checks ("Check: 2·5+3 = 13", "Verify ...") or set-ups ("Let $x$ be ...")
    are passed over. If the deciding sentence states no value unambiguously there is no answer
    (an earlier sentence is never used instead).
-4. In that sentence the *candidates* are math segments and plain quantities (``3,250,000``,
-   ``3/5``, ``45 percent``, ``7 + 8 = 15``). The answer is the first candidate after the last
+4. In that sentence the *candidates* are math segments, plain quantities (``3,250,000``,
+   ``3/5``, ``45 percent``, ``7 + 8 = 15``) and numbers written as words up to ninety-nine. The answer is the first candidate after the last
    verb of statement (is, are, was, equals, =, gives, get, becomes, to, total of, ...) that has
    one; a candidate after a negation ("is not 10") is never the answer. Without such a verb a
    sentence with exactly one candidate states it; a sentence with several and no verb is
@@ -90,6 +90,14 @@ _SKIP_START = re.compile(
     r"(?i)^\s*(?:\**\s*)?(?:let|suppose|assume|denote|where|check(?:ing)?|verify|verification|verifying|double[- ]check|"
     r"sanity|as\s+a\s+check|substituting\s+back|plugging\s+back|if\b)"
 )
+_UNITS_WORDS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
+_TENS_WORDS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_NUMBER_WORD = re.compile(
+    r"(?i)(?<![\w-])(?:(" + "|".join(_TENS_WORDS) + r")(?:[- ](" + "|".join(_UNITS_WORDS[1:10]) + r"))?|(" + "|".join(_UNITS_WORDS) + r"))(?![\w-])"
+)
+"""Numbers written as words, zero to ninety-nine ("there are twelve ways")."""
+_NOT_A_NUMBER_WORD = re.compile(r"(?i)\s*(?:of\b|another\b|half|halves|thirds?\b|quarters?\b|fourths?\b|fifths?\b|sixths?\b|eighths?\b|tenths?\b|more\b|other\b|another\b|at\s+a\s+time)")
+_PRONOUN_BEFORE = re.compile(r"(?i)\b(?:each|every|no|any|this|that|the|which|some|only)\s*$")
 _UNIT_PERCENT = re.compile(r"(?i)^\s*(?:\\?%|percent\b|per\s+cent\b|pct\b|percentage\b)")
 
 
@@ -207,7 +215,20 @@ def _candidates(response: str, sentence: list[_Segment]) -> list[_Candidate]:
                 if _INDEX.search(chunk, 0, m.start()) or _is_list_marker(response, seg.start + m.start(), seg.start + m.end()):
                     continue
                 out.append(_Candidate(seg.start + m.start(), seg.start + m.end(), _plain_value(run)))
+            for m in _NUMBER_WORD.finditer(chunk):
+                if _NOT_A_NUMBER_WORD.match(chunk, m.end()) or _PRONOUN_BEFORE.search(chunk, 0, m.start()):
+                    continue  # "one of them", "one half", "each one": not a count
+                value = _word_value(m)
+                out.append(_Candidate(seg.start + m.start(), seg.start + m.end(), str(value)))
+    out.sort(key=lambda c: c.start)
     return out
+
+
+def _word_value(m: re.Match) -> int:
+    if m.group(3):
+        return _UNITS_WORDS.index(m.group(3).lower())
+    value = 10 * (_TENS_WORDS.index(m.group(1).lower()) + 2)
+    return value + (_UNITS_WORDS.index(m.group(2).lower()) if m.group(2) else 0)
 
 
 def _is_list_marker(response: str, start: int, end: int) -> bool:
@@ -265,7 +286,11 @@ def statement_answer(response: str, sentence: list[_Segment]) -> Found | None:
     for a in reversed(anchors):
         after = [c for c in cands if c.start >= a]
         if after:
-            return _joined(response, after)
+            group = _joined(response, after)
+            later = [c for c in after if c.start >= group.end]
+            if any(re.search(r"(?i)\band\b", response[group.end: c.start]) for c in later):
+                return AMBIGUOUS  # "is 20 cm long and 5 cm wide": two values stated
+            return group
     if len(cands) == 1:
         c = cands[0]
         return Found(c.answer, c.start, c.end)
