@@ -157,6 +157,10 @@ def _text_value(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip(" ,")
 
 
+FOLD_MIN_DEPTH = 8
+"""Groups are folded (`fold_groups`) only in answers nested at least this deep; shallower answers
+are parsed directly (same trees, less work)."""
+
 _FOLDABLE = {"{": "}", "(": ")"}
 _OPENERS = {"{", "(", "[", "\\{", "<(", "floor(", "ceil("}
 
@@ -177,7 +181,8 @@ def fold_groups(tokens: list[Token], nodes: list[N.Node]) -> list[Token]:
             opener, inner = openers.pop(), stack.pop()
             parent = stack[-1]
             subscript = bool(parent) and parent[-1].kind == "op" and parent[-1].value == "_"
-            if _FOLDABLE.get(opener.value) == t.value and not subscript:
+            lone = opener.value == "{" or not any(x.kind == "op" and x.value in (",", ";") for x in inner)
+            if _FOLDABLE.get(opener.value) == t.value and not subscript and lone:
                 node = _parse_group(opener.value, inner, nodes)
                 if node is not None:
                     nodes.append(node)
@@ -193,6 +198,17 @@ def fold_groups(tokens: list[Token], nodes: list[N.Node]) -> list[Token]:
         stack[-1].append(openers.pop())
         stack[-1].extend(inner)
     return stack[0]
+
+
+def _nesting(tokens: list[Token]) -> int:
+    depth = deepest = 0
+    for t in tokens:
+        if t.kind == "open":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif t.kind == "close":
+            depth -= 1
+    return deepest
 
 
 def _parse_group(opener: str, inner: list[Token], nodes: list[N.Node]) -> N.Node | None:
@@ -233,12 +249,14 @@ def _raise(base: N.Node, exp: N.Node) -> N.Node:
 class Parser:
     """Recursive descent over `Token`s; one instance parses one answer.
 
-    Groups are folded first (`fold_groups`), so the recursion only ever sees flat groups.
+    Deeply nested answers are folded first (`fold_groups`), so the recursion only ever sees flat
+    groups; ``nodes`` holds the trees of folded groups (given: parse these tokens as they are).
     """
 
     def __init__(self, tokens: list[Token], nodes: list[N.Node] | None = None):
         self.nodes: list[N.Node] = [] if nodes is None else nodes
-        self.toks = tokens if nodes is not None else fold_groups(tokens, self.nodes)
+        deep = nodes is None and _nesting(tokens) >= FOLD_MIN_DEPTH
+        self.toks = fold_groups(tokens, self.nodes) if deep else tokens
         self.i = 0
         self.depth = 0
         self.abs_depth = 0
@@ -250,8 +268,11 @@ class Parser:
         return self.toks[j] if j < len(self.toks) else None
 
     def at(self, kind: str, value: str | None = None, k: int = 0) -> bool:
-        t = self.peek(k)
-        return t is not None and t.kind == kind and (value is None or t.value == value)
+        j = self.i + k
+        if j >= len(self.toks):
+            return False
+        t = self.toks[j]
+        return t.kind == kind and (value is None or t.value == value)
 
     def take(self) -> Token:
         t = self.peek()
@@ -346,6 +367,9 @@ class Parser:
     def union(self) -> N.Node:
         node = self.ratio()
         while True:
+            t = self.peek()
+            if t is None or t.kind not in ("op", "ident"):
+                return node
             if self.at("op", "cup") or self._letter_u_union(node):
                 self.take()
                 rhs = self.ratio()
@@ -523,6 +547,9 @@ class Parser:
 
     def _postfix_ops(self, node: N.Node) -> N.Node:
         while True:
+            t = self.peek()
+            if t is None or t.kind not in ("op", "ident", "text"):
+                return node
             if self.at("op", "!"):
                 self.take()
                 node = N.Func("factorial", (node,))

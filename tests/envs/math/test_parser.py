@@ -158,6 +158,20 @@ def test_words_for_symbols():
     assert parse_answer("\\text{undefined}") == parse_answer("does not exist") == parse_answer("DNE") == N.Text("undefined")
 
 
+@pytest.mark.parametrize("text", [
+    "\\frac{1}{2}", "\\left(-\\frac 12, 0\\right) \\cup (0, 1]", "\\sin(x) y", "x_{12}", "2\\frac{1}{2}", "(x+1)^{2}(x-1)",
+    "\\sqrt[3]{27}", "\\log_{2}(8)", "e^{i\\pi}", "\\{1, (2, 3)\\}", "\\begin{pmatrix}(1)&\\frac12\\\\3&4\\end{pmatrix}",
+    "5\\text{ cm}^{2}", "f(x) = (x+1)(x-1)", "[(1+2), 4)", "\\frac{\\frac{1}{2}}{3}", "((1, 2))", "10^{10^{8}}",
+])
+def test_folded_groups_parse_to_the_same_tree(text):
+    from envs.math.lexer import normalize, tokenize
+    from envs.math.parser import Parser, fold_groups
+
+    tokens = tokenize(normalize(text))
+    nodes: list = []
+    assert Parser(fold_groups(tokens, nodes), nodes=nodes).parse() == Parser(list(tokens), nodes=[]).parse()
+
+
 def test_folding_groups_gives_the_same_trees_as_the_recursive_parse():
     # a group that is a tuple or an interval is left to the recursive parser
     assert parse_answer("\\left(-\\frac 12, 0\\right) \\cup (0, 1]") == N.Union_((
