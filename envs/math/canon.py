@@ -138,7 +138,7 @@ def canonical(node: N.Node, unwrap: bool = True) -> N.Node:
             values = _values_of_one_label(items)
             if values is not None:
                 return N.Answers(values)
-        system = _system(items)
+        system = _system(items) or _solutions(items)
         if system is not None:
             return system
         parts = [relation_set(x) for x in items]
@@ -189,6 +189,22 @@ def _system(items: tuple[N.Node, ...]) -> N.Assignments | None:
     if len(set(names)) != len(names):
         return None
     return N.Assignments(tuple(names), tuple(values))
+
+
+def _solutions(items: tuple[N.Node, ...]) -> N.Answers | None:
+    """``x=1, y=3, x=2, y=5`` (the same labels repeated in the same order): two solutions."""
+    named = [_named(x) for x in items]
+    if any(n is None or len(n[0]) != 1 for n in named):
+        return None
+    names = [n[0][0] for n in named]  # type: ignore[index]
+    width = len(dict.fromkeys(names))
+    if width < 2 or len(names) % width or len(names) == width:
+        return None
+    block = names[:width]
+    if len(set(block)) != width or any(names[k: k + width] != block for k in range(0, len(names), width)):
+        return None
+    return N.Answers(tuple(N.Assignments(tuple(block), tuple(n[1][0] for n in named[k: k + width]))  # type: ignore[index]
+                           for k in range(0, len(names), width)))
 
 
 def _solution(group: N.Node) -> N.Node:

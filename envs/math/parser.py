@@ -482,6 +482,10 @@ class Parser:
                 return
             if t.kind == "ident" and t.value.lower() in UNITS and len(t.value) > 1:
                 self.take()
+                while self.at("op", "/") and (nxt := self.peek(1)) is not None and nxt.kind == "ident" and (
+                        nxt.value.lower() in UNITS or nxt.value in UNITS_TEXT_ONLY):
+                    self.take()  # km/h, m/s: a compound unit
+                    self.take()
             elif t.kind == "ident" and self._trailing_words():  # "15 marbles", "3 red cars": a noun label
                 while self.at("ident"):
                     self.take()
@@ -877,6 +881,7 @@ rho sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Sigma
 
 
 def _is_unit_text(text: str) -> bool:
+    text = re.sub(r"\^\s*\{?\s*[23]\s*\}?", "", text)  # m/s^2, cm^3
     words = re.findall(r"[A-Za-z]+", text.lower())
     if not words or re.search(r"[0-9]", text):
         return False

@@ -121,3 +121,12 @@ def test_set_builder_and_set_operations(gold, answer, expected):
 ])
 def test_decorations_and_plain_text_notations(response, gold):
     assert check(response, gold).passed
+
+
+@pytest.mark.parametrize("gold,answer,expected", [
+    ("20", "20 km/h", True), ("20", "20/h", False), ("9.8", "9.8\\,\\mathrm{m/s^2}", True), ("100", "100\\ \\text{cm}^3", True),
+    ("(1,3),(2,5)", "x=1, y=3 \\text{ or } x=2, y=5", True), ("(1,3),(2,5)", "x=1, y=3, x=2, y=5", True),
+    ("(1,3),(2,5)", "x=1, y=3, x=2, y=6", False), ("(1,3),(2,5)", "x=1, y=3, y=5, x=2", False),
+])
+def test_compound_units_and_repeated_assignment_blocks(gold, answer, expected):
+    assert check(f"\\boxed{{{answer}}}", gold).passed == expected
