@@ -69,24 +69,42 @@ POLICY_DIFFERENCES = {
 """Cases left out of the default-config agreement, each with the reason the checkers differ."""
 
 
-def load_pairs(path: Path) -> list[dict]:
-    """The project's labelled pairs, templates expanded; raises ValueError naming the bad line."""
-    pairs = []
+def _read_rows(path: Path, convert, what: str) -> list[dict]:
+    """``convert`` applied to each JSON line; raises ValueError naming the file and line."""
+    out = []
     with path.open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                pair = {k: row[k] for k in ("id", "category", "gold", "response", "equivalent", "ambiguous")}
-                pair["extraction"] = row.get("extraction", "strict")
-                if pair["extraction"] not in ("strict", "lenient"):
-                    raise ValueError(f"extraction must be strict or lenient, got {pair['extraction']!r}")
-            except (ValueError, KeyError) as e:
-                raise ValueError(f"{path}:{lineno}: malformed pair ({e})") from None
-            pair["response"] = _REP.sub(lambda m: m.group(1) * int(m.group(2)), pair["response"])
-            pairs.append(pair)
-    return pairs
+            if line.strip():
+                try:
+                    out.append(convert(json.loads(line)))
+                except (ValueError, KeyError, AttributeError) as e:
+                    raise ValueError(f"{path}:{lineno}: malformed {what} ({e})") from None
+    return out
+
+
+def _project_pair(row: dict) -> dict:
+    pair = {k: row[k] for k in ("id", "category", "gold", "response", "equivalent", "ambiguous")}
+    pair["extraction"] = row.get("extraction", "strict")
+    if pair["extraction"] not in ("strict", "lenient"):
+        raise ValueError(f"extraction must be strict or lenient, got {pair['extraction']!r}")
+    pair["response"] = _REP.sub(lambda m: m.group(1) * int(m.group(2)), pair["response"])
+    return pair
+
+
+def _mathverify_pair(row: dict) -> dict:
+    cfg = row["config"]
+    return {
+        "id": row["id"], "category": row["test"], "gold": row["gold"], "response": row["pred"],
+        "equivalent": row["expected"] == 1, "ambiguous": False, "config": cfg,
+        "default_config": cfg.get("call") in ("compare_strings", "parse_verify_default") and cfg.get("precision") == 6
+        and cfg.get("strict") is True and cfg.get("allow_set_relation_comp") is False,
+        "policy": POLICY_DIFFERENCES.get(row["id"]),
+    }
+
+
+def load_pairs(path: Path) -> list[dict]:
+    """The project's labelled pairs, templates expanded; raises ValueError naming the bad line."""
+    return _read_rows(path, _project_pair, "pair")
 
 
 def load_mathverify(path: Path) -> list[dict]:
@@ -94,24 +112,7 @@ def load_mathverify(path: Path) -> list[dict]:
     the bad line."""
     if not path.exists():
         raise SystemExit(f"math-verify cases not found at {path} (set RLVR_DATA_DIR or --mathverify-cases)")
-    pairs = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                cfg = row["config"]
-                pair = {
-                    "id": row["id"], "category": row["test"], "gold": row["gold"], "response": row["pred"],
-                    "equivalent": row["expected"] == 1, "ambiguous": False, "config": cfg,
-                    "default_config": cfg.get("call") in ("compare_strings", "parse_verify_default") and cfg.get("precision") == 6
-                    and cfg.get("strict") is True and cfg.get("allow_set_relation_comp") is False,
-                    "policy": POLICY_DIFFERENCES.get(row["id"]),
-                }
-            except (ValueError, KeyError, AttributeError) as e:
-                raise ValueError(f"{path}:{lineno}: malformed case ({e})") from None
-            pairs.append(pair)
+    pairs = _read_rows(path, _mathverify_pair, "case")
     unknown = set(POLICY_DIFFERENCES) - {p["id"] for p in pairs}
     if unknown:
         raise SystemExit(f"policy differences name cases that are not in {path}: {sorted(unknown)}")

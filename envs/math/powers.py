@@ -256,20 +256,11 @@ def _factor_large(n: int) -> dict[int, int]:
     # means k lies in [bits/64, bits/10]
     bits = n.bit_length()
     for k in range(max(2, bits // 64), min(bits // 10, MAX_ROOT_DEGREE) + 1):
-        m = _iroot(n, k)
+        m = exact.integer_root(n, k)
         for cand in (m, m + 1):
             if cand.bit_length() <= 64 and cand**k == n:
                 return {p: e * k for p, e in _factor_large(cand).items()}
     raise NotExact("integer too large to factor")
-
-
-def _iroot(n: int, k: int) -> int:
-    x = 1 << ((n.bit_length() + k - 1) // k)
-    while True:
-        y = ((k - 1) * x + n // x ** (k - 1)) // k
-        if y >= x:
-            return x
-        x = y
 
 
 _MR_BASES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)  # deterministic below 3.3e24
