@@ -125,3 +125,16 @@ def test_the_environment_self_check_passes_on_its_examples(backend):
     assert any(TestSuite.from_dict(p.reference).kind == "program" for p in env.examples())
     report = check_environment(env, [])
     assert report.passed, [(r.name, r.detail) for r in report.results]
+
+
+def test_program_suites_through_a_remote_sandbox_service(backend):
+    from sandboxes.remote import RemoteBackend
+    from sandboxes.server import serve_in_thread
+
+    server, url = serve_in_thread(backend)
+    try:
+        good, wrong = grade_many(["def add(a, b):\n    return a + b\n", "def add(a, b):\n    return 3\n"], [program_suite()] * 2,
+                                 backend=RemoteBackend(url))
+    finally:
+        server.shutdown()
+    assert good.passed and not wrong.passed and [s.reward for s in wrong.steps] == [1.0, 0.0, 0.0]
