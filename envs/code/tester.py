@@ -19,6 +19,14 @@ the whole run; a test without a record (the candidate killed the tester, the job
 
 Problems whose tests convert to literal input/output pairs keep the ``function`` path, where the
 expected values never enter the sandbox at all; this path is for the rest.
+
+What crosses the channel is data, so the tests see the candidate a little differently than when
+they share its process: a return value that is not data (a generator, an instance of the
+solution's own class) is an exception in the test; so is any exception the candidate raises (a
+`tester_process.CandidateError`, not its own type); arguments the candidate mutates stay as they
+were in the tests; and tests cannot pass it objects (MBPP's tests that do keep the ``function``
+path, with arguments evaluated next to the candidate). Every HumanEval and MBPP reference
+solution passes this way.
 """
 
 from __future__ import annotations

@@ -95,6 +95,14 @@ def test_program_suites_run_the_dataset_tests_in_the_tester(backend):
     assert not no_def.passed and "KeyError" in no_def.info["load_error"]
 
 
+def test_tests_that_draw_random_inputs_give_the_same_verdict_every_time(backend):
+    draw = "    x = random.randint(0, 1 << 30)\n    assert candidate(x, 0) == x\n"
+    suite = program_suite("def check(candidate):\n    import random\n" + draw * 6)
+    sometimes = "def add(a, b):\n    return a + b if a % 3 else 0\n"  # wrong for multiples of 3 only
+    verdicts = grade_many([sometimes] * 4, [suite] * 4, backend=backend)
+    assert len({tuple(s.reward for s in v.steps) for v in verdicts}) == 1, [[s.reward for s in v.steps] for v in verdicts]
+
+
 def test_a_broken_problem_is_an_error_verdict_not_a_wrong_answer(backend):
     broken_setup = program_suite(tester_setup="raise RuntimeError('the dataset helper is broken')")
     not_data = program_suite("def check(candidate):\n    assert candidate(object(), 1) is None\n")
