@@ -10,6 +10,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="model directory or Hugging Face id")
     p.add_argument("--task", required=True, help="task id, e.g. arithmetic-v1")
     p.add_argument("--task-config", default="{}", help="task config as YAML/JSON, e.g. '{max_digits: 2}'")
+    p.add_argument("--env-kwargs", default="{}",
+                   help="settings of the task's environment as YAML/JSON, merged over the task's own, "
+                        "e.g. '{extraction: lenient}' to grade math answers stated in prose")
     p.add_argument("--split", default="test", help="split to evaluate (default: test)")
     p.add_argument("--n", type=int, default=0, help="samples per problem for mean@k/pass@k/maj@k (default 0: greedy only)")
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy pass")
@@ -38,12 +41,18 @@ def run(args: argparse.Namespace) -> int:
     task_config = yaml.safe_load(args.task_config) or {}
     if not isinstance(task_config, dict):
         raise UserError(f"--task-config must be a mapping, got {args.task_config!r}")
+    env_kwargs = yaml.safe_load(args.env_kwargs) or {}
+    if not isinstance(env_kwargs, dict):
+        raise UserError(f"--env-kwargs must be a mapping, got {args.env_kwargs!r}")
     task = tasks.make(args.task, **task_config)
+    if env_kwargs:
+        task.env_kwargs = {**task.env_kwargs, **env_kwargs}
     model, tokenizer = load_model(args.model)
     settings = EvalSettings(split=args.split, greedy=not args.no_greedy, n=args.n, temperature=args.temperature, top_p=args.top_p,
                             max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit,
                             verify_workers=args.verify_workers, verify_kind="process" if args.verify_workers else "inline")
     report = evaluate(HFGenerateEngine(model, tokenizer), task, settings, model_name=args.model)
+    report["task"]["env_kwargs"] = dict(task.env_kwargs)  # e.g. the math extraction mode the scores depend on
     out = args.out or f"runs/eval/{task.id}-{args.split}"
     json_path, md_path = write_report(report, out, task.problems(args.split))
     print(md_path.read_text())

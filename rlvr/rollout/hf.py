@@ -49,12 +49,15 @@ class HFGenerateEngine:
         model: The policy (shared with the trainer).
         tokenizer: Its tokenizer; prompts are left-padded for generation.
         max_batch_sequences: Sequences per ``generate`` call (bounds memory).
+        synced: The model is sharded across processes (FSDP): every forward is a collective, so
+            each process keeps stepping until all of them have finished (``synced_gpus``).
     """
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_batch_sequences: int = 256):
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_batch_sequences: int = 256, synced: bool = False):
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_sequences = max_batch_sequences
+        self.synced = synced
         if tokenizer.pad_token_id is None:  # many causal LMs ship without one
             tokenizer.pad_token = tokenizer.eos_token
 
@@ -69,12 +72,16 @@ class HFGenerateEngine:
         """One completion per token-id prompt (continues multi-turn episodes without re-tokenizing)."""
         return self._generate(list(enumerate(prompt_ids)), sampling)
 
-    @torch.inference_mode()
     def _generate(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         was_training = self.model.training
         self.model.eval()
+        # a sharded model's gathered weights are reused by training, so they must not become inference tensors
+        with torch.no_grad() if self.synced else torch.inference_mode():
+            return self._generate_jobs(jobs, sampling, was_training)
+
+    def _generate_jobs(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams, was_training: bool) -> list[Completion]:
         try:
             out: list[Completion] = []
             for start in range(0, len(jobs), self.max_batch_sequences):
@@ -100,7 +107,7 @@ class HFGenerateEngine:
             input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **kwargs,
             max_new_tokens=sampling.max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
             stopping_criteria=StoppingCriteriaList([stops]) if stops else None,
-            output_logits=True, return_dict_in_generate=True,
+            output_logits=True, return_dict_in_generate=True, synced_gpus=self.synced,
         )
         new_tokens = result.sequences[:, width:]  # [B, steps]
         logits = torch.stack(result.logits, dim=1).float()  # [B, steps, V], before any processing
