@@ -36,19 +36,19 @@ class MathCodeEnv(MultiTurnEnvironment):
         instructions: Text put before each prompt (a system message for chat prompts); "" for none.
         max_turns / max_tokens / max_tool_s / step_timeout_s: The episode's `EpisodeLimits`.
         tool_wall_s / tool_memory_mb / output_chars / backend / backend_options: The `PythonTool`.
-        strict / timeout_s / rel_tol / process_rewards: The math checker (`envs.math.MathEnv`).
+        extraction / timeout_s / rel_tol / process_rewards: The math checker (`envs.math.MathEnv`).
     """
 
     stop = PythonTool.stop
 
     def __init__(self, instructions: str = INSTRUCTIONS, max_turns: int = 4, max_tokens: int = 1024, max_tool_s: float = 20.0,
                  step_timeout_s: float = 30.0, tool_wall_s: float = 3.0, tool_memory_mb: int = 256, output_chars: int = 400,
-                 backend: str = "auto", backend_options: dict[str, Any] | None = None, strict: bool = True,
+                 backend: str = "auto", backend_options: dict[str, Any] | None = None, extraction: str = "strict",
                  timeout_s: float = 1.0, rel_tol: float | None = None, process_rewards: bool = True):
         self.instructions = instructions
         self.limits = EpisodeLimits(max_turns, max_tokens, max_tool_s, step_timeout_s)
         self.tool = PythonTool(backend, tool_wall_s, tool_memory_mb, output_chars, backend_options=backend_options)
-        self.math = MathEnv(strict, timeout_s, rel_tol, process_rewards)
+        self.math = MathEnv(extraction=extraction, timeout_s=timeout_s, rel_tol=rel_tol, process_rewards=process_rewards)
 
     def format_prompt(self, problem: Problem) -> str | list[Message]:
         if not self.instructions:
