@@ -18,10 +18,10 @@ only, the items do not change), gives the bare answer, as a demonstrator who kne
 model warmed up on the mix sometimes answers without the tool and is then almost always wrong;
 outcome reward alone can teach it when to call the tool.
 
-By default both operands have four digits. The embedded model learns to copy fixed-width
-numbers (the operands into its call, the printed product into its answer) within a short
-warm-up; with widths drawn from a range (``min_digits < max_digits``) copying has to find the
-digits by content, which it does not learn in the same budget.
+By default both operands have four digits: the embedded model learns to copy them into its call
+and the printed product into its answer in its warm-up (``sft_tool_products``). With operands of
+4 to 6 digits its 600-step warm-up learned no copying at all (the digits it copied were no better
+than chance).
 """
 
 from __future__ import annotations
