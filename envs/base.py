@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from typing import Sequence
 
 from envs.types import Message, Problem, Verdict
+from envs.verdicts import validate_verdict
 
 
 class Environment(ABC):
@@ -63,13 +64,12 @@ class Environment(ABC):
 
 
 def safe_verify(env: Environment, problem: Problem, completion: str) -> Verdict:
-    """`env.verify` with containment: an exception becomes an ``error`` verdict with the traceback
-    in ``info``; the wall time is recorded in ``info['verify_s']``."""
+    """`env.verify` with containment: an exception, or a verdict that is not well formed (NaN
+    reward, non-bool ``passed``, unknown status; see `envs.verdicts`), becomes an ``error`` verdict
+    with the reason in ``info``; the wall time is recorded in ``info['verify_s']``."""
     start = time.perf_counter()
     try:
-        verdict = env.verify(problem, completion)
-        if not isinstance(verdict, Verdict):
-            raise TypeError(f"{type(env).__name__}.verify returned {type(verdict).__name__}, expected Verdict")
+        verdict = validate_verdict(env.verify(problem, completion), f"{type(env).__name__}.verify")
     except Exception as e:
         verdict = Verdict.error(
             f"{type(e).__name__}: {e}", env=env.id or type(env).__name__, problem=problem.id,
