@@ -53,6 +53,16 @@ class HFGenerateEngine:
         if tokenizer.pad_token_id is None:  # many causal LMs ship without one
             tokenizer.pad_token = tokenizer.eos_token
 
+    @property
+    def context_length(self) -> int | None:
+        """Longest sequence (prompt + completion) the model was built for, from its config."""
+        config = getattr(self.model, "config", None)
+        for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+            value = getattr(config, key, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
     def load_weights(self, model: object) -> None:
         """Nothing to do: the engine generates with the trainer's own model object."""
 
