@@ -175,6 +175,16 @@ def test_eval_bounds_a_verifier_that_never_returns_and_exits_non_zero(kind, tiny
     assert report["env"] == {"id": "testing/hang-v1", "kwargs": {}}
 
 
+def test_eval_counts_malformed_verdicts_as_errors_with_the_reason(tiny_model, tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["eval", "--model", str(tiny_model), "--task", "arithmetic-v1", "--limit", "3", "--n", "2",
+                 "--max-new-tokens", "4", "--env", "testing/nan-v1", "--out", str(out)]) == 1
+    report = json.loads((out / "report.json").read_text())
+    assert report["greedy"]["errors"] == 3 and report["sampled"]["errors"] == 6 and report["sampled"]["mean@2"] == 0.0
+    assert "invalid verdict: reward must be finite, got nan" in report["verify"]["first_failure"]
+    assert "every verification failed (9 errors, 0 timeouts" in capsys.readouterr().err
+
+
 def test_eval_env_kwargs_reach_the_environment(tiny_model, tmp_path, capsys):
     # every=1000: no completion of 8 tokens is 1000 characters long, so nothing hangs
     out = tmp_path / "r"
