@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from envs.math import check, warmup
 
     if not (args.timeout > 0 and math.isfinite(args.timeout)):
-        raise rlvr.UserError(f"--timeout must be a finite number of seconds > 0, got {args.timeout}")
+        raise rlvr.UserError(f"--timeout must be > 0 seconds and finite, got {args.timeout}")
     response = args.response
     if response == "-":
         data = sys.stdin.buffer.read()

@@ -297,4 +297,4 @@ def test_verify_refuses_binary_input_and_a_non_finite_timeout(tmp_path):
                             input=b"\xc0\x0f1", capture_output=True, timeout=120, cwd=tmp_path)
     assert binary.returncode == 2 and b"standard input is not UTF-8 text" in binary.stderr
     nan = rlvr("verify", "--gold", "1", "--response", "Answer: 1", "--timeout", "nan", cwd=tmp_path, timeout=120)
-    assert nan.returncode == 2 and "--timeout must be a finite number of seconds > 0, got nan" in nan.stderr
+    assert nan.returncode == 2 and "--timeout must be > 0 seconds and finite, got nan" in nan.stderr
