@@ -29,7 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if getattr(args, "intermixed", False):  # key=value overrides may also follow options (`train CONFIG --show-config a.b=1`)
+        args.overrides = [*args.overrides, *(x for x in extra if "=" in x and not x.startswith("-"))]
+        extra = [x for x in extra if not ("=" in x and not x.startswith("-"))]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -8,11 +8,17 @@
   ``true``, ``[1, 2]``, ``{k: v}``).
 - Unknown keys are errors that name the key and suggest close matches; values are type-checked
   against the annotations; every error names the file and the key.
-- Each field documents itself with ``field(metadata={"help": ...})``; `describe` prints them.
+- Each field documents itself with ``help_field(default, help)``; `describe` prints them.
+- Bounds are declared beside the default (``help_field(32, "...", gt=0)``) and checked when the
+  config is built, so a bad value is a one-line error naming the key before anything is loaded.
+- A field may belong to another (``belongs_to="id"``): when an override changes its owner and not
+  the field itself, the field falls back to its default (``task.id=gsm8k-v1`` does not keep the
+  previous task's ``task.config``).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import types
@@ -31,12 +37,31 @@ class ConfigError(UserError):
     """The configuration is invalid; the message names the file and key."""
 
 
-def help_field(default: Any = dataclasses.MISSING, help: str = "", **kwargs: Any) -> Any:
-    """A dataclass field with a help string (mutable defaults are copied per instance)."""
+_BOUNDS = {"gt": (lambda v, b: v > b, "> {}"), "ge": (lambda v, b: v >= b, ">= {}"),
+           "lt": (lambda v, b: v < b, "< {}"), "le": (lambda v, b: v <= b, "<= {}")}
+
+
+def help_field(default: Any = dataclasses.MISSING, help: str = "", *, gt: float | None = None, ge: float | None = None,
+               lt: float | None = None, le: float | None = None, belongs_to: str | None = None, **kwargs: Any) -> Any:
+    """A dataclass field with a help string (mutable defaults are copied per instance), optional
+    bounds (``gt``/``ge``/``lt``/``le``, checked when a config is built; None values pass) and an
+    owner field (``belongs_to``, see the module docstring)."""
+    bounds = {k: v for k, v in (("gt", gt), ("ge", ge), ("lt", lt), ("le", le)) if v is not None}
+    metadata = {"help": help, "bounds": bounds, "belongs_to": belongs_to}
     if isinstance(default, (list, dict)):
         value = default
-        return dataclasses.field(default_factory=lambda: type(value)(value), metadata={"help": help}, **kwargs)
-    return dataclasses.field(default=default, metadata={"help": help}, **kwargs)
+        return dataclasses.field(default_factory=lambda: type(value)(value), metadata=metadata, **kwargs)
+    return dataclasses.field(default=default, metadata=metadata, **kwargs)
+
+
+def check_bounds(key: str, value: Any, bounds: dict[str, float], where: str = "config") -> None:
+    """Raise `ConfigError` naming ``key`` when a number breaks one of ``bounds``."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    for name, bound in bounds.items():
+        ok, text = _BOUNDS[name]
+        if not ok(value, bound):
+            raise ConfigError(f"{where}: '{key}' must be {text.format(bound)}, got {value}")
 
 
 def resolve_config_path(name_or_path: str | Path) -> Path:
@@ -53,21 +78,34 @@ def resolve_config_path(name_or_path: str | Path) -> Path:
 
 def load_config(cls: type[C], source: str | Path | dict[str, Any] | None = None, overrides: list[str] | None = None) -> C:
     """Build ``cls`` from a YAML file/built-in name/dict, then apply ``key=value`` overrides."""
-    where = "config"
-    data: dict[str, Any] = {}
+    data, where = read_config(source)
+    return from_dict(cls, apply_overrides(cls, data, overrides or []), where=where)
+
+
+def read_config(source: str | Path | dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """The raw mapping of a YAML file / built-in name / dict, and where it came from (for errors)."""
+    if source is None:
+        return {}, "config"
     if isinstance(source, dict):
-        data = dict(source)
-    elif source is not None:
-        path = resolve_config_path(source)
-        where = str(path)
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML: {e}") from e
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping of keys to values at the top level, got {type(loaded).__name__}")
-        data = loaded or {}
-    for item in overrides or []:
+        return dict(source), "config"
+    path = resolve_config_path(source)
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys to values at the top level, got {type(loaded).__name__}")
+    return loaded or {}, str(path)
+
+
+def apply_overrides(cls: type, data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """``data`` with ``key=value`` overrides applied (values parsed as YAML). A field that
+    ``belongs_to`` a sibling the overrides change, and is not overridden itself, is dropped (its
+    default applies)."""
+    data = copy.deepcopy(data)
+    owners = {owner: _get_dotted(data, owner) for owner, _ in _belongs(cls)}
+    keys = []
+    for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {item!r} must look like key=value (e.g. optim.lr=1e-4)")
@@ -76,7 +114,40 @@ def load_config(cls: type[C], source: str | Path | dict[str, Any] | None = None,
         except yaml.YAMLError as e:
             raise ConfigError(f"override {item!r}: value is not valid YAML: {e}") from e
         _set_dotted(data, key.strip(), value)
-    return from_dict(cls, data, where=where)
+        keys.append(key.strip())
+    for owner, dependent in _belongs(cls):
+        changed = _get_dotted(data, owner) != owners[owner]
+        if changed and not any(k == dependent or k.startswith(dependent + ".") for k in keys):
+            _drop_dotted(data, dependent)
+    return data
+
+
+def _get_dotted(data: dict[str, Any], key: str) -> Any:
+    node: Any = data
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _belongs(cls: type, prefix: str = "") -> list[tuple[str, str]]:
+    """(owner key, dependent key) for every ``belongs_to`` field of ``cls``, dotted."""
+    out = []
+    hints = get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            out += _belongs(hints[f.name], f"{prefix}{f.name}.")
+        elif f.metadata.get("belongs_to"):
+            out.append((f"{prefix}{f.metadata['belongs_to']}", f"{prefix}{f.name}"))
+    return out
+
+
+def _drop_dotted(data: dict[str, Any], key: str) -> None:
+    *parents, last = key.split(".")
+    node: Any = data
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict):
+        node.pop(last, None)
 
 
 def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
@@ -102,6 +173,8 @@ def from_dict(cls: type[C], data: Any, *, where: str = "config", prefix: str = "
         hint = f" (did you mean '{prefix}{close[0]}'?)" if close else f" (known keys: {', '.join(fields)})"
         raise ConfigError(f"{where}: unknown key '{prefix}{key}'{hint}")
     kwargs = {name: _coerce(hints[name], value, where, f"{prefix}{name}") for name, value in data.items()}
+    for name, value in kwargs.items():
+        check_bounds(f"{prefix}{name}", value, fields[name].metadata.get("bounds", {}), where)
     try:
         return cls(**kwargs)
     except TypeError as e:  # a required field is missing
@@ -183,4 +256,5 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
     return rows
 
 
-__all__ = ["ConfigError", "describe", "dump_yaml", "from_dict", "help_field", "load_config", "resolve_config_path", "to_dict"]
+__all__ = ["ConfigError", "apply_overrides", "check_bounds", "describe", "dump_yaml", "from_dict", "help_field", "load_config",
+           "read_config", "resolve_config_path", "to_dict"]

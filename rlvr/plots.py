@@ -19,6 +19,8 @@ DEFAULT_PANELS: list[tuple[str, tuple[str, ...], tuple[float, float] | None]] = 
     ("zero-variance groups", ("groups/zero_variance_frac",), UNIT),
     ("dynamic-sampling yield", ("sampling/yield",), UNIT),
     ("implicit PRM accuracy (PRIME)", ("prm/accuracy",), UNIT),
+    ("critic value loss (PPO)", ("critic/value_loss",), None),
+    ("critic explained variance (PPO)", ("critic/explained_variance",), None),
     ("verifier errors / timeouts", ("verify/errors", "verify/timeouts"), None),
     ("SFT loss", ("sft/loss",), None),
     ("loss", ("loss/total",), None),

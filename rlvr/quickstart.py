@@ -17,7 +17,8 @@ from rlvr.config import load_config
 from rlvr.eval.runner import EvalSettings, evaluate, write_report
 from rlvr.models.loading import load_model
 from rlvr.rollout.hf import HFGenerateEngine
-from rlvr.train.rl import TrainConfig, train
+from rlvr.train.config import TrainConfig
+from rlvr.train.recipes import train
 from rlvr.train.sft import SFTConfig, sft
 
 
@@ -32,7 +33,8 @@ def _heldout(model_dir: Path, task: tasks.Task, out: Path, max_new_tokens: int) 
 def run_quickstart(output_dir: str = "runs", sft_overrides: list[str] | None = None, rl_overrides: list[str] | None = None) -> dict[str, Any]:
     """Run the pipeline; returns the summary also written to ``output_dir/quickstart/summary.json``."""
     root = Path(output_dir) / "quickstart"
-    sft_cfg = load_config(SFTConfig, "sft_quickstart", [f"output_dir={output_dir}", *(sft_overrides or [])])
+    # the pipeline starts afresh each time it is run (its two run directories are overwritten)
+    sft_cfg = load_config(SFTConfig, "sft_quickstart", [f"output_dir={output_dir}", "overwrite=true", *(sft_overrides or [])])
     phases: dict[str, float] = {}
     t_all = time.perf_counter()
 
@@ -41,12 +43,12 @@ def run_quickstart(output_dir: str = "runs", sft_overrides: list[str] | None = N
     phases["sft_s"] = time.perf_counter() - t
 
     task = tasks.make(sft_cfg.task.id, **sft_cfg.task.config)
-    max_new = sft_cfg.eval.max_new_tokens
+    max_new = sft_cfg.eval.max_new_tokens or 128
     t = time.perf_counter()
     before = _heldout(base, task, root / "eval_before", max_new)
     phases["eval_before_s"] = time.perf_counter() - t
 
-    rl_cfg = load_config(TrainConfig, "quickstart", [f"output_dir={output_dir}", f"model.name_or_path={base}", *(rl_overrides or [])])
+    rl_cfg = load_config(TrainConfig, "quickstart", [f"output_dir={output_dir}", f"model.name_or_path={base}", "overwrite=true", *(rl_overrides or [])])
     t = time.perf_counter()
     result = train(rl_cfg)
     phases["rl_s"] = time.perf_counter() - t

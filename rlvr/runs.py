@@ -24,13 +24,22 @@ class RunDir:
     def __init__(self, path: str | Path, *, tensorboard: bool = True, enabled: bool = True):
         self.path = Path(path)
         self.enabled = enabled
+        self.tensorboard = tensorboard
         self._tb = None
         if enabled:
             self.path.mkdir(parents=True, exist_ok=True)
-            if tensorboard:
-                from torch.utils.tensorboard import SummaryWriter
 
-                self._tb = SummaryWriter(str(self.path / "tb"))
+    def start(self, step: int = 0) -> None:
+        """Begin logging after ``step``: rows a resumed run will log again are dropped, and
+        TensorBoard purges its events past ``step`` (otherwise its curves run backwards)."""
+        if not self.enabled:
+            return
+        if step:
+            self.truncate_after(step)
+        if self.tensorboard and self._tb is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(self.path / "tb"), purge_step=step + 1 if step else None)
 
     @property
     def metrics_path(self) -> Path:
@@ -69,6 +78,10 @@ class RunDir:
     def write_state(self, **state: Any) -> None:
         if self.enabled:
             (self.path / "run_state.json").write_text(json.dumps(state, indent=2, default=str))
+
+    def write_json(self, name: str, data: Any) -> None:
+        if self.enabled:
+            (self.path / name).write_text(json.dumps(data, indent=2, default=str))
 
     def plot(self, title: str = "") -> Path | None:
         if not self.enabled:

@@ -29,7 +29,7 @@ TASK_CONFIG = {"direct_frac": 0.5}
 
 def run_rlvr(model: str, steps: int, out: Path, threads: int, seed: int) -> dict:
     from rlvr.config import load_config
-    from rlvr.train.rl import TrainConfig, train
+    from rlvr.train import TrainConfig, train
 
     overrides = [
         f"output_dir={out}", "name=rlvr", f"model.name_or_path={model}", f"seed={seed}", f"threads={threads}",
@@ -37,7 +37,7 @@ def run_rlvr(model: str, steps: int, out: Path, threads: int, seed: int) -> dict
         f"rollout.max_new_tokens={MAX_NEW}", f"update.micro_batch_size={MICRO}", f"optim.lr={LR}",
         f"optim.warmup_steps={WARMUP}", "optim.schedule=cosine", "algo.preset=grpo", f"algo.kl_coef={BETA}",
         "algo.kl_mode=loss", f"algo.clip_low={CLIP}", f"algo.clip_high={CLIP}", "eval.every=0", "eval.at_start=false",
-        "log.checkpoint_every=0", "log.progress=false", "log.tensorboard=false", "log.plot=false",
+        "log.checkpoint_every=0", "log.progress=false", "log.tensorboard=false", "log.plot=false", "overwrite=true",
     ]
     result = train(load_config(TrainConfig, "quickstart", overrides))
     rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -128,7 +128,7 @@ def ensure_base(model: str | None, out: Path) -> str:
     from rlvr.train.sft import SFTConfig, sft
 
     print("no SFT base given: building one with sft_quickstart (a few minutes)")
-    return str(sft(load_config(SFTConfig, "sft_quickstart", [f"output_dir={out}", "name=sft", "progress=false"])))
+    return str(sft(load_config(SFTConfig, "sft_quickstart", [f"output_dir={out}", "name=sft", "log.progress=false", "overwrite=true"])))
 
 
 def summarise(name: str, r: dict, skip: int) -> dict:

@@ -34,7 +34,7 @@ def build_base(out: Path, threads: int) -> Path:
     final = out / "sft" / "final"
     if (final / "config.json").exists():
         return final
-    cfg = load_config(SFTConfig, "sft_quickstart", [f"output_dir={out}", "name=sft", f"threads={threads}", "tensorboard=false"])
+    cfg = load_config(SFTConfig, "sft_quickstart", [f"output_dir={out}", "name=sft", f"threads={threads}", "log.tensorboard=false", "overwrite=true"])
     return sft(cfg)
 
 
@@ -48,7 +48,7 @@ def run_preset(preset: str, base: Path, out: Path, args: argparse.Namespace) -> 
         f"output_dir={out}", f"name={preset}", f"model.name_or_path={base}", f"algo.preset={preset}", f"seed={args.seed}",
         f"threads={args.threads}", f"update.steps={args.steps}", f"update.minibatches={args.minibatches}",
         f"eval.every={args.eval_every}", "eval.at_start=true", "eval.split=test", "log.checkpoint_every=0",
-        "log.tensorboard=false", "log.progress=false", *args.override,
+        "log.tensorboard=false", "log.progress=false", "overwrite=true", *args.override,
     ]
     cmd = [sys.executable, "-m", "rlvr.cli", "train", "quickstart", *overrides]
     print(f"{preset}: {' '.join(cmd[2:])}", flush=True)

@@ -19,7 +19,7 @@ def sft_base(tmp_path_factory) -> Path:
     from rlvr.train.sft import SFTConfig, sft
 
     out = tmp_path_factory.mktemp("sft")
-    cfg = load_config(SFTConfig, "sft_quickstart", [f"output_dir={out}", "name=base", "progress=false", "tensorboard=false", "threads=1"])
+    cfg = load_config(SFTConfig, "sft_quickstart", [f"output_dir={out}", "name=base", "log.progress=false", "log.tensorboard=false", "threads=1"])
     return sft(cfg)
 
 

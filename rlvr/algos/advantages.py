@@ -19,6 +19,7 @@ with ``whiten``) are summed over processes through ``AdvantageInputs.reduce_sum`
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass
 from typing import Callable
@@ -47,6 +48,7 @@ class AdvantageInputs:
             return estimators subtract it token by token (REINFORCE++, PPO).
         token_rewards: ``[B, T]`` dense process rewards on every completion token (PRIME's
             implicit PRM: ``beta * (log pi_phi - log pi_ref)``).
+        values: ``[B, T]`` a critic's value of the state before each completion token (GAE).
         reduce_sum: Sums a tensor over all processes (identity on one process); batch-level
             statistics go through it so they cover the whole batch, not one process's share.
     """
@@ -59,7 +61,13 @@ class AdvantageInputs:
     step_mask: Tensor | None = None
     kl_penalty: Tensor | None = None
     token_rewards: Tensor | None = None
+    values: Tensor | None = None
     reduce_sum: Callable[[Tensor], Tensor] | None = None
+
+    @property
+    def valid_mask(self) -> Tensor:
+        """``[B, T]`` ``mask`` restricted to valid sequences."""
+        return self.mask * self.valid.to(self.mask.dtype).unsqueeze(1)
 
     def sequence_rewards(self) -> Tensor:
         """``[B]`` outcome reward minus the summed KL penalty (if any)."""
@@ -176,22 +184,28 @@ def rloo_advantages(inp: AdvantageInputs) -> Tensor:
 
 
 @ADVANTAGES.register("grpo_process")
-def grpo_process_advantages(inp: AdvantageInputs, eps: float = 1e-6, outcome_weight: float = 0.0) -> Tensor:
+def grpo_process_advantages(inp: AdvantageInputs, eps: float = 1e-6, outcome_weight: float = 0.0, outcome_step: bool = False) -> Tensor:
     """GRPO with process supervision (DeepSeekMath, section 4.1.3).
 
     Every step reward of every sequence in a group is normalised by the mean and std of all step
     rewards of that group; a token's advantage is the sum of the normalised rewards of the steps
-    that end at or after it. ``outcome_weight`` adds that multiple of the outcome advantage
-    (`grpo_advantages`), so a sequence with no parseable step still learns from its outcome.
-    Returns ``[B, T]``.
+    that end at or after it. With ``outcome_step`` the outcome reward is the final step's, at the
+    last token (added to a step that ends there), so the answer itself is supervised and a
+    sequence without parseable steps still has one. ``outcome_weight`` adds that multiple of the
+    outcome advantage (`grpo_advantages`) on every token. Returns ``[B, T]``.
     """
     if inp.step_rewards is None or inp.step_mask is None:
         raise ValueError("grpo_process needs step rewards: use an environment that returns Verdict.steps")
-    sm = inp.step_mask & inp.valid.unsqueeze(1)
+    step_rewards, step_mask = inp.step_rewards, inp.step_mask
+    if outcome_step:
+        last = last_token_mask(inp.mask)
+        step_rewards = step_rewards + last.to(step_rewards.dtype) * inp.rewards.unsqueeze(1)
+        step_mask = step_mask | last
+    sm = step_mask & inp.valid.unsqueeze(1)
     gid = inp.group_ids.unsqueeze(1).expand_as(sm)[sm]
-    vals = inp.step_rewards[sm]
+    vals = step_rewards[sm]
     mean, std, _ = group_stats(vals, gid, torch.ones_like(vals, dtype=torch.bool)) if vals.numel() else (vals, vals, vals)
-    normalised = torch.zeros_like(inp.step_rewards)
+    normalised = torch.zeros_like(step_rewards)
     normalised[sm] = _zscore(vals, mean, std, eps)
     adv = normalised.flip(-1).cumsum(-1).flip(-1) * inp.mask
     if outcome_weight:
@@ -205,8 +219,21 @@ def reinforce_pp_advantages(inp: AdvantageInputs, gamma: float = 1.0, eps: float
     KL penalty ``beta * KL_t`` (k1, ``kl_mode=reward``); each token's return is the discounted sum
     of the rewards from it to the end; the returns are whitened with the mean and unbiased std of
     every valid token of the whole batch (no per-group baseline). Returns ``[B, T]``."""
-    mask = inp.mask * inp.valid.to(inp.mask.dtype).unsqueeze(1)
+    mask = inp.valid_mask
     returns = discounted_returns(inp.outcome_token_rewards(), mask, gamma)
+    return masked_whiten(returns, mask, eps, inp.reduce_sum)
+
+
+@ADVANTAGES.register("reinforce_pp_baseline")
+def reinforce_pp_baseline_advantages(inp: AdvantageInputs, gamma: float = 1.0, eps: float = 1e-8) -> Tensor:
+    """REINFORCE++-baseline (Hu et al. 2025): the outcome minus its group's mean at the last token
+    (a per-prompt baseline, so easy and hard prompts contribute alike), any per-token KL penalty
+    subtracted, turned into returns, then whitened over every valid token of the whole batch
+    (all processes). Returns ``[B, T]``."""
+    mask = inp.valid_mask
+    mean, _, _ = group_stats(inp.rewards, inp.group_ids, inp.valid)
+    centred = dataclasses.replace(inp, rewards=inp.rewards - mean)
+    returns = discounted_returns(centred.outcome_token_rewards(), mask, gamma)
     return masked_whiten(returns, mask, eps, inp.reduce_sum)
 
 
@@ -231,7 +258,7 @@ def prime_advantages(inp: AdvantageInputs, outcome_coef: float = 5.0, implicit_c
     normalises them over the whole batch (as the reference implementation does), so the
     coefficients set the sources' relative weight. Returns ``[B, T]``.
     """
-    mask = inp.mask * inp.valid.to(inp.mask.dtype).unsqueeze(1)
+    mask = inp.valid_mask
     c = torch.zeros_like(mask)
     if outcome_coef:
         r = inp.rewards
@@ -284,6 +311,26 @@ def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: 
         next_value = torch.where(m[:, t] > 0, v[:, t], next_value)
         next_adv = torch.where(m[:, t] > 0, a, next_adv)
     return adv, (adv + v) * m
+
+
+@ADVANTAGES.register("gae")
+def gae_advantages(inp: AdvantageInputs, gamma: float = 1.0, lam: float = 0.95, whiten: bool = True, eps: float = 1e-8) -> Tensor:
+    """PPO's advantages: `gae` over the token rewards (the outcome at the last token minus any
+    per-token KL penalty) and the critic's ``values``, whitened over every valid token of the batch
+    (all processes) when ``whiten``. The critic's targets are `lambda_returns` of the same inputs.
+    Returns ``[B, T]``."""
+    if inp.values is None:
+        raise ValueError("gae needs a critic's values: set algo.critic.enabled=true")
+    adv, _ = gae(inp.outcome_token_rewards(), inp.values, inp.valid_mask, gamma, lam)
+    return masked_whiten(adv, inp.valid_mask, eps, inp.reduce_sum) if whiten else adv
+
+
+def lambda_returns(inp: AdvantageInputs, gamma: float = 1.0, lam: float = 0.95, **_: object) -> Tensor:
+    """``[B, T]`` the critic's regression targets for `gae_advantages`: ``A^GAE + V`` before any
+    whitening (extra estimator arguments such as ``whiten`` are accepted and ignored)."""
+    if inp.values is None:
+        raise ValueError("lambda returns need a critic's values")
+    return gae(inp.outcome_token_rewards(), inp.values, inp.valid_mask, gamma, lam)[1]
 
 
 def estimator_parameters(name: str) -> dict[str, inspect.Parameter]:

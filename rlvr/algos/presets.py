@@ -3,24 +3,56 @@
 A config names a preset and may override any setting; an override always wins (a preset never
 silently replaces what the user wrote). `resolve_algorithm` validates the result against the
 registries and returns a fully specified `Algorithm`.
+
+The table has three kinds of entries:
+
+- the **objective's parts** (advantage estimator, importance ratio, policy loss, clipping, loss
+  aggregation, KL estimator and where the KL goes, entropy bonus), flat under ``algo.*``;
+- **sampling and shaping** (dynamic sampling, an accuracy band, DAPO's overlong shaping);
+- **learned scorers**, each a nested section that is off unless a preset or the user turns it on:
+  PRIME's implicit PRM (``algo.prm.*``) and PPO's critic (``algo.critic.*``).
+
+A preset also names its **recipe** (the training procedure that runs it, see
+`rlvr.train.recipes`) and its default number of passes over a rollout batch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rlvr.algos.advantages import ADVANTAGES, estimator_parameters
 from rlvr.algos.aggregation import AGGREGATIONS
 from rlvr.algos.filters import GroupFilter
 from rlvr.algos.kl import KL_ESTIMATORS
+from rlvr.algos.objective import POLICY_LOSSES
 from rlvr.algos.ratio import RATIOS
 from rlvr.config import ConfigError, help_field
 
-KLMode = Literal["loss", "reward", "off"]
+KLMode = Literal["loss", "reward", "monitor", "off"]
 PRMUpdate = Literal["before", "after", "off"]
+
+
+@dataclass(frozen=True)
+class PRMSettings:
+    """PRIME's implicit process reward model (resolved). See `PRMConfig` for the meanings."""
+
+    beta: float
+    lr_scale: float
+    update: PRMUpdate
+    init: str | None
+
+
+@dataclass(frozen=True)
+class CriticSettings:
+    """PPO's value model (resolved). See `CriticConfig` for the meanings."""
+
+    init: str | None
+    lr_scale: float
+    value_clip: float | None
+    warmup_steps: int
 
 
 @dataclass(frozen=True)
@@ -28,9 +60,11 @@ class Algorithm:
     """A fully resolved algorithm (every setting decided). See `AlgoConfig` for the meanings."""
 
     preset: str
+    recipe: str
     advantage: str
     advantage_kwargs: dict[str, Any]
     ratio: str
+    policy_loss: str
     clip_low: float | None
     clip_high: float | None
     dual_clip: float | None
@@ -38,6 +72,7 @@ class Algorithm:
     kl_mode: KLMode
     kl_estimator: str
     kl_coef: float
+    ref_update_every: int
     entropy_coef: float
     dynamic_sampling: bool
     accuracy_band: tuple[float, float] | None
@@ -45,21 +80,20 @@ class Algorithm:
     overlong_buffer_frac: float
     overlong_penalty: float
     mask_truncated: bool
-    implicit_prm: bool
-    prm_beta: float
-    prm_lr_scale: float
-    prm_update: PRMUpdate
-    prm_init: str | None
+    epochs_per_batch: int
+    minibatches: int
+    prm: PRMSettings | None
+    critic: CriticSettings | None
 
     @property
     def kl_active(self) -> bool:
         """Whether a KL term to the reference enters the loss or the reward."""
-        return self.kl_mode != "off" and self.kl_coef > 0
+        return self.kl_mode in ("loss", "reward") and self.kl_coef > 0
 
     @property
     def needs_reference(self) -> bool:
-        """Whether a frozen reference model must be loaded (for the KL or the implicit PRM)."""
-        return self.kl_active or self.implicit_prm
+        """Whether a frozen reference model must be loaded (for the KL, its monitoring, or the implicit PRM)."""
+        return self.kl_active or self.kl_mode == "monitor" or self.prm is not None
 
     @property
     def group_filter(self) -> GroupFilter:
@@ -67,12 +101,16 @@ class Algorithm:
         return GroupFilter(self.dynamic_sampling, self.accuracy_band)
 
 
-# Settings every preset starts from (plain GRPO-style sampling: every group, no shaping, no PRM).
+# Defaults of the learned scorers when a config turns one on for a preset that has none.
+PRM_DEFAULTS: dict[str, Any] = dict(beta=0.05, lr_scale=1.0, update="before", init=None)
+CRITIC_DEFAULTS: dict[str, Any] = dict(init=None, lr_scale=5.0, value_clip=0.2, warmup_steps=0)
+
+# Settings every preset starts from (plain GRPO-style sampling: every group, no shaping, no scorer).
 _COMMON: dict[str, Any] = dict(
-    advantage_kwargs={}, dual_clip=None, entropy_coef=0.0,
+    recipe="policy_gradient", advantage_kwargs={}, policy_loss="clipped", dual_clip=None, entropy_coef=0.0, ref_update_every=0,
     dynamic_sampling=False, accuracy_band=None, sampling_budget=1.0,
     overlong_buffer_frac=0.0, overlong_penalty=1.0, mask_truncated=False,
-    implicit_prm=False, prm_beta=0.05, prm_lr_scale=1.0, prm_update="before", prm_init=None,
+    epochs_per_batch=1, minibatches=1, prm=None, critic=None,
 )
 
 # Defaults from the papers. Keys are AlgoConfig fields.
@@ -100,7 +138,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         ratio="token", clip_low=0.2, clip_high=0.2, loss_agg="token_mean",
         kl_mode="off", kl_estimator="k3", kl_coef=0.0, entropy_coef=0.001,
         accuracy_band=(0.2, 0.8), sampling_budget=4.0,  # keep prompts with accuracy in [0.2, 0.8]; oversample up to 4x
-        implicit_prm=True, prm_beta=0.05, prm_lr_scale=2.0, prm_update="before",  # PRM lr 1e-6 beside policy lr 5e-7
+        prm=dict(beta=0.05, lr_scale=2.0, update="before", init=None),  # PRM lr 1e-6 beside policy lr 5e-7
     )},
     "rloo": {**_COMMON, **dict(  # Ahmadian et al. 2024, with PPO-style clipping
         advantage="rloo", ratio="token", clip_low=0.2, clip_high=0.2, loss_agg="token_mean",
@@ -110,11 +148,56 @@ PRESETS: dict[str, dict[str, Any]] = {
         advantage="reinforce_pp", advantage_kwargs=dict(gamma=1.0), ratio="token", clip_low=0.2, clip_high=0.2,
         loss_agg="token_mean", kl_mode="reward", kl_estimator="k1", kl_coef=0.01,  # OpenRLHF's init_kl_coef
     )},
+    "reinforce_pp_baseline": {**_COMMON, **dict(  # REINFORCE++-baseline (Hu 2025): group-mean baseline, then batch whitening
+        advantage="reinforce_pp_baseline", ratio="token", clip_low=0.2, clip_high=0.2,
+        loss_agg="token_mean", kl_mode="loss", kl_estimator="k3", kl_coef=0.01,  # the baseline variant keeps KL in the loss (k3)
+    )},
     "gpg": {**_COMMON, **dict(  # Group Policy Gradient (Chu et al. 2025): plain policy gradient, no reference
-        advantage="mean_centered", ratio="none", clip_low=None, clip_high=None, loss_agg="token_mean",
+        advantage="mean_centered", ratio="token", policy_loss="pg", clip_low=None, clip_high=None, loss_agg="token_mean",
         kl_mode="off", kl_estimator="k3", kl_coef=0.0,
     )},
+    "cispo": {**_COMMON, **dict(  # CISPO (MiniMax-M1, Chen et al. 2025): clipped, detached IS weight times A log pi
+        advantage="grpo", ratio="token", policy_loss="cispo", clip_low=None, clip_high=3.0,  # no lower bound, weight capped at 4
+        loss_agg="token_mean", kl_mode="off", kl_estimator="k3", kl_coef=0.0,
+    )},
+    "grpo_process": {**_COMMON, **dict(  # GRPO with process supervision (DeepSeekMath 4.1.3) on the verifier's step rewards
+        advantage="grpo_process", advantage_kwargs=dict(outcome_step=True), ratio="token", clip_low=0.2, clip_high=0.2,
+        loss_agg="seq_mean_token_mean", kl_mode="loss", kl_estimator="k3", kl_coef=0.04,
+    )},
+    "ppo": {**_COMMON, **dict(  # PPO with a learned critic (Schulman et al. 2017; Ouyang et al. 2022 for LMs)
+        # gamma 1: the only reward is the verdict at the end, and an answer's worth does not decay with its length;
+        # lambda 0.95: the usual bias/variance point of the GAE paper and of RLHF implementations
+        advantage="gae", advantage_kwargs=dict(gamma=1.0, lam=0.95, whiten=True),
+        ratio="token", clip_low=0.2, clip_high=0.2, loss_agg="token_mean",
+        kl_mode="reward", kl_estimator="k1", kl_coef=0.05,  # per-token k1 penalty in the reward, as in InstructGPT
+        epochs_per_batch=2, minibatches=2,  # several optimizer steps per rollout batch: ratios and value clipping act
+        critic=dict(CRITIC_DEFAULTS),
+    )},
 }
+
+
+@dataclass
+class PRMConfig:
+    """PRIME's implicit process reward model: a causal LM read against a frozen copy of its
+    initial weights, trained online on the verifier's outcome labels (None = the preset's value)."""
+
+    enabled: bool | None = help_field(None, "Train the implicit PRM and give its token rewards to the advantage estimator (on for prime)")
+    beta: float | None = help_field(None, "Token reward = beta * (log pi_phi - log pi_ref) (PRIME: 0.05)", gt=0)
+    lr_scale: float | None = help_field(None, "PRM learning rate as a multiple of optim.lr (PRIME: 2, i.e. 1e-6 beside 5e-7)", gt=0)
+    update: PRMUpdate | None = help_field(None, "Update the PRM on each batch's outcome labels before scoring it (PRIME), after, or never (frozen PRM)")
+    init: str | None = help_field(None, "Model to initialise the PRM and its reference from (default: model.name_or_path, the policy's starting point)")
+
+
+@dataclass
+class CriticConfig:
+    """PPO's critic: a value head on a language-model backbone with its own optimizer, trained by
+    (clipped) regression on the GAE returns (None = the preset's value)."""
+
+    enabled: bool | None = help_field(None, "Train a critic and give its values to the advantage estimator (on for ppo; needs advantage=gae)")
+    init: str | None = help_field(None, "Backbone to start from: a causal LM or a saved critic (default: model.name_or_path, the policy's starting weights; separate weights)")
+    lr_scale: float | None = help_field(None, "Critic learning rate as a multiple of optim.lr (default 5: its value head starts from scratch)", gt=0)
+    value_clip: float | None = help_field(None, "Clip new values to old +- this in the value loss (PPO2; 0 = off)", ge=0)
+    warmup_steps: int | None = help_field(None, "Training steps at the start that update only the critic (the policy waits for useful values)", ge=0)
 
 
 @dataclass
@@ -122,28 +205,30 @@ class AlgoConfig:
     """Which algorithm, and any settings that override its preset (None = the preset's value)."""
 
     preset: str = help_field("grpo", "Named algorithm whose settings are the defaults: " + ", ".join(PRESETS) + " (`rlvr algos list` shows them)")
-    advantage: str | None = help_field(None, "Advantage estimator (registry rlvr.algos.advantages): grpo | mean_centered | rloo | grpo_process | reinforce_pp | prime")
-    advantage_kwargs: dict[str, Any] | None = help_field(None, "Arguments of the estimator, merged over the preset's when the estimator is the preset's, e.g. {eps: 1e-6} for grpo, {verifier_coef: 1.0} for prime")
-    ratio: str | None = help_field(None, "Importance ratio: token | sequence (GSPO) | sequence_token (GSPO-token) | none (GPG)")
-    clip_low: float | None = help_field(None, "Lower clip epsilon: ratios below 1 - clip_low are clipped")
-    clip_high: float | None = help_field(None, "Upper clip epsilon: ratios above 1 + clip_high are clipped (DAPO's clip-higher: 0.28)")
-    dual_clip: float | None = help_field(None, "Dual-clip constant c > 1 for negative advantages (0 = off)")
+    advantage: str | None = help_field(None, "Advantage estimator (registry rlvr.algos.advantages): " + ", ".join(ADVANTAGES.ids()))
+    advantage_kwargs: dict[str, Any] | None = help_field(None, "Arguments of the estimator, merged over the preset's when the estimator is the preset's, e.g. {eps: 1e-6} for grpo, {verifier_coef: 1.0} for prime, {lam: 0.9} for gae")
+    ratio: str | None = help_field(None, "Importance ratio: token | sequence (GSPO) | sequence_token (GSPO-token)")
+    policy_loss: str | None = help_field(None, "Policy loss (registry rlvr.algos.objective): clipped (PPO surrogate) | pg (plain -A log pi, GPG) | cispo (clipped detached IS weight)")
+    clip_low: float | None = help_field(None, "Lower clip epsilon: ratios below 1 - clip_low are clipped", ge=0)
+    clip_high: float | None = help_field(None, "Upper clip epsilon: ratios above 1 + clip_high are clipped (DAPO's clip-higher: 0.28)", ge=0)
+    dual_clip: float | None = help_field(None, "Dual-clip constant c > 1 for negative advantages (0 = off)", ge=0)
     loss_agg: str | None = help_field(None, "Loss aggregation: seq_mean_token_mean (GRPO) | token_mean (DAPO) | seq_mean_token_sum_norm (Dr. GRPO) | seq_mean (GSPO)")
-    kl_mode: KLMode | None = help_field(None, "KL to the reference: in the loss, subtracted from the reward per token, or off (no reference model loaded unless the PRM needs it)")
+    kl_mode: KLMode | None = help_field(None, "KL to the reference: in the loss, subtracted from the reward per token, monitor (reference loaded, KL logged, no effect), or off (no reference loaded unless the PRM needs it)")
     kl_estimator: str | None = help_field(None, "KL estimator: k1 | k2 | k3 (k3 in the loss for GRPO, k1 in the reward for REINFORCE++/PPO)")
-    kl_coef: float | None = help_field(None, "KL coefficient beta")
+    kl_coef: float | None = help_field(None, "KL coefficient beta", ge=0)
+    ref_update_every: int | None = help_field(None, "Replace the reference with the current policy every this many steps (0 = never)", ge=0)
     entropy_coef: float | None = help_field(None, "Entropy bonus coefficient (0 = off; entropy is logged either way)")
     dynamic_sampling: bool | None = help_field(None, "Drop groups whose rewards are all equal and refill the batch with new prompts (DAPO)")
     accuracy_band: list[float] | None = help_field(None, "[lo, hi]: keep only groups whose pass rate is in the band, refilling like dynamic sampling (PRIME: [0.2, 0.8]); [0, 1] keeps all")
     sampling_budget: float | None = help_field(None, "With dynamic sampling or a band: most prompts generated per step, as a multiple of rollout.prompts_per_step; when spent the step trains on what it kept")
     overlong_buffer_frac: float | None = help_field(None, "DAPO soft overlong penalty: the last this fraction of rollout.max_new_tokens ramps the reward down to -overlong_penalty (DAPO: 0.2); 0 = off")
-    overlong_penalty: float | None = help_field(None, "Largest soft overlong penalty (DAPO: 1.0)")
+    overlong_penalty: float | None = help_field(None, "Largest soft overlong penalty (DAPO: 1.0)", ge=0)
     mask_truncated: bool | None = help_field(None, "Leave completions that hit rollout.max_new_tokens out of the loss (DAPO's overlong filtering); they still count in group baselines")
-    implicit_prm: bool | None = help_field(None, "Train PRIME's implicit process reward model online and give its token rewards to the advantage estimator")
-    prm_beta: float | None = help_field(None, "Implicit PRM beta: token reward = beta * (log pi_phi - log pi_ref) (PRIME: 0.05)")
-    prm_lr_scale: float | None = help_field(None, "Implicit PRM learning rate as a multiple of optim.lr (PRIME: 2, i.e. 1e-6 beside 5e-7)")
-    prm_update: PRMUpdate | None = help_field(None, "Update the PRM on each batch's outcome labels before scoring it (PRIME), after, or never (frozen PRM)")
-    prm_init: str | None = help_field(None, "Model to initialise the PRM and its reference from (default: model.name_or_path, the policy's starting point)")
+    prm: PRMConfig = field(default_factory=PRMConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
+
+
+_SCORERS = {"prm": (PRMSettings, PRM_DEFAULTS), "critic": (CriticSettings, CRITIC_DEFAULTS)}
 
 
 def resolve_algorithm(cfg: AlgoConfig) -> Algorithm:
@@ -154,16 +239,19 @@ def resolve_algorithm(cfg: AlgoConfig) -> Algorithm:
     settings = dict(preset)
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
-        if f.name != "preset" and value is not None:
+        if f.name not in ("preset", *_SCORERS) and value is not None:
             settings[f.name] = value
-    if cfg.kl_mode == "off" and cfg.kl_coef is None:
+    if cfg.kl_mode in ("off", "monitor") and cfg.kl_coef is None:
         settings["kl_coef"] = 0.0  # turning KL off also drops the preset's coefficient
     # the preset's estimator arguments stay under the user's, unless the user chose another estimator
     same_estimator = settings["advantage"] == preset["advantage"]
     settings["advantage_kwargs"] = {**(preset["advantage_kwargs"] if same_estimator else {}), **(cfg.advantage_kwargs or {})}
     if settings["dual_clip"] is not None and settings["dual_clip"] <= 0:
         settings["dual_clip"] = None
-    for key, registry in (("advantage", ADVANTAGES), ("ratio", RATIOS), ("loss_agg", AGGREGATIONS), ("kl_estimator", KL_ESTIMATORS)):
+    for name, (settings_cls, defaults) in _SCORERS.items():
+        settings[name] = _resolve_scorer(name, getattr(cfg, name), preset[name], settings_cls, defaults)
+    for key, registry in (("advantage", ADVANTAGES), ("ratio", RATIOS), ("policy_loss", POLICY_LOSSES), ("loss_agg", AGGREGATIONS),
+                          ("kl_estimator", KL_ESTIMATORS)):
         if settings[key] not in registry:
             raise ConfigError(f"algo.{key} {settings[key]!r} is not registered; choose one of {', '.join(registry.ids())}")
     accepted = estimator_parameters(settings["advantage"])
@@ -174,12 +262,28 @@ def resolve_algorithm(cfg: AlgoConfig) -> Algorithm:
     band = settings["accuracy_band"]
     settings["accuracy_band"] = None if band is None or tuple(band) == (0.0, 1.0) else (float(band[0]), float(band[1]))
     algo = Algorithm(preset=cfg.preset, **settings)
-    if algo.advantage == "prime" and algo.advantage_kwargs.get("implicit_coef", accepted["implicit_coef"].default) and not algo.implicit_prm:
-        raise ConfigError("algo.advantage=prime weights implicit process rewards (implicit_coef != 0) but algo.implicit_prm is false: "
+    if algo.advantage == "prime" and algo.advantage_kwargs.get("implicit_coef", accepted["implicit_coef"].default) and algo.prm is None:
+        raise ConfigError("algo.advantage=prime weights implicit process rewards (implicit_coef != 0) but the implicit PRM is off (algo.prm.enabled=false): "
                           "turn the PRM on, or set algo.advantage_kwargs={implicit_coef: 0} to use the verifier's process rewards instead")
+    if (algo.advantage == "gae") != (algo.critic is not None):
+        raise ConfigError("algo.advantage=gae needs a critic and a critic is only used by gae: "
+                          + ("set algo.critic.enabled=true" if algo.advantage == "gae" else "set algo.advantage=gae (or algo.critic.enabled=false)"))
     for message in combination_warnings(algo):
         warnings.warn(message, UserWarning, stacklevel=2)
     return algo
+
+
+def _resolve_scorer(name: str, user: Any, preset: dict[str, Any] | None, settings_cls: type, defaults: dict[str, Any]) -> Any:
+    """A learned scorer's settings: on when the preset has it (unless ``enabled=false``) or the user
+    turns it on; the user's values over the preset's over the defaults."""
+    enabled = user.enabled if user.enabled is not None else preset is not None
+    if not enabled:
+        return None
+    values = {**defaults, **(preset or {}), **{f.name: getattr(user, f.name) for f in dataclasses.fields(user)
+                                               if f.name != "enabled" and getattr(user, f.name) is not None}}
+    if name == "critic" and values["value_clip"] == 0:
+        values["value_clip"] = None
+    return settings_cls(**values)
 
 
 def _validate(s: dict[str, Any]) -> None:
@@ -192,8 +296,8 @@ def _validate(s: dict[str, Any]) -> None:
         raise ConfigError(f"algo.sampling_budget is a multiple of rollout.prompts_per_step and must be >= 1, got {s['sampling_budget']}")
     if not 0.0 <= s["overlong_buffer_frac"] < 1.0:
         raise ConfigError(f"algo.overlong_buffer_frac must be in [0, 1), got {s['overlong_buffer_frac']}")
-    if s["implicit_prm"] and (s["prm_beta"] <= 0 or s["prm_lr_scale"] <= 0):
-        raise ConfigError(f"algo.prm_beta and algo.prm_lr_scale must be > 0, got {s['prm_beta']} and {s['prm_lr_scale']}")
+    if s["policy_loss"] == "clipped" and s["clip_low"] is not None and s["clip_low"] >= 1:
+        raise ConfigError(f"algo.clip_low must be < 1 for the clipped surrogate (the ratio's lower bound is 1 - clip_low), got {s['clip_low']}")
 
 
 def combination_warnings(algo: Algorithm) -> list[str]:
@@ -203,25 +307,40 @@ def combination_warnings(algo: Algorithm) -> list[str]:
         out.append(f"ratio={algo.ratio} with loss_agg={algo.loss_agg}: GSPO's sequence ratio is meant for per-sequence aggregation (seq_mean); token-level aggregation re-weights sequences by length")
     if algo.ratio in ("sequence", "sequence_token") and (algo.clip_high or 0) > 0.01:
         out.append(f"sequence-level ratio with clip_high={algo.clip_high}: GSPO clips sequence ratios at ~3e-4/4e-4; token-scale epsilons (0.2) barely clip")
-    if algo.ratio == "token" and algo.clip_high is not None and algo.clip_high < 0.01:
+    if algo.ratio == "token" and algo.policy_loss == "clipped" and algo.clip_high is not None and algo.clip_high < 0.01:
         out.append(f"per-token ratio with clip_high={algo.clip_high}: such tiny epsilons are GSPO's sequence-level values and clip almost every token")
-    if algo.kl_mode == "off" and algo.kl_coef > 0:
-        out.append(f"kl_coef={algo.kl_coef} has no effect with kl_mode=off")
+    if algo.kl_mode in ("off", "monitor") and algo.kl_coef > 0:
+        out.append(f"kl_coef={algo.kl_coef} has no effect with kl_mode={algo.kl_mode}")
     if algo.kl_active and algo.kl_mode == "loss" and algo.kl_estimator == "k1":
         out.append("kl_estimator=k1 in the loss: its gradient is zero in expectation (the samples are fixed), so it does not pull towards the reference; use k3 in the loss (GRPO) or k1 in the reward (REINFORCE++, PPO)")
     if algo.kl_active and algo.kl_mode == "reward" and algo.kl_estimator != "k1":
         out.append(f"kl_estimator={algo.kl_estimator} in the reward: REINFORCE++ and PPO penalise the reward with k1, the unbiased per-token estimate; {algo.kl_estimator} biases the penalty")
-    if algo.ratio == "none" and algo.dual_clip is not None:
-        out.append("dual_clip has no effect without an importance ratio (ratio=none)")
+    if algo.policy_loss == "pg" and algo.dual_clip is not None:
+        out.append("dual_clip has no effect with policy_loss=pg (no importance ratio)")
     if (algo.dynamic_sampling or algo.accuracy_band is not None) and algo.sampling_budget <= 1.0:
         out.append("dynamic sampling with sampling_budget=1: no prompt can be generated to refill the batch, so every dropped group shrinks it")
-    if algo.implicit_prm and algo.advantage != "prime":
-        out.append(f"implicit_prm=true with advantage={algo.advantage}: the PRM is trained every step but only the prime estimator uses its rewards")
+    if algo.prm is not None and algo.advantage != "prime":
+        out.append(f"algo.prm.enabled=true with advantage={algo.advantage}: the PRM is trained every step but only the prime estimator uses its rewards")
+    if algo.ref_update_every and not algo.needs_reference:
+        out.append(f"ref_update_every={algo.ref_update_every} has no effect: no reference model is loaded (kl_mode={algo.kl_mode})")
     return out
+
+
+def group_relative(algo: Algorithm) -> bool:
+    """Whether the advantage compares completions of the same prompt (useless with one per prompt)."""
+    return algo.advantage in ("grpo", "mean_centered", "rloo", "grpo_process", "prime", "reinforce_pp_baseline")
 
 
 def preset_rows() -> list[tuple[str, dict[str, Any]]]:
     """Every preset with its resolved settings (for `rlvr algos list`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return [(name, {k: v for k, v in resolve_algorithm(AlgoConfig(preset=name)).__dict__.items() if k != "preset"}) for name in PRESETS]
+        rows = []
+        for name in PRESETS:
+            algo = resolve_algorithm(AlgoConfig(preset=name))
+            settings = {k: v for k, v in algo.__dict__.items() if k not in ("preset", *_SCORERS)}
+            for scorer in _SCORERS:  # a learned scorer: whether it is on, then its settings
+                value = getattr(algo, scorer)
+                settings[scorer] = {"enabled": value is not None, **(dataclasses.asdict(value) if value is not None else {})}
+            rows.append((name, settings))
+        return rows

@@ -1,5 +1,5 @@
 """Importance ratios pi_theta / pi_old. All take ``logp``, ``old_logp`` and ``mask`` ``[B, T]``
-and return a ``[B, T]`` ratio (or None for the plain log-prob objective)."""
+and return a ``[B, T]`` ratio (the plain policy gradient, `rlvr.algos.objective` ``pg``, ignores it)."""
 
 from __future__ import annotations
 
@@ -32,9 +32,3 @@ def sequence_token_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor
     gradient flows through each token separately (so token-level advantages can be used)."""
     s = _seq_mean_log_ratio(logp, old_logp, mask).exp().detach().unsqueeze(1)
     return s * (logp - logp.detach()).exp()
-
-
-@RATIOS.register("none")
-def no_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> None:
-    """GPG: no importance ratio; the objective is the plain ``A * log pi``."""
-    return None

@@ -25,7 +25,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--task-config", default="{}", help="task config as YAML/JSON, e.g. '{max_digits: 2}'")
     p.add_argument("--split", default="test", help="split to evaluate (default: test)")
     p.add_argument("--env", default=None, help="environment id replacing the task's own verifier (as task.env in training)")
-    p.add_argument("--env-kwargs", default="{}", help="environment keyword arguments as YAML/JSON (as task.env_kwargs)")
+    p.add_argument("--env-kwargs", default="{}",
+                   help="settings of the environment as YAML/JSON (as task.env_kwargs), merged over the task's own unless --env "
+                        "is given, e.g. '{extraction: lenient}' to grade math answers stated in prose")
     p.add_argument("--n", type=int, default=0, help="samples per problem for mean@k/pass@k/maj@k (default 0: greedy only)")
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy pass")
     p.add_argument("--temperature", type=float, default=1.0)

@@ -1,39 +1,61 @@
-"""`rlvr train CONFIG [key=value ...]`: an RL training run."""
+"""`rlvr train CONFIG [key=value ...]`: a training run with the recipe the config names."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="run RL training from a YAML config (a file or a built-in name such as 'quickstart')",
+    p = sub.add_parser("train", help="run training from a YAML config (a file, a built-in name such as 'quickstart', or a run directory to resume)",
                        description="Keys of the config can be overridden as key=value, e.g. optim.lr=1e-5 algo.preset=dr_grpo. "
-                                   "`rlvr train --show-config` lists every key with its default and meaning.")
-    p.add_argument("config", nargs="?", help="YAML file or built-in config name")
+                                   "The preset picks the recipe (policy_gradient for the GRPO family and PPO); a config with "
+                                   "`recipe: sft` runs supervised warm-up. `rlvr train --show-config` lists every key with its default and meaning.")
+    p.add_argument("config", nargs="?", help="YAML file, built-in config name, or run directory (with --resume)")
     p.add_argument("overrides", nargs="*", help="key=value overrides (dotted keys)")
-    p.add_argument("--resume", action="store_true", help="continue from the run directory's latest checkpoint")
+    p.add_argument("--resume", action="store_true", help="continue the run from its latest checkpoint, with the run's own config.yaml")
     p.add_argument("--show-config", action="store_true", help="print the resolved config (or every key, without CONFIG) and exit")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, intermixed=True)
 
 
 def run(args: argparse.Namespace) -> int:
+    return run_training(args, command="train")
+
+
+def run_training(args: argparse.Namespace, command: str, only_recipe: str | None = None) -> int:
+    """Load, check and run a training config (shared by `rlvr train` and `rlvr sft`)."""
     import yaml
 
-    from rlvr.config import describe, load_config, to_dict
-    from rlvr.train.rl import TrainConfig, train
+    from rlvr.config import describe, to_dict
+    from rlvr.train.config import TrainConfig
+    from rlvr.train.harness import TrainingError
+    from rlvr.train.recipes import load_run_config, train
 
     if args.show_config and not args.config:
-        for key, default, help in describe(TrainConfig):
+        cls = TrainConfig
+        if only_recipe:
+            from rlvr.train.recipes import config_class
+            cls = config_class(only_recipe)
+        for key, default, help in describe(cls):
             print(f"{key:32} {default:14} {help}")
         return 0
     if not args.config:
-        raise SystemExit("rlvr train: a CONFIG is required (a YAML file or a built-in name such as 'quickstart')")
-    cfg = load_config(TrainConfig, args.config, args.overrides + (["resume=true"] if args.resume else []))
+        print(f"rlvr {command}: a CONFIG is required (a YAML file or a built-in name such as "
+              f"'{'sft_quickstart' if only_recipe == 'sft' else 'quickstart'}'); `rlvr {command} --show-config` lists every key", file=sys.stderr)
+        return 2
+    cfg = load_run_config(args.config, args.overrides + (["resume=true"] if args.resume else []))
+    if only_recipe and (cfg.recipe or "policy_gradient") != only_recipe:
+        from rlvr import UserError
+        raise UserError(f"{args.config} configures the {cfg.recipe or 'policy_gradient'} recipe, not {only_recipe}: run it with `rlvr train {args.config}`")
     if args.show_config:
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return 0
-    result = train(cfg)
+    try:
+        result = train(cfg)
+    except TrainingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     if os.environ.get("RANK", "0") == "0":  # one summary line under torchrun / accelerate launch
         print(f"{result.status}: {result.steps} steps; run directory {result.run_dir}" + (f"; model in {result.final_model}" if result.final_model else ""))
     return 0 if result.status == "completed" else 1

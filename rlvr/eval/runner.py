@@ -147,8 +147,8 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
     context_length = getattr(engine, "context_length", None)
     report: dict[str, Any] = {
         "model": model_name,
-        "task": task.describe(),
-        "env": {"id": task.env.id or task.env_id, "kwargs": dict(task.env_kwargs)},
+        # the environment's settings (e.g. the math extraction mode) change what a score means
+        "task": {**task.describe(), "env": task.env.id or task.env_id, "env_kwargs": dict(task.env_kwargs)},
         "split": settings.split,
         "problems": len(problems),
         "split_size": size,
@@ -266,7 +266,8 @@ def render_markdown(r: dict[str, Any]) -> str:
     lines = [
         f"# Evaluation: {r['task']['id']} ({r['split']})", "",
         f"- model: `{model.get('path') or r['model']}`" + (f" (weights `{weights[:19]}`)" if weights else ""),
-        f"- task config: `{json.dumps(r['task']['config'])}`; verified by `{r.get('env', {}).get('id', r['task']['env'])}`",
+        f"- task config: `{json.dumps(r['task']['config'])}`; verified by `{r['task']['env']}`"
+        + (f" with `{json.dumps(r['task']['env_kwargs'])}`" if r["task"].get("env_kwargs") else ""),
         f"- problems: {r['problems']} of {r['split_size'] if r['split_size'] is not None else 'an unbounded split'}; "
         f"data checksum `{r['data_checksum'] or r['problems_checksum']}`",
         f"- sampling: {json.dumps({k: r['settings'][k] for k in ('n', 'temperature', 'top_p', 'max_new_tokens', 'seed')})}",

@@ -44,12 +44,15 @@ class HFGenerateEngine:
         model: The policy (shared with the trainer).
         tokenizer: Its tokenizer; prompts are left-padded for generation.
         max_batch_sequences: Sequences per ``generate`` call (bounds memory).
+        synced: The model is sharded across processes (FSDP): every forward is a collective, so
+            each process keeps stepping until all of them have finished (``synced_gpus``).
     """
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_batch_sequences: int = 256):
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_batch_sequences: int = 256, synced: bool = False):
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_sequences = max_batch_sequences
+        self.synced = synced
         if tokenizer.pad_token_id is None:  # many causal LMs ship without one
             tokenizer.pad_token = tokenizer.eos_token
 
@@ -66,7 +69,6 @@ class HFGenerateEngine:
     def load_weights(self, model: object) -> None:
         """Nothing to do: the engine generates with the trainer's own model object."""
 
-    @torch.inference_mode()
     def generate(self, prompts: Sequence[str | list[Message]], n: int, sampling: SamplingParams) -> list[Completion]:
         texts = [render_prompt(self.tokenizer, p) for p in prompts]
         jobs = [(i, t) for i, t in enumerate(texts) for _ in range(n)]
@@ -74,6 +76,11 @@ class HFGenerateEngine:
             torch.manual_seed(sampling.seed)
         was_training = self.model.training
         self.model.eval()
+        # a sharded model's gathered weights are reused by training, so they must not become inference tensors
+        with torch.no_grad() if self.synced else torch.inference_mode():
+            return self._generate_jobs(jobs, sampling, was_training)
+
+    def _generate_jobs(self, jobs: list[tuple[int, str]], sampling: SamplingParams, was_training: bool) -> list[Completion]:
         try:
             out: list[Completion] = []
             for start in range(0, len(jobs), self.max_batch_sequences):
@@ -93,7 +100,7 @@ class HFGenerateEngine:
         result = self.model.generate(
             **enc, **kwargs, max_new_tokens=sampling.max_new_tokens,
             pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-            output_logits=True, return_dict_in_generate=True,
+            output_logits=True, return_dict_in_generate=True, synced_gpus=self.synced,
         )
         width = enc["input_ids"].shape[1]
         new_tokens = result.sequences[:, width:]  # [B, steps]

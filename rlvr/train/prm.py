@@ -1,123 +1,93 @@
-"""PRIME's implicit process reward model, trained online beside the policy.
+"""PRIME's implicit process reward model: a learned scorer trained online beside the policy.
 
-Each step, on the step's rollouts: compute the PRM's log-probs and the reference's, update the PRM
-with the cross-entropy of its implicit outcome logit against the verifier's labels (PRIME: before
-scoring, so the rewards come from a PRM that has seen this batch's labels), then score every
-completion token with ``beta * (log pi_phi - log pi_ref)``. The math is in `rlvr.algos.prime`;
-this module owns the model, its optimizer, micro-batching and checkpoints.
+The PRM ``pi_phi`` is a causal LM read against a frozen reference (its initial weights). It
+**scores** every completion token with ``beta * (log pi_phi - log pi_ref)`` and is **updated** with
+the cross-entropy of its implicit outcome logit (the summed token rewards) against the verifier's
+labels. The math is in `rlvr.algos.prime`; the model, its optimizer and checkpoints are a
+`rlvr.train.harness.TrainableModel`; the optimizer step is the harness's.
 """
 
 from __future__ import annotations
 
-import time
-from contextlib import nullcontext
-from pathlib import Path
-from typing import Any, Callable
+from dataclasses import dataclass
 
 import torch
 
 from rlvr.algos.prime import implicit_outcome_logits, implicit_prm_ce_loss, implicit_process_rewards, prm_accuracy
-from rlvr.train.batch import TokenBatch, token_logprobs
+from rlvr.train.batch import TokenBatch
+from rlvr.train.harness import Harness, ScoringBatch, TrainableModel
+from rlvr.train.scoring import frozen_logprobs
 
-OPTIMIZER_FILE = "prm_optimizer.pt"
+
+@dataclass
+class PRMObjective:
+    """Mean PRIME cross-entropy over the valid sequences of the whole minibatch."""
+
+    model: torch.nn.Module
+    batch: TokenBatch
+    mask: torch.Tensor  # [B, T]
+    labels: torch.Tensor  # [B]
+    ref_logp: torch.Tensor  # [B, T]
+    beta: float
+    device: torch.device
+
+    def totals(self, rows: torch.Tensor) -> torch.Tensor:
+        return (self.mask[rows].sum(-1) > 0).sum().float().reshape(1)
+
+    def loss(self, rows: torch.Tensor, totals: torch.Tensor) -> tuple[torch.Tensor, dict[str, float], float]:
+        from rlvr.train.batch import token_logprobs
+
+        sub = self.batch.select(rows).to(self.device)
+        width = sub.completion_mask.shape[1]
+        m = self.mask[rows, :width].to(self.device)
+        logp, _ = token_logprobs(self.model, sub)
+        ref = self.ref_logp[rows, :width].to(self.device)
+        valid = m.sum(-1) > 0
+        per_seq = implicit_prm_ce_loss(logp, ref, m, self.labels[rows].to(self.device), self.beta)
+        loss = (per_seq * valid).sum() / totals[0].clamp(min=1)
+        logits = implicit_outcome_logits(logp.detach(), ref, m, self.beta)
+        n = float(valid.sum())
+        # the PRM's prediction before this update, on labels it had not seen: its honest accuracy
+        acc = prm_accuracy(logits.cpu(), self.labels[rows], valid.cpu()) if n else 0.0
+        return loss, {"accuracy": acc}, n
 
 
 class ImplicitPRM:
-    """Args:
-        model: The PRM ``pi_phi``, a causal LM (already prepared by accelerate if distributed).
-        ref_model: The frozen reference it is read against (its initial weights).
-        optimizer: The PRM's optimizer (prepared likewise).
-        accelerator: The run's accelerator (device, backward, gradient sync).
+    """A `rlvr.train.harness.LearnedScorer`: scores are token rewards, targets the verifier's
+    outcome labels ``[B]`` (1 = passed); ``ScoringBatch.ref_logp`` must hold the reference's
+    log-probs (`reference_logp`, or the policy's reference when they are the same numbers).
+
+    Args:
+        part: The PRM ``pi_phi`` with its optimizer (registered with the harness as ``prm``).
+        ref_model: The frozen reference it is read against.
+        harness: The run's harness (device, optimizer steps).
         beta: Implicit reward scale.
-        update: ``"before"`` scoring, ``"after"``, or ``"off"`` (a frozen PRM).
         micro_batch_size: Sequences per forward/backward.
-        max_grad_norm: Gradient clipping (0 = off).
-        reduce_sum: Sums a tensor over processes (the loss is normalised by the global count).
     """
 
-    def __init__(self, model: torch.nn.Module, ref_model: torch.nn.Module, optimizer: torch.optim.Optimizer, accelerator: Any,
-                 beta: float, update: str, micro_batch_size: int, max_grad_norm: float,
-                 reduce_sum: Callable[[torch.Tensor], torch.Tensor]):
-        self.model, self.ref_model, self.optimizer, self.accel = model, ref_model, optimizer, accelerator
-        self.beta, self.update_mode = beta, update
-        self.micro_batch_size, self.max_grad_norm = micro_batch_size, max_grad_norm
-        self.reduce_sum = reduce_sum
+    def __init__(self, part: TrainableModel, ref_model: torch.nn.Module, harness: Harness, beta: float, micro_batch_size: int):
+        self.part, self.ref_model, self.harness = part, ref_model, harness
+        self.beta, self.micro_batch_size = beta, micro_batch_size
 
-    def process_rewards(self, batch: TokenBatch, idx: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor,
-                        ref_logp: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
-        """Token rewards ``[B, L-1]`` for the rows ``idx`` of ``batch`` (0 elsewhere), updating the
-        PRM on ``labels`` ``[B]`` (1 = the verifier passed the completion) as configured.
+    def reference_logp(self, tokens: TokenBatch, rows: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return frozen_logprobs(self.ref_model, tokens, self.harness.micro_batches(rows, self.micro_batch_size, lengths), self.harness.device)
 
-        ``mask`` ``[B, L-1]`` marks the completion tokens that count; ``ref_logp`` may pass in
-        reference log-probs at temperature 1 that were already computed.
-        """
-        t0 = time.perf_counter()
-        metrics: dict[str, float] = {}
-        if ref_logp is None:
-            ref_logp = self._logp(self.ref_model, batch, idx)
-        if self.update_mode == "before":
-            metrics |= self._update(batch, idx, mask, labels, ref_logp)
-        logp = self._logp(self.model, batch, idx)
-        rewards = implicit_process_rewards(logp, ref_logp, mask, self.beta)
-        valid = mask.sum(-1) > 0
-        if self.update_mode != "before":  # the prediction of a PRM that has not seen these labels
-            logits = implicit_outcome_logits(logp, ref_logp, mask, self.beta)
-            metrics["prm/accuracy"] = prm_accuracy(logits, labels, valid)
-            metrics["prm/loss"] = float((implicit_prm_ce_loss(logp, ref_logp, mask, labels, self.beta) * valid).sum() / valid.sum().clamp(min=1))
-        if self.update_mode == "after":
-            metrics |= self._update(batch, idx, mask, labels, ref_logp)
-        metrics["prm/token_reward_mean"] = float(rewards.sum() / mask.sum().clamp(min=1))
-        metrics["prm/seq_reward_mean"] = float(rewards.sum(-1)[valid].mean()) if valid.any() else 0.0
-        metrics["time/prm"] = time.perf_counter() - t0
-        return rewards, metrics
+    def score(self, batch: ScoringBatch, labels: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """Token rewards ``[B, T]`` of ``batch.rows`` (0 elsewhere); with ``labels``, the PRM's
+        ``loss`` and ``accuracy`` on them as it scores."""
+        micros = self.harness.micro_batches(batch.rows, self.micro_batch_size, batch.lengths, collective=self.harness.sharded)
+        logp = frozen_logprobs(self.part.model, batch.tokens, micros, self.harness.device)
+        rewards = implicit_process_rewards(logp, batch.ref_logp, batch.mask, self.beta)
+        if labels is None:
+            return rewards, {}
+        valid = batch.mask.sum(-1) > 0
+        logits = implicit_outcome_logits(logp, batch.ref_logp, batch.mask, self.beta)
+        loss = implicit_prm_ce_loss(logp, batch.ref_logp, batch.mask, labels, self.beta)
+        return rewards, {"accuracy": prm_accuracy(logits, labels, valid), "loss": float((loss * valid).sum() / valid.sum().clamp(min=1))}
 
-    @torch.no_grad()
-    def _logp(self, model: torch.nn.Module, batch: TokenBatch, idx: torch.Tensor) -> torch.Tensor:
-        out = torch.zeros_like(batch.completion_mask)
-        was_training = model.training
-        model.eval()
-        for micro in idx.split(self.micro_batch_size):
-            logp, _ = token_logprobs(model, batch.select(micro).to(self.accel.device))
-            out[micro, : logp.shape[1]] = logp.float().cpu()
-        model.train(was_training)
-        return out
-
-    def _update(self, batch: TokenBatch, idx: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor, ref_logp: torch.Tensor) -> dict[str, float]:
-        """One optimizer step on the mean cross-entropy over every valid sequence of all processes."""
-        accel = self.accel
-        valid_rows = mask.sum(-1) > 0
-        n_global = float(self.reduce_sum(torch.tensor([float(valid_rows[idx].sum())], device=accel.device))[0])
-        live = idx if len(idx) else torch.zeros(1, dtype=torch.long)  # a process without sequences still joins the gradient sync
-        weight = 1.0 if len(idx) else 0.0
-        self.model.train()
-        micros = live.split(self.micro_batch_size)
-        loss_sum, logits_all = 0.0, torch.zeros(len(labels))
-        for i, micro in enumerate(micros):
-            sub = batch.select(micro).to(accel.device)
-            width = sub.completion_mask.shape[1]
-            m = mask[micro, :width].to(accel.device) * weight
-            sync = accel.no_sync(self.model) if i < len(micros) - 1 and accel.num_processes > 1 else nullcontext()
-            with sync:
-                logp, _ = token_logprobs(self.model, sub)
-                ref = ref_logp[micro, :width].to(accel.device)
-                per_seq = implicit_prm_ce_loss(logp, ref, m, labels[micro].to(accel.device), self.beta)
-                loss = (per_seq * (m.sum(-1) > 0)).sum() / max(n_global, 1.0)
-                accel.backward(loss * accel.num_processes)  # DDP averages over processes; the count already covers them
-            loss_sum += float(loss.detach())
-            logits_all[micro] = implicit_outcome_logits(logp.detach(), ref, m, self.beta).float().cpu()
-        grad_norm = float(accel.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)) if self.max_grad_norm > 0 else float("nan")
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        local_valid = torch.zeros(len(labels), dtype=torch.bool)
-        local_valid[idx] = valid_rows[idx]
-        # loss and accuracy of the PRM before this update, on labels it had not seen: its honest prediction quality
-        return {"prm/loss": float(self.reduce_sum(torch.tensor([loss_sum], device=accel.device))[0]),
-                "prm/accuracy": prm_accuracy(logits_all, labels, local_valid), "prm/grad_norm": grad_norm}
-
-    def save(self, directory: Path) -> None:
-        """The PRM in Hugging Face format plus its optimizer state, under ``directory``."""
-        self.accel.unwrap_model(self.model).save_pretrained(directory)
-        torch.save(self.optimizer.state_dict(), directory / OPTIMIZER_FILE)
-
-    def load_optimizer(self, directory: Path) -> None:
-        self.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, weights_only=False))
+    def update(self, batch: ScoringBatch, targets: torch.Tensor, scores: torch.Tensor | None = None) -> dict[str, float]:
+        """One optimizer step on the cross-entropy of every valid sequence of all processes against
+        the labels ``targets``; its ``loss`` and ``accuracy`` are those before the step."""
+        objective = PRMObjective(self.part.model, batch.tokens, batch.mask, targets.float(), batch.ref_logp, self.beta, self.harness.device)
+        stats = self.harness.optimizer_step(self.part, batch.rows, objective, self.micro_batch_size, batch.lengths) or {}
+        return {k: v for k, v in stats.items() if k in ("loss", "accuracy", "grad_norm")}

@@ -1,7 +1,9 @@
-"""Supervised warm-up (`rlvr sft CONFIG`): next-token loss on a task's worked solutions.
+"""The ``sft`` recipe (`rlvr sft CONFIG`, or `rlvr train CONFIG` on a config with ``recipe: sft``):
+next-token loss on a task's worked solutions.
 
 With ``model.name_or_path: tiny`` it first builds the embedded tiny model, so a machine with no
-network gets a base model from scratch; any other id or directory is fine-tuned as is.
+network gets a base model from scratch; any other id or directory is fine-tuned as is. Runs on the
+harness, so it checkpoints, resumes (``resume=true``) and stops cleanly on a signal like RL runs.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -16,124 +19,143 @@ from tqdm import tqdm
 import tasks
 from rlvr import UserError
 from rlvr.config import help_field
-from rlvr.models.loading import load_model
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout.hf import HFGenerateEngine, render_prompt
-from rlvr.runs import RunDir
-from rlvr.train.batch import build_token_batch
-from rlvr.train.common import ModelConfig, OptimConfig, TaskConfig, make_optimizer, seed_everything, set_threads
+from rlvr.train.batch import TokenBatch, build_token_batch
+from rlvr.train.config import EvalConfig, OptimConfig, RunConfig
+from rlvr.train.harness import Harness
 
 
 @dataclass
-class SFTEvalConfig:
-    every: int = help_field(0, "Greedy accuracy on `split` every this many steps (0 = only at the end)")
-    split: str = help_field("validation", "Held-out split for the accuracy check")
-    limit: int | None = help_field(200, "Problems evaluated (None = all)")
-    max_new_tokens: int = help_field(128, "Longest completion when evaluating")
-
-
-@dataclass
-class SFTConfig:
+class SFTConfig(RunConfig):
     """A supervised warm-up run."""
 
-    name: str = help_field("sft", "Run name: the run directory is output_dir/name")
-    output_dir: str = help_field("runs", "Parent folder of run directories")
-    seed: int = help_field(0, "Seed for initialisation and data order")
-    threads: int = help_field(0, "Torch CPU threads (0 = OMP_NUM_THREADS or torch's default)")
-    model: ModelConfig = field(default_factory=ModelConfig)
+    recipe: str | None = help_field("sft", "Training recipe: sft")
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
-    task: TaskConfig = field(default_factory=TaskConfig)
-    steps: int = help_field(500, "Optimizer steps")
-    batch_size: int = help_field(64, "Sequences per optimizer step")
-    micro_batch_size: int = help_field(64, "Sequences per forward/backward")
+    steps: int = help_field(500, "Optimizer steps", ge=0)
+    batch_size: int = help_field(64, "Sequences per optimizer step (per process)", gt=0)
+    micro_batch_size: int = help_field(64, "Sequences per forward/backward", gt=0)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-3, warmup_steps=25))
-    eval: SFTEvalConfig = field(default_factory=SFTEvalConfig)
-    progress: bool = help_field(True, "Show a progress bar")
-    tensorboard: bool = help_field(True, "Write TensorBoard events")
-
-    @property
-    def run_dir(self) -> Path:
-        return Path(self.output_dir) / self.name
+    eval: EvalConfig = field(default_factory=lambda: EvalConfig(limit=200))
 
 
-def _examples(task: tasks.Task, split: str, tokenizer, start: int, count: int) -> tuple[list[list[int]], list[list[int]], int]:
-    """Token ids of ``count`` (prompt, solution + eos) pairs from the stream; also the new position."""
-    prompts, targets = [], []
-    stream = task.stream(split, start=start)
-    pos, skipped = start, 0
-    while len(prompts) < count:
-        problem = next(stream)
-        pos += 1
-        solution = task.solution(problem)
-        if not solution:
-            skipped += 1
-            if skipped > 1000 and not prompts:
-                raise UserError(f"task {task.id} provides no worked solutions in split {split!r}; it cannot be used for SFT")
-            continue
-        prompts.append(tokenizer(render_prompt(tokenizer, task.env.format_prompt(problem)))["input_ids"])
-        targets.append(tokenizer(solution, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id])
-    return prompts, targets, pos
+@dataclass
+class NextTokenObjective:
+    """Token-mean cross-entropy of the completion tokens of a `TokenBatch` over the whole minibatch."""
+
+    model: torch.nn.Module
+    batch: TokenBatch
+    device: torch.device
+
+    def totals(self, rows: torch.Tensor) -> torch.Tensor:
+        return self.batch.completion_mask[rows].sum().reshape(1)
+
+    def loss(self, rows: torch.Tensor, totals: torch.Tensor) -> tuple[torch.Tensor, dict[str, float], float]:
+        sub = self.batch.select(rows).to(self.device)
+        logits = self.model(input_ids=sub.input_ids, attention_mask=sub.attention_mask).logits[:, :-1].float()
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), sub.input_ids[:, 1:], reduction="none")
+        tokens = float(sub.completion_mask.sum())
+        loss = (nll * sub.completion_mask).sum() / totals[0].clamp(min=1)
+        return loss, {"nll": float((nll.detach() * sub.completion_mask).sum()) / max(tokens, 1.0)}, tokens
+
+
+class SFTRecipe:
+    """Supervised fine-tuning on ``task.solution`` of each problem of the training split."""
+
+    config_class = SFTConfig
+
+    def __init__(self, cfg: SFTConfig, harness: Harness):
+        self.cfg, self.harness = cfg, harness
+        self.task = cfg.task.make()
+        if cfg.task.split in self.task.heldout_splits:
+            raise UserError(f"task.split {cfg.task.split!r} is held out in {self.task.id}; SFT must use a training split")
+        init = cfg.model.name_or_path
+        if init == "tiny" and harness.resume_from is None:
+            init = str(cfg.run_dir / "base")
+            if harness.is_main:
+                build_tiny_model(cfg.tiny, Path(init))
+            harness.accel.wait_for_everyone()
+        model, self.tokenizer = harness.load_model(harness.source("policy", init), "policy")
+        self.policy = harness.trainable("policy", model, cfg.optim, cfg.steps, tokenizer=self.tokenizer)
+        self.engine = HFGenerateEngine(self.policy.unwrapped, self.tokenizer, synced=harness.sharded)
+        self.position = 0
+        self.total_steps = cfg.steps
+        self.title = f"sft {cfg.name} on {self.task.id}"
+        self.t0 = time.perf_counter()
+        self.last_eval: dict[str, float] = {}
+
+    def step(self, step: int) -> dict[str, float]:
+        prompts, targets = self._examples(self.cfg.batch_size)
+        batch = build_token_batch(prompts, targets, self.tokenizer.pad_token_id)
+        stats = self.harness.optimizer_step(self.policy, torch.arange(len(prompts)),
+                                            NextTokenObjective(self.policy.model, batch, self.harness.device),
+                                            self.cfg.micro_batch_size, lengths=batch.attention_mask.sum(-1))
+        metrics = {"sft/loss": stats["loss"], "optim/lr": stats["lr"], "data/position": float(self.position),
+                   "time/elapsed": time.perf_counter() - self.t0}
+        if "grad_norm" in stats:
+            metrics["optim/grad_norm"] = stats["grad_norm"]
+        return metrics
+
+    def _examples(self, count: int) -> tuple[list[list[int]], list[list[int]]]:
+        """Token ids of this process's ``count`` (prompt, solution + eos) pairs: the processes read
+        one stream and take consecutive shares of ``count x processes`` problems with solutions."""
+        world, rank = self.harness.num_processes, self.harness.rank
+        stream = self.task.stream(self.cfg.task.split, start=self.position)
+        pairs, skipped = [], 0
+        while len(pairs) < count * world:
+            problem = next(stream)
+            self.position += 1
+            solution = self.task.solution(problem)
+            if not solution:
+                skipped += 1
+                if skipped > 1000 and not pairs:
+                    raise UserError(f"task {self.task.id} provides no worked solutions in split {self.cfg.task.split!r}; it cannot be used for SFT")
+                continue
+            pairs.append((problem, solution))
+        mine = pairs[rank * count:(rank + 1) * count]
+        prompts = [self.tokenizer(render_prompt(self.tokenizer, self.task.env.format_prompt(p)))["input_ids"] for p, _ in mine]
+        targets = [self.tokenizer(s, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id] for _, s in mine]
+        return prompts, targets
+
+    def evaluate(self) -> dict[str, float]:
+        from rlvr.eval.runner import EvalSettings, evaluate
+
+        ev = self.cfg.eval
+        settings = EvalSettings(split=ev.split, limit=ev.limit, max_new_tokens=ev.max_new_tokens or 128, chunk_prompts=256)
+        self.last_eval = {"eval/accuracy": evaluate(self.engine, self.task, settings, progress=False)["greedy"]["accuracy"]}
+        return self.last_eval
+
+    def save_final(self) -> Path:
+        """The model in ``final/``, its held-out accuracy logged at the last step (evaluated now
+        unless the loop just did)."""
+        final = self.harness.save_model(self.policy, self.cfg.run_dir / "final")
+        every = self.cfg.eval.every
+        if not (every and self.total_steps % every == 0):  # every process: a sharded model generates in step
+            self.harness.log(self.total_steps, self.evaluate())
+        if self.harness.is_main:
+            acc = self.last_eval.get("eval/accuracy", float("nan"))
+            tqdm.write(f"sft: {self.total_steps} steps in {time.perf_counter() - self.t0:.0f} s; "
+                       f"greedy accuracy on {self.cfg.eval.split}: {acc:.3f}; model in {final}")
+        return final
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"position": self.position}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.position = state["position"]
+
+    def close(self) -> None:
+        pass
 
 
 def sft(cfg: SFTConfig) -> Path:
     """Run supervised fine-tuning; returns the directory of the trained model (``run_dir/final``)."""
-    from accelerate import Accelerator
+    from rlvr.train.recipes import train
 
-    from rlvr.eval.runner import EvalSettings, evaluate
+    result = train(cfg)
+    if result.final_model is None:
+        raise UserError(f"SFT ended with status {result.status!r} after {result.steps} steps; resume it with resume=true")
+    return result.final_model
 
-    set_threads(cfg.threads)
-    seed_everything(cfg.seed)
-    accel = Accelerator(cpu=not torch.cuda.is_available())
-    task = cfg.task.make()
-    if cfg.task.split in task.heldout_splits:
-        raise UserError(f"task.split {cfg.task.split!r} is held out in {task.id}; SFT must use a training split")
-    run = RunDir(cfg.run_dir, tensorboard=cfg.tensorboard, enabled=accel.is_main_process)
-    run.write_config(cfg)
-    source = cfg.model.name_or_path
-    if source == "tiny":
-        source = str(build_tiny_model(cfg.tiny, cfg.run_dir / "base"))
-    model, tokenizer = load_model(source, cfg.model.dtype, cfg.model.trust_remote_code)
-    optimizer, scheduler = make_optimizer(model, cfg.optim, cfg.steps)
-    model, optimizer, scheduler = accel.prepare(model, optimizer, scheduler)
-    engine = HFGenerateEngine(accel.unwrap_model(model), tokenizer)
 
-    def accuracy() -> float:
-        settings = EvalSettings(split=cfg.eval.split, limit=cfg.eval.limit, max_new_tokens=cfg.eval.max_new_tokens, chunk_prompts=256)
-        return evaluate(engine, task, settings, progress=False)["greedy"]["accuracy"]
-
-    position, t0 = 0, time.perf_counter()
-    bar = tqdm(range(cfg.steps), desc=f"sft {cfg.name}", unit="step", disable=not cfg.progress, dynamic_ncols=True)
-    model.train()
-    for step in bar:
-        prompts, targets, position = _examples(task, cfg.task.split, tokenizer, position, cfg.batch_size)
-        batch = build_token_batch(prompts, targets, tokenizer.pad_token_id).to(accel.device)
-        total_tokens = batch.completion_mask.sum()
-        loss_sum = 0.0
-        for micro in torch.arange(len(prompts)).split(cfg.micro_batch_size):
-            sub = batch.select(micro)
-            logits = model(input_ids=sub.input_ids, attention_mask=sub.attention_mask).logits[:, :-1].float()
-            nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), sub.input_ids[:, 1:], reduction="none")
-            loss = (nll * sub.completion_mask).sum() / total_tokens  # token mean over the whole batch
-            accel.backward(loss)
-            loss_sum += float(loss.detach())
-        if cfg.optim.max_grad_norm > 0:
-            accel.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        metrics = {"sft/loss": loss_sum, "optim/lr": scheduler.get_last_lr()[0], "time/elapsed": time.perf_counter() - t0}
-        if cfg.eval.every and (step + 1) % cfg.eval.every == 0:
-            metrics["eval/accuracy"] = accuracy()
-        run.log_metrics(step + 1, metrics)
-        bar.set_postfix(loss=f"{loss_sum:.4f}")
-    final = cfg.run_dir / "final"
-    if accel.is_main_process:
-        accel.unwrap_model(model).save_pretrained(final)
-        tokenizer.save_pretrained(final)
-        acc = accuracy()
-        run.log_metrics(cfg.steps, {"eval/accuracy": acc})
-        run.write_state(status="completed", steps=cfg.steps, final_model=str(final), eval_accuracy=acc, wall_s=time.perf_counter() - t0)
-        run.plot(title=f"SFT {cfg.name} on {task.id}")
-        tqdm.write(f"sft: {cfg.steps} steps in {time.perf_counter() - t0:.0f} s; greedy accuracy on {cfg.eval.split}: {acc:.3f}; model in {final}")
-    run.close()
-    return final
+__all__ = ["NextTokenObjective", "SFTConfig", "SFTRecipe", "sft"]

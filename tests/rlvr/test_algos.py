@@ -9,7 +9,7 @@ import torch
 from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs
 from rlvr.algos.aggregation import AGGREGATIONS, Normalizer
 from rlvr.algos.kl import KL_ESTIMATORS
-from rlvr.algos.losses import PolicyLossInputs, clipped_surrogate
+from rlvr.algos.objective import POLICY_LOSSES, PolicyLossInputs, clipped_surrogate
 from rlvr.algos.presets import PRESETS, AlgoConfig, resolve_algorithm
 from rlvr.algos.ratio import RATIOS
 from rlvr.config import ConfigError
@@ -66,17 +66,17 @@ def test_clipped_surrogate_values_and_clip_fractions():
     logp = torch.log(torch.tensor([[1.5, 0.5, 1.1, 5.0]]))
     old = torch.zeros(1, 4)
     adv = torch.tensor([[1.0, -1.0, 1.0, -1.0]])
-    inp = PolicyLossInputs(logp, old, adv, torch.ones(1, 4))
-    ratio = RATIOS.get("token")(logp, old, inp.mask)
-    loss, stats = clipped_surrogate(ratio, inp, 0.2, 0.2)
+    mask = torch.ones(1, 4)
+    inp = PolicyLossInputs(logp, old, RATIOS.get("token")(logp, old, mask), adv, mask)
+    loss, stats = clipped_surrogate(inp, 0.2, 0.2)
     # -min(rA, clip(r)A): 1.5 -> -1.2 (clipped high); 0.5, A<0 -> +0.8 (clipped low); 1.1 -> -1.1; 5, A<0 -> +5
     assert torch.allclose(loss, torch.tensor([[-1.2, 0.8, -1.1, 5.0]]), atol=1e-6)
     assert stats["clip_frac_high"] == pytest.approx(0.25) and stats["clip_frac_low"] == pytest.approx(0.25)
-    dual, _ = clipped_surrogate(ratio, inp, 0.2, 0.2, dual_clip=3.0)
+    dual, _ = clipped_surrogate(inp, 0.2, 0.2, dual_clip=3.0)
     assert dual[0, 3].item() == pytest.approx(3.0)  # bounded by c * |A|
-    asym, _ = clipped_surrogate(ratio, inp, 0.2, 0.28)  # DAPO clip-higher
+    asym, _ = clipped_surrogate(inp, 0.2, 0.28)  # DAPO clip-higher
     assert asym[0, 0].item() == pytest.approx(-1.28)
-    plain, _ = clipped_surrogate(None, inp, None, None)  # GPG: -A log pi
+    plain, _ = POLICY_LOSSES.get("pg")(inp, None, None)  # GPG: -A log pi
     assert torch.allclose(plain, -adv * logp)
 
 
@@ -134,6 +134,8 @@ def test_presets_fill_unset_fields_and_overrides_win():
 def test_preset_errors_and_warnings():
     with pytest.raises(ConfigError, match="unknown algo.preset 'ppo2'"):
         resolve_algorithm(AlgoConfig(preset="ppo2"))
+    with pytest.raises(ConfigError, match="algo.policy_loss 'ppo' is not registered"):
+        resolve_algorithm(AlgoConfig(policy_loss="ppo"))
     with pytest.raises(ConfigError, match="algo.advantage 'nope' is not registered"):
         resolve_algorithm(AlgoConfig(advantage="nope"))
     with warnings.catch_warnings(record=True) as caught:

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 import warnings
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 import envs
 from envs.pool import VerifierPool
@@ -20,12 +18,13 @@ from envs.types import Problem
 from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs, gae
 from rlvr.algos.aggregation import AGGREGATIONS, Normalizer
 from rlvr.algos.filters import GroupFilter, keep_groups, zero_variance_groups
-from rlvr.algos.presets import PRESETS, AlgoConfig, preset_rows, resolve_algorithm
+from rlvr.algos.presets import CriticConfig, PRMConfig, PRESETS, AlgoConfig, preset_rows, resolve_algorithm
 from rlvr.algos.prime import implicit_outcome_logits, implicit_prm_ce_loss, implicit_process_rewards
 from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
 from rlvr.config import ConfigError
 from rlvr.rollout.base import Completion
 from rlvr.train.sampling import GroupSampler
+from tests.rlvr.gloo import run_in_two_processes
 
 
 def inputs(rewards, groups, T=2, mask=None, **extra):
@@ -148,7 +147,8 @@ def test_implicit_prm_rewards_and_cross_entropy():
 
 def test_presets_carry_the_papers_settings():
     algos = {name: resolve_algorithm(AlgoConfig(preset=name)) for name in PRESETS}
-    assert set(algos) == {"grpo", "dapo", "dr_grpo", "gspo", "prime", "rloo", "reinforce_pp", "gpg"}
+    assert set(algos) == {"grpo", "dapo", "dr_grpo", "gspo", "prime", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gpg", "cispo",
+                          "grpo_process", "ppo"}
     dapo = algos["dapo"]
     assert (dapo.clip_low, dapo.clip_high, dapo.loss_agg, dapo.kl_mode) == (0.2, 0.28, "token_mean", "off")
     assert dapo.dynamic_sampling and dapo.overlong_buffer_frac == 0.2 and dapo.group_filter.drop_zero_variance
@@ -158,12 +158,19 @@ def test_presets_carry_the_papers_settings():
     dr = algos["dr_grpo"]
     assert (dr.advantage, dr.loss_agg, dr.kl_mode) == ("mean_centered", "seq_mean_token_sum_norm", "off")
     prime = algos["prime"]
-    assert prime.implicit_prm and prime.needs_reference and prime.accuracy_band == (0.2, 0.8)
-    assert prime.advantage_kwargs["outcome_coef"] == 5.0 and prime.prm_beta == 0.05
+    assert prime.prm is not None and prime.needs_reference and prime.accuracy_band == (0.2, 0.8)
+    assert prime.advantage_kwargs["outcome_coef"] == 5.0 and prime.prm.beta == 0.05 and prime.critic is None
     rpp = algos["reinforce_pp"]
     assert (rpp.advantage, rpp.kl_mode, rpp.kl_estimator) == ("reinforce_pp", "reward", "k1")
     gpg = algos["gpg"]
-    assert (gpg.ratio, gpg.clip_low, gpg.kl_mode) == ("none", None, "off")
+    assert (gpg.policy_loss, gpg.clip_low, gpg.kl_mode) == ("pg", None, "off")
+    ppo = algos["ppo"]
+    assert (ppo.advantage, ppo.kl_mode, ppo.kl_estimator, ppo.loss_agg) == ("gae", "reward", "k1", "token_mean")
+    assert ppo.advantage_kwargs == {"gamma": 1.0, "lam": 0.95, "whiten": True} and ppo.critic.value_clip == 0.2
+    assert (ppo.epochs_per_batch, ppo.minibatches) == (2, 2) and all(a.recipe == "policy_gradient" for a in algos.values())
+    cispo = algos["cispo"]
+    assert (cispo.policy_loss, cispo.clip_low, cispo.clip_high) == ("cispo", None, 3.0)
+    assert algos["grpo_process"].advantage_kwargs == {"outcome_step": True}
     assert [name for name, _ in preset_rows()] == list(PRESETS)
 
 
@@ -176,16 +183,24 @@ def test_preset_overrides_merge_estimator_arguments_and_reject_unknown_ones():
         resolve_algorithm(AlgoConfig(accuracy_band=[0.8, 0.2]))
     with pytest.raises(ConfigError, match="algo.sampling_budget"):
         resolve_algorithm(AlgoConfig(preset="dapo", sampling_budget=0.5))
-    with pytest.raises(ConfigError, match="implicit_prm is false"):
-        resolve_algorithm(AlgoConfig(preset="prime", implicit_prm=False))
-    assert resolve_algorithm(AlgoConfig(preset="prime", implicit_prm=False, advantage_kwargs={"implicit_coef": 0.0})).advantage == "prime"
+    with pytest.raises(ConfigError, match="implicit PRM is off"):
+        resolve_algorithm(AlgoConfig(preset="prime", prm=PRMConfig(enabled=False)))
+    assert resolve_algorithm(AlgoConfig(preset="prime", prm=PRMConfig(enabled=False), advantage_kwargs={"implicit_coef": 0.0})).advantage == "prime"
+    with pytest.raises(ConfigError, match="gae needs a critic"):
+        resolve_algorithm(AlgoConfig(preset="ppo", critic=CriticConfig(enabled=False)))
+    with pytest.raises(ConfigError, match="set algo.advantage=gae"):
+        resolve_algorithm(AlgoConfig(preset="grpo", critic=CriticConfig(enabled=True)))
+    # a scorer turned on for a preset without one gets the defaults, the user's values on top
+    custom = resolve_algorithm(AlgoConfig(preset="grpo", advantage="gae", critic=CriticConfig(enabled=True, lr_scale=2.0, value_clip=0.0)))
+    assert custom.critic.lr_scale == 2.0 and custom.critic.value_clip is None and custom.critic.warmup_steps == 0
 
 
 @pytest.mark.parametrize("cfg, why", [
     (AlgoConfig(preset="grpo", kl_estimator="k1"), "gradient is zero in expectation"),
     (AlgoConfig(preset="reinforce_pp", kl_estimator="k3"), "biases the penalty"),
     (AlgoConfig(preset="dapo", sampling_budget=1.0), "every dropped group shrinks it"),
-    (AlgoConfig(preset="grpo", implicit_prm=True), "only the prime estimator uses"),
+    (AlgoConfig(preset="grpo", prm=PRMConfig(enabled=True)), "only the prime estimator uses"),
+    (AlgoConfig(preset="dapo", ref_update_every=5), "no reference model is loaded"),
 ])
 def test_combinations_the_papers_warn_against_are_explained(cfg, why):
     with warnings.catch_warnings(record=True) as caught:
@@ -221,25 +236,9 @@ def _aggregate_in_process(rank: int, world: int, port: int, mode: str, queue) ->
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("mode", ["seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm", "seq_mean"])
 def test_aggregation_is_invariant_to_splitting_over_processes(mode):
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_aggregate_in_process, args=(rank, 2, port, mode, queue)) for rank in range(2)]
-    for p in procs:
-        p.start()
-    diff = queue.get(timeout=120)
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    assert diff < 1e-6
+    assert run_in_two_processes(_aggregate_in_process, mode) < 1e-6
 
 
 # -- streaming dynamic sampling ---------------------------------------------------------------------

@@ -7,6 +7,7 @@ import json
 import pytest
 
 import tasks
+from rlvr.algos.presets import PRESETS
 from rlvr.cli import main
 
 
@@ -22,10 +23,14 @@ def test_envs_list_and_check(capsys):
 def test_algos_list_prints_every_preset_and_its_settings(capsys):
     assert main(["algos", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["grpo", "dapo", "dr_grpo", "gspo", "prime", "rloo", "reinforce_pp", "gpg"]
+    assert lines[0].split() == list(PRESETS)
     rows = {line.split()[0]: line.split()[1:] for line in lines[1:] if line and not line.startswith(" ")}
     assert rows["clip_high"][:4] == ["0.2", "0.28", "0.2", "0.0004"]
-    assert rows["dynamic_sampling"][1] == "yes" and rows["implicit_prm"][4] == "yes"
+    col = {name: i for i, name in enumerate(PRESETS)}
+    assert rows["dynamic_sampling"][col["dapo"]] == "yes" and rows["prm.enabled"][col["prime"]] == "yes"
+    assert rows["prm.beta"][col["prime"]] == "0.05" and rows["prm.enabled"][col["grpo"]] == "no"
+    assert rows["critic.enabled"][col["ppo"]] == "yes" and rows["critic.value_clip"][col["ppo"]] == "0.2"
+    assert rows["recipe"][col["ppo"]] == "policy_gradient" and rows["policy_loss"][col["cispo"]] == "cispo"
     assert main(["algos", "list", "--preset", "gspo"]) == 0
     assert capsys.readouterr().out.splitlines()[0].split() == ["gspo"]
 
@@ -79,3 +84,49 @@ def test_eval_writes_reproducible_reports(sft_base, tmp_path, capsys):
     # the same seed reproduces the same sampled numbers
     assert main(argv) == 0
     assert json.loads((out / "report.json").read_text())["sampled"] == s
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["train", "quickstart", "rollout.prompts_per_step=-4"], "'rollout.prompts_per_step' must be > 0, got -4"),
+    (["train", "quickstart", "update.steps=-1"], "'update.steps' must be >= 0, got -1"),
+    (["train", "quickstart", "update.micro_batch_size=0"], "'update.micro_batch_size' must be > 0, got 0"),
+    (["train", "quickstart", "rollout.max_new_tokens=0"], "'rollout.max_new_tokens' must be > 0, got 0"),
+    (["train", "quickstart", "optim.lr=-1"], "'optim.lr' must be > 0, got -1"),
+    (["train", "quickstart", "rollout.top_p=1.5"], "'rollout.top_p' must be <= 1, got 1.5"),
+    (["train", "quickstart", "algo.critic.lr_scale=0"], "'algo.critic.lr_scale' must be > 0, got 0"),
+    (["sft", "sft_quickstart", "batch_size=-2"], "'batch_size' must be > 0, got -2"),
+    (["sft", "quickstart"], "configures the policy_gradient recipe, not sft: run it with `rlvr train quickstart`"),
+    (["train", "quickstart", "recipe=dpo"], "unknown recipe 'dpo'"),
+])
+def test_settings_out_of_range_are_one_line_errors_before_anything_loads(argv, message, capsys):
+    # model.name_or_path points nowhere: the setting must be refused before any model is looked up
+    assert main([*argv, "model.name_or_path=/nonexistent/model"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and "not found" not in err
+
+
+def test_group_size_one_with_a_group_relative_advantage_warns_why(tmp_path, capsys):
+    with pytest.warns(UserWarning, match="group_size=1 with the grpo advantage: .* every advantage is 0"):
+        main(["train", "quickstart", f"output_dir={tmp_path}", "rollout.group_size=1", "model.name_or_path=/nonexistent/model"])
+
+
+def test_switching_the_task_drops_the_previous_tasks_config(capsys):
+    from rlvr.train import load_run_config
+
+    assert load_run_config("quickstart", []).task.config == {"direct_frac": 0.5}
+    cfg = load_run_config("quickstart", ["task.id=gsm8k-v1"])
+    assert cfg.task.config == {} and cfg.task.id == "gsm8k-v1"
+    assert load_run_config("quickstart", ["task.id=arithmetic-v1"]).task.config == {"direct_frac": 0.5}  # unchanged task keeps it
+    kept = load_run_config("quickstart", ["task.id=arithmetic-v1", "task.config={digits: 3}"])
+    assert kept.task.config == {"digits": 3}
+
+
+def test_show_config_takes_overrides_after_the_option_and_train_runs_sft_configs(capsys):
+    assert main(["train", "quickstart", "--show-config", "algo.preset=ppo", "update.steps=7"]) == 0
+    out = capsys.readouterr().out
+    assert "preset: ppo" in out and "steps: 7" in out
+    assert main(["train", "sft_quickstart", "--show-config"]) == 0  # the sft recipe's config, through `rlvr train`
+    assert "recipe: sft" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exited:  # argparse's own usage error
+        main(["train", "quickstart", "--show-config", "--bogus"])
+    assert exited.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err

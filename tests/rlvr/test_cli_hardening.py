@@ -172,7 +172,7 @@ def test_eval_bounds_a_verifier_that_never_returns_and_exits_non_zero(kind, tiny
     assert report["greedy"]["timeouts"] == 3 and report["greedy"]["accuracy"] == 0.0
     assert {k: report["verify"][k] for k in ("verified", "timeouts", "kind", "workers", "timeout_s")} == {
         "verified": 3, "timeouts": 3, "kind": kind, "workers": 1, "timeout_s": 0.5}
-    assert report["env"] == {"id": "testing/hang-v1", "kwargs": {}}
+    assert (report["task"]["env"], report["task"]["env_kwargs"]) == ("testing/hang-v1", {})
 
 
 def test_eval_counts_malformed_verdicts_as_errors_with_the_reason(tiny_model, tmp_path, capsys):
@@ -191,7 +191,8 @@ def test_eval_env_kwargs_reach_the_environment(tiny_model, tmp_path, capsys):
     assert main(["eval", "--model", str(tiny_model), "--task", "arithmetic-v1", "--limit", "3", "--max-new-tokens", "8",
                  "--env", "testing/hang-v1", "--env-kwargs", "{every: 1000}", "--verify-timeout", "5", "--out", str(out)]) == 0
     report = json.loads((out / "report.json").read_text())
-    assert report["env"] == {"id": "testing/hang-v1", "kwargs": {"every": 1000}} and report["verify"]["timeouts"] == 0
+    assert (report["task"]["env"], report["task"]["env_kwargs"]) == ("testing/hang-v1", {"every": 1000})
+    assert report["verify"]["timeouts"] == 0
 
 
 def test_eval_reports_of_two_models_do_not_overwrite_each_other_and_record_provenance(tmp_path, monkeypatch, capsys):

@@ -15,7 +15,7 @@ import pytest
 
 import sandboxes
 from rlvr.config import load_config
-from rlvr.train.rl import TrainConfig, train
+from rlvr.train import TrainConfig, train
 from rlvr.train.sft import SFTConfig, sft
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ def sandbox() -> sandboxes.Backend:
 @pytest.fixture(scope="module")
 def code_sft_base(tmp_path_factory, sandbox) -> Path:
     out = tmp_path_factory.mktemp("code_sft")
-    cfg = load_config(SFTConfig, "sft_code_quickstart", [f"output_dir={out}", "name=base", "progress=false", "tensorboard=false", "threads=1"])
+    cfg = load_config(SFTConfig, "sft_code_quickstart", [f"output_dir={out}", "name=base", "log.progress=false", "log.tensorboard=false", "threads=1"])
     return sft(cfg)
 
 

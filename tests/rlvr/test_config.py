@@ -3,7 +3,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from rlvr.config import ConfigError, describe, help_field, load_config
-from rlvr.train.rl import TrainConfig
+from rlvr.train import TrainConfig
 from rlvr.train.sft import SFTConfig
 
 

@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM
 import envs
 from envs.testing import FlakyEnv
 from rlvr.config import load_config
-from rlvr.train.rl import TrainConfig, TrainingError, train
+from rlvr.train import TrainConfig, TrainingError, train
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -45,8 +45,24 @@ def test_grpo_raises_heldout_accuracy_and_writes_the_run_directory(sft_base, tmp
     assert list((run / "tb").glob("events.out.tfevents.*"))
     assert (run / "curves.png").stat().st_size > 10_000
     assert json.loads((run / "run_state.json").read_text())["status"] == "completed"
-    for model_dir in (run / "checkpoints" / "step-10", run / "final"):  # Hugging Face format, loadable
+    for model_dir in (run / "checkpoints" / "step-10" / "policy", run / "final"):  # Hugging Face format, loadable
         assert AutoModelForCausalLM.from_pretrained(model_dir).num_parameters() > 0
+
+
+def test_ppo_learns_and_its_critic_explains_the_returns(sft_base, tmp_path, rl_overrides):
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "algo.preset=ppo", "update.steps=10", "eval.every=10",
+                                                              "log.tensorboard=false"))
+    result = train(cfg)
+    assert result.status == "completed"
+    rows = metrics(result.run_dir)
+    evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
+    assert evals[10] >= evals[0] + 0.10, evals
+    explained = [r["critic/explained_variance"] for r in rows if "critic/explained_variance" in r]
+    assert explained[0] < 0.1 and max(explained[-5:]) > 0.2, explained  # the critic starts blind and learns
+    assert all(r["critic/value_loss"] > 0 and "advantage/std" in r for r in rows if "reward/mean" in r)
+    resources = json.loads((result.run_dir / "resources.json").read_text())
+    assert [m["role"] for m in resources["models"]] == ["policy", "reference", "critic"]
+    assert set(resources["optimizer_state_bytes"]) == {"policy", "critic"}
 
 
 def _train_process(rl_overrides, tmp_path: Path, base: Path, *extra: str) -> subprocess.Popen:

@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from rlvr.algos.presets import PRESETS
+from rlvr.algos.presets import PRESETS, resolve_algorithm
 from rlvr.config import load_config
-from rlvr.train.rl import TrainConfig, train
+from rlvr.train import TrainConfig, train
 
 pytestmark = pytest.mark.slow
 
@@ -41,14 +42,16 @@ def test_every_preset_trains_through_the_same_entry_point(preset, sft_base, tmp_
     last = rows[-1]
     for key in ALWAYS:
         assert key in last, (preset, key)
-    if cfg.algo.preset in ("grpo", "reinforce_pp"):
+    if resolve_algorithm(cfg.algo).needs_reference:  # KL to the reference is logged whenever one is loaded
         assert "policy/kl" in last
-    if preset != "gpg":  # the second minibatch is off-policy: ratios move, clipping is measured on both sides
+    if preset not in ("gpg",):  # the second minibatch is off-policy: ratios move, clipping is measured on both sides
         assert {"policy/clip_frac_low", "policy/clip_frac_high", "policy/ratio_min", "policy/ratio_max"} <= set(last)
     if preset == "prime":
         assert 0.0 <= last["prm/accuracy"] <= 1.0 and "prm/loss" in last
         prm = result.run_dir / "checkpoints" / "step-2" / "prm"
-        assert (prm / "model.safetensors").exists() and (prm / "prm_optimizer.pt").exists()
+        assert (prm / "model.safetensors").exists() and (prm / "optimizer.pt").exists()
+    if preset == "ppo":
+        assert {"critic/value_loss", "critic/explained_variance", "critic/return_mean", "advantage/std"} <= set(last)
 
 
 def test_dynamic_sampling_never_trains_on_a_zero_variance_group_and_respects_its_budget(sft_base, tmp_path, rl_overrides):
@@ -96,11 +99,11 @@ def test_nothing_kept_skips_the_step_without_failing_the_run(sft_base, tmp_path,
 def test_prime_resumes_with_its_trained_reward_model(sft_base, tmp_path, rl_overrides, capsys):
     args = rl_overrides(tmp_path, sft_base, "algo.preset=prime", *SMALL)
     train(load_config(TrainConfig, "quickstart", [*args, "update.steps=1"]))
-    saved = tmp_path / "run" / "checkpoints" / "step-1" / "prm"
-    assert (saved / "model.safetensors").exists()
+    saved = tmp_path / "run" / "checkpoints" / "step-1"
+    assert (saved / "prm" / "model.safetensors").exists() and (saved / "prm" / "optimizer.pt").exists()
     result = train(load_config(TrainConfig, "quickstart", [*args, "update.steps=2", "resume=true"]))
     assert result.status == "completed" and result.steps == 2
-    assert f"implicit PRM restored from {saved}" in capsys.readouterr().out
+    assert f"resumed from {saved}" in capsys.readouterr().out
     assert [r["step"] for r in metrics(result.run_dir)] == [1, 2]
 
 
@@ -120,3 +123,92 @@ def test_two_processes_train_with_dynamic_sampling_in_lockstep(sft_base, tmp_pat
         assert r["sampling/prompts"] <= r["sampling/budget_prompts"] == 24  # per process: 3 x 8
     # every process reads its share of each request: the stream advances by twice what rank 0 generated
     assert rows[-1]["data/position"] == 2 * sum(r["sampling/prompts"] for r in rows)
+
+
+def test_verifier_process_rewards_train_end_to_end(sft_base, tmp_path, rl_overrides):
+    """GRPO process supervision (grpo_process) on the math checker's step rewards: the per-step
+    rewards reach samples.jsonl, advantages differ within a completion, and held-out accuracy rises."""
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "algo.preset=grpo_process", "update.steps=10",
+                                                              "eval.every=10", "eval.at_start=true", "eval.limit=100", "log.samples_per_step=32",
+                                                              "log.tensorboard=false", "log.plot=false"))
+    result = train(cfg)
+    assert result.status == "completed"
+    rows = metrics(result.run_dir)
+    evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
+    assert evals[10] >= evals[0] + 0.10, evals
+    assert all(r["verify/steps_per_completion"] > 0 for r in rows if "reward/mean" in r)
+    samples = [json.loads(line) for line in (result.run_dir / "samples.jsonl").read_text().splitlines()]
+    with_steps = [s for s in samples if s.get("steps")]
+    assert with_steps and all({"start", "end", "reward", "label"} <= set(step) for s in with_steps for step in s["steps"])
+    assert {step["reward"] for s in with_steps for step in s["steps"]} == {0.0, 1.0}  # right and wrong steps both occur
+
+
+def test_kl_is_monitored_and_the_reference_refreshed(sft_base, tmp_path, rl_overrides):
+    # dapo has no KL: with kl_mode=monitor the reference is loaded and the KL logged, the loss unchanged
+    monitored = train(load_config(TrainConfig, "quickstart", rl_overrides(tmp_path / "m", sft_base, "algo.preset=dapo", "algo.kl_mode=monitor",
+                                                                          "update.steps=2", "optim.warmup_steps=0", *SMALL)))
+    rows = metrics(monitored.run_dir)
+    assert all("policy/kl" in r for r in rows) and rows[1]["policy/kl"] > 0
+    assert rows[1]["loss/total"] == pytest.approx(rows[1]["loss/policy"], abs=1e-7)
+    # refreshing the reference after every step: each step starts with policy == reference, so the
+    # KL measured by its (single, on-policy) update is exactly 0
+    refreshed = train(load_config(TrainConfig, "quickstart", rl_overrides(tmp_path / "r", sft_base, "algo.ref_update_every=1",
+                                                                          "update.steps=3", "optim.warmup_steps=0", *SMALL)))
+    rows = metrics(refreshed.run_dir)
+    assert [r.get("policy/reference_refreshed") for r in rows] == [1.0, 1.0, 1.0]
+    assert rows[1]["policy/kl"] == 0.0 and rows[2]["policy/kl"] == 0.0
+    assert (refreshed.run_dir / "checkpoints" / "step-3" / "reference" / "model.safetensors").exists()
+
+
+def test_bad_critic_and_reference_inputs_are_named_before_training(sft_base, tmp_path, rl_overrides):
+    from transformers import AutoTokenizer
+
+    from rlvr import UserError
+
+    other = tmp_path / "other-tokenizer"
+    tok = AutoTokenizer.from_pretrained(sft_base)
+    tok.add_tokens(["<extra>"])
+    tok.save_pretrained(other)
+    args = rl_overrides(tmp_path, sft_base, "algo.preset=ppo", "update.steps=1", *SMALL)
+    with pytest.raises(UserError, match="algo.critic.init: the tokenizer at .* differs from the policy's"):
+        train(load_config(TrainConfig, "quickstart", [*args, f"algo.critic.init={other}"]))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="algo.critic.init: .*has no tokenizer"):
+        train(load_config(TrainConfig, "quickstart", [*args, f"algo.critic.init={tmp_path / 'empty'}", "name=run2"]))
+    # a resumed run whose base model (the frozen reference) is gone says which setting needs it
+    import shutil
+
+    base = tmp_path / "base"
+    shutil.copytree(sft_base, base)
+    grpo = rl_overrides(tmp_path, base, "update.steps=1", "name=grpo", *SMALL)
+    train(load_config(TrainConfig, "quickstart", grpo))
+    shutil.rmtree(base)
+    with pytest.raises(UserError, match=r"reference model .* algo.kl_mode=loss"):
+        train(load_config(TrainConfig, "quickstart", [*grpo, "update.steps=2", "resume=true"]))
+
+
+def test_two_processes_shard_the_policy_with_fsdp_and_match_ddp(sft_base, tmp_path, rl_overrides):
+    """FSDP2 through accelerate under torchrun (gloo): the same step as DDP (same samples, same
+    update up to float rounding), sharded optimizer state in the checkpoint, and a resume."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def run(name: str, *extra: str) -> subprocess.CompletedProcess:
+        args = rl_overrides(tmp_path, sft_base, f"name={name}", "update.steps=1", "update.minibatches=2", "rollout.prompts_per_step=4",
+                            "rollout.group_size=4", "optim.warmup_steps=0", *SMALL, *extra)
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "rlvr.cli", "train", "quickstart", *args]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        return proc
+
+    run("ddp", "distributed=ddp")
+    run("fsdp", "distributed=fsdp")
+    assert (tmp_path / "fsdp" / "checkpoints" / "step-1" / "policy" / "optimizer_shards").is_dir()
+    from safetensors.torch import load_file
+
+    ddp, fsdp, base = (load_file(p / "model.safetensors") for p in (tmp_path / "ddp" / "final", tmp_path / "fsdp" / "final", sft_base))
+    assert ddp.keys() == fsdp.keys()
+    assert all(torch.allclose(ddp[k], fsdp[k], atol=1e-5) for k in ddp)
+    assert any(not torch.allclose(ddp[k], base[k]) for k in ddp)  # and the step did change the weights
+    resumed = run("fsdp", "distributed=fsdp", "update.steps=2", "resume=true")
+    assert "resumed from" in resumed.stdout + resumed.stderr
+    assert [r["step"] for r in metrics(tmp_path / "fsdp")] == [1, 2]

@@ -1,0 +1,180 @@
+"""The policy objective: one pure function over registered parts, returning ``(loss, stats)``.
+
+    ratio -> policy loss (surrogate) -> + KL to the reference -> - entropy bonus -> aggregation
+
+Policy losses live in the `POLICY_LOSSES` registry. Each maps a `PolicyLossInputs` (``[B, T]``
+tensors) and the clip settings to a ``[B, T]`` token loss and statistics:
+
+- ``clipped``: PPO's surrogate ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)``, with optional
+  dual clipping of negative advantages (``max(., c A)``, Ye et al. 2020);
+- ``pg``: the plain policy gradient ``-A log pi`` (GPG, Chu et al. 2025; no ratio, no clipping);
+- ``cispo``: CISPO (MiniMax-M1, Chen et al. 2025): ``-sg(clip(r, 1 - eps_low, 1 + eps_high)) A log pi``,
+  the importance weight is clipped and detached, so no token's gradient is ever dropped.
+
+A new loss is one registered function. `policy_objective` aggregates with a `Normalizer` of
+whole-batch totals, so its gradient does not depend on how the batch is split into micro-batches
+or processes (tested on the whole objective).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from envs.registry import Registry
+from rlvr.algos.aggregation import AGGREGATIONS, Normalizer
+from rlvr.algos.kl import KL_ESTIMATORS
+from rlvr.algos.ratio import RATIOS
+
+POLICY_LOSSES: Registry = Registry("policy loss", versioned=False)
+
+
+@dataclass
+class PolicyLossInputs:
+    """Shapes ``[B, T]``.
+
+    Attributes:
+        logp: Log-probs of the sampled tokens under the current policy (with grad).
+        old_logp: The same under the policy that generated them (no grad).
+        ratio: The importance ratio ``pi / pi_old`` from the ratio registry (with grad).
+        advantages: Token advantages.
+        mask: 1.0 on completion tokens of valid sequences.
+    """
+
+    logp: Tensor
+    old_logp: Tensor
+    ratio: Tensor
+    advantages: Tensor
+    mask: Tensor
+
+
+def _bounds(clip_low: float | None, clip_high: float | None) -> tuple[float, float]:
+    return (1.0 - clip_low if clip_low is not None else 0.0, 1.0 + clip_high if clip_high is not None else float("inf"))
+
+
+def _ratio_stats(r: Tensor, adv: Tensor, mask: Tensor, lo: float, hi: float) -> dict[str, float]:
+    """Clip fractions (tokens whose clipped branch is active: below ``lo`` with A < 0, above
+    ``hi`` with A > 0) and ratio mean/min/max over the mask."""
+    n = mask.sum().clamp(min=1)
+    r = r.detach()
+    return {
+        "clip_frac_low": float(((r < lo) & (adv < 0)).float().mul(mask).sum() / n),
+        "clip_frac_high": float(((r > hi) & (adv > 0)).float().mul(mask).sum() / n),
+        "ratio_mean": float((r * mask).sum() / n),
+        "ratio_min": float(r.masked_fill(mask == 0, float("inf")).min()) if mask.any() else 1.0,
+        "ratio_max": float(r.masked_fill(mask == 0, float("-inf")).max()) if mask.any() else 1.0,
+    }
+
+
+@POLICY_LOSSES.register("clipped")
+def clipped_surrogate(inp: PolicyLossInputs, clip_low: float | None, clip_high: float | None,
+                      dual_clip: float | None = None) -> tuple[Tensor, dict[str, float]]:
+    """PPO's clipped surrogate per token ``[B, T]`` and ``{clip_frac_low, clip_frac_high, ratio_mean,
+    ratio_min, ratio_max}``. ``clip_low``/``clip_high`` are the epsilons (None = no clipping on that
+    side); ``dual_clip`` is the constant c > 1 bounding the loss of negative advantages."""
+    adv, ratio = inp.advantages, inp.ratio
+    lo, hi = _bounds(clip_low, clip_high)
+    loss = -torch.minimum(ratio * adv, ratio.clamp(lo, hi) * adv)
+    if dual_clip is not None:
+        loss = torch.where(adv < 0, torch.minimum(loss, -dual_clip * adv), loss)
+    return loss, _ratio_stats(ratio, adv, inp.mask, lo, hi)
+
+
+@POLICY_LOSSES.register("pg")
+def plain_policy_gradient(inp: PolicyLossInputs, clip_low: float | None = None, clip_high: float | None = None,
+                          dual_clip: float | None = None) -> tuple[Tensor, dict[str, float]]:
+    """GPG: ``-A log pi`` per token ``[B, T]``, no ratio and no clipping (a single on-policy step)."""
+    return -inp.advantages * inp.logp, {}
+
+
+@POLICY_LOSSES.register("cispo")
+def cispo(inp: PolicyLossInputs, clip_low: float | None, clip_high: float | None,
+          dual_clip: float | None = None) -> tuple[Tensor, dict[str, float]]:
+    """CISPO: ``-sg(clip(r, 1 - eps_low, 1 + eps_high)) A log pi`` per token ``[B, T]``. The clipped
+    weight is a constant, so the gradient of every token is ``A * w * grad log pi`` with ``w``
+    bounded: large ratios are tempered, never dropped. ``clip_low=None`` leaves the weight
+    unbounded below (the MiniMax-M1 setting)."""
+    lo, hi = _bounds(clip_low, clip_high)
+    weight = inp.ratio.detach().clamp(lo, hi)
+    stats = _ratio_stats(inp.ratio, inp.advantages, inp.mask, lo, hi)
+    # for CISPO a "clipped" token is one whose weight was capped, whatever the advantage's sign
+    r, n = inp.ratio.detach(), inp.mask.sum().clamp(min=1)
+    stats["clip_frac_low"] = float(((r < lo).float() * inp.mask).sum() / n)
+    stats["clip_frac_high"] = float(((r > hi).float() * inp.mask).sum() / n)
+    return -weight * inp.advantages * inp.logp, stats
+
+
+@dataclass(frozen=True)
+class ObjectiveParts:
+    """Which registered parts make the objective, and their coefficients.
+
+    Attributes:
+        ratio: Importance-ratio name (`rlvr.algos.ratio.RATIOS`).
+        policy_loss: Policy-loss name (`POLICY_LOSSES`).
+        clip_low / clip_high / dual_clip: Clip settings passed to the policy loss.
+        aggregation: Loss-aggregation name (`rlvr.algos.aggregation.AGGREGATIONS`).
+        kl_estimator: KL estimator name (`rlvr.algos.kl.KL_ESTIMATORS`), used when ``ref_logp`` is given.
+        kl_coef: Weight of the KL term in the loss (0 = the KL is only measured).
+        entropy_coef: Weight of the entropy bonus (0 = measured only).
+    """
+
+    ratio: str = "token"
+    policy_loss: str = "clipped"
+    clip_low: float | None = 0.2
+    clip_high: float | None = 0.2
+    dual_clip: float | None = None
+    aggregation: str = "token_mean"
+    kl_estimator: str = "k3"
+    kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+
+
+@dataclass
+class ObjectiveInputs:
+    """One micro-batch. Shapes ``[B, T]``; ``norm`` holds totals of the whole optimizer batch.
+
+    Attributes:
+        logp: Current log-probs of the sampled tokens (with grad).
+        old_logp: Log-probs under the behaviour policy (no grad).
+        advantages: Token advantages.
+        mask: 1.0 where a token counts (completion tokens of valid sequences; 0 for observation
+            tokens of multi-turn episodes and for sequences left out of the loss).
+        norm: Whole-batch totals for the aggregation.
+        ref_logp: Reference log-probs (no grad), or None when no reference is loaded.
+        entropy: Entropy of each next-token distribution (with grad when ``entropy_coef != 0``).
+    """
+
+    logp: Tensor
+    old_logp: Tensor
+    advantages: Tensor
+    mask: Tensor
+    norm: Normalizer
+    ref_logp: Tensor | None = None
+    entropy: Tensor | None = None
+
+
+def policy_objective(inp: ObjectiveInputs, parts: ObjectiveParts) -> tuple[Tensor, dict[str, float]]:
+    """The scalar loss of one micro-batch (its share of the whole-batch loss) and statistics:
+    ``policy_loss_sum`` (this micro-batch's share of the aggregated surrogate alone; the shares add
+    up to the batch's), ``kl`` and ``entropy`` (token means over this micro-batch) and the policy
+    loss's own (clip fractions, ratio statistics)."""
+    mask = inp.mask
+    ratio = RATIOS.get(parts.ratio)(inp.logp, inp.old_logp, mask)
+    surrogate, stats = POLICY_LOSSES.get(parts.policy_loss)(
+        PolicyLossInputs(inp.logp, inp.old_logp, ratio, inp.advantages, mask), parts.clip_low, parts.clip_high, parts.dual_clip)
+    aggregate = AGGREGATIONS.get(parts.aggregation)
+    total = surrogate
+    n = mask.sum().clamp(min=1)
+    if inp.ref_logp is not None:
+        kl = KL_ESTIMATORS.get(parts.kl_estimator)(inp.logp, inp.ref_logp)
+        stats["kl"] = float((kl.detach() * mask).sum() / n)
+        if parts.kl_coef:
+            total = total + parts.kl_coef * kl
+    if inp.entropy is not None:
+        stats["entropy"] = float((inp.entropy.detach() * mask).sum() / n)
+        if parts.entropy_coef:
+            total = total - parts.entropy_coef * inp.entropy
+    stats["policy_loss_sum"] = float(aggregate(surrogate.detach(), mask, inp.norm))
+    return aggregate(total, mask, inp.norm), stats

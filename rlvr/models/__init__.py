@@ -1,0 +1,1 @@
+"""Model loading by id or path, and the embedded tiny model."""

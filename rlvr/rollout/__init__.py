@@ -1,0 +1,1 @@
+"""Rollout engines: prompts in, sampled completions with token log-probs out."""

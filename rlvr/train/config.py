@@ -1,0 +1,140 @@
+"""Config sections shared by every training recipe, and the RL run config.
+
+`RunConfig` is the header every run has (name, folder, seed, threads, resume/overwrite, model,
+task, optimizer, logging); a recipe's config extends it with what only that recipe reads
+(`rlvr.train.sft.SFTConfig`, `TrainConfig` below for the policy-gradient and preference recipes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rlvr.algos.presets import AlgoConfig
+from rlvr.config import help_field
+from rlvr.rollout.config import RolloutConfig
+
+
+@dataclass
+class ModelConfig:
+    """The policy to train."""
+
+    name_or_path: str = help_field("tiny", "Hugging Face model id or local directory; 'tiny' builds the embedded model from `tiny` (SFT only)")
+    dtype: Literal["float32", "bfloat16", "float16"] = help_field("float32", "Parameter dtype")
+    trust_remote_code: bool = help_field(False, "Allow model code from the hub (only for models you trust)")
+
+
+@dataclass
+class TaskConfig:
+    """The task to train on."""
+
+    id: str = help_field("arithmetic-v1", "Registered task id (see `rlvr tasks list`)")
+    config: dict[str, Any] = help_field({}, "Task configuration overriding its defaults (belongs to task.id: dropped when an override changes the task)",
+                                        belongs_to="id")
+    split: str = help_field("train", "Split to train on (held-out splits are refused)")
+    env: str | None = help_field(None, "Environment id replacing the task's own verifier (None = the task's)")
+    env_kwargs: dict[str, Any] = help_field({}, "Keyword arguments for that environment (belongs to task.env)", belongs_to="env")
+    heldout: list[str] = help_field([], "Other tasks held out for evaluation, as ID or ID:SPLIT (default split: test); training refuses a split that may share problems with any (e.g. hendrycks-math-v1:test with math500-v1)")
+
+    def make(self):
+        """The configured task, with its environment replaced if ``env`` is set; refuses a
+        training split that may share problems with a held-out one (`tasks.assert_disjoint`)."""
+        import tasks
+
+        task = tasks.make(self.id, **self.config)
+        if self.env:
+            task.env_id, task.env_kwargs = self.env, dict(self.env_kwargs)
+        heldout = [(entry.split(":", 1)[0], entry.split(":", 1)[1] if ":" in entry else "test") for entry in self.heldout]
+        tasks.assert_disjoint((task, self.split), heldout)
+        return task
+
+
+@dataclass
+class OptimConfig:
+    """AdamW and the learning-rate schedule."""
+
+    lr: float = help_field(1e-5, "Peak learning rate", gt=0)
+    weight_decay: float = help_field(0.0, "AdamW weight decay", ge=0)
+    betas: list[float] = help_field([0.9, 0.999], "AdamW betas")
+    schedule: Literal["cosine", "linear", "constant"] = help_field("cosine", "Decay after warm-up")
+    warmup_steps: int = help_field(0, "Optimizer steps of linear warm-up", ge=0)
+    max_grad_norm: float = help_field(1.0, "Gradient clipping by global norm (0 = off)", ge=0)
+
+
+@dataclass
+class LogConfig:
+    """What the run directory receives, and how often."""
+
+    samples_per_step: int = help_field(4, "Completions (with verdicts) written to samples.jsonl each step", ge=0)
+    tensorboard: bool = help_field(True, "Write TensorBoard events to tb/")
+    plot: bool = help_field(True, "Write curves.png at the end (and at each checkpoint)")
+    checkpoint_every: int = help_field(0, "Save a checkpoint every this many steps (0 = only at the end)", ge=0)
+    keep_checkpoints: int = help_field(2, "Checkpoints kept (older ones are deleted)", gt=0)
+    progress: bool = help_field(True, "Show a progress bar")
+
+
+@dataclass
+class EvalConfig:
+    """Greedy accuracy on a held-out split during training."""
+
+    every: int = help_field(0, "Evaluate every this many steps (0 = only where a recipe evaluates at the end)", ge=0)
+    split: str = help_field("validation", "Split to evaluate (never the training split)")
+    limit: int | None = help_field(None, "Evaluate the first this many problems (None = all)", gt=0)
+    at_start: bool = help_field(False, "Also evaluate before the first step")
+    max_new_tokens: int | None = help_field(None, "Longest completion when evaluating (None = rollout.max_new_tokens, or 128 for SFT)", gt=0)
+
+
+@dataclass
+class RunConfig:
+    """The header of every run: where it lives, how it starts, what it trains."""
+
+    name: str = help_field("run", "Run name: the run directory is output_dir/name")
+    recipe: str | None = help_field(None, "Training recipe (`rlvr.train.recipes`): None = the one algo.preset names (policy_gradient); sft for supervised warm-up")
+    output_dir: str = help_field("runs", "Parent folder of run directories")
+    seed: int = help_field(0, "Seed for sampling, shuffling and initialisation")
+    threads: int = help_field(0, "Torch CPU threads per process (0 = OMP_NUM_THREADS or torch's default)", ge=0)
+    distributed: Literal["ddp", "fsdp"] = help_field("ddp", "With several processes: replicate trainable models (ddp) or shard them (fsdp: accelerate's FSDP2, also on CPUs under torchrun)")
+    resume: bool = help_field(False, "Continue the run in output_dir/name from its latest checkpoint, with the run's own config.yaml (command-line overrides apply on top)")
+    overwrite: bool = help_field(False, "Delete an existing run directory output_dir/name and start again (without it, an existing run is refused)")
+    model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir) / self.name
+
+
+@dataclass
+class VerifyConfig:
+    """Reward computation."""
+
+    workers: int = help_field(1, "Verifier workers (0 = inline in the training thread)", ge=0)
+    kind: Literal["inline", "thread", "process"] = help_field("thread", "thread for fast verifiers, process for slow or unsafe ones")
+    timeout_s: float = help_field(30.0, "Per-completion verification budget; over it the verdict is 'timeout'", gt=0)
+    on_failure: Literal["drop", "zero"] = help_field("drop", "Verdicts with status error/timeout: drop the sample from the update, or score it 0")
+    max_failed_steps: int = help_field(3, "Stop (after saving) when every verdict of this many consecutive steps failed", gt=0)
+
+
+@dataclass
+class UpdateConfig:
+    """How each rollout batch is turned into optimizer steps."""
+
+    steps: int = help_field(100, "Training steps (rollout batches)", ge=0)
+    epochs_per_batch: int | None = help_field(None, "Passes over each rollout batch (PPO's epochs; None = the preset's: 2 for ppo, 1 otherwise)", gt=0)
+    minibatches: int | None = help_field(None, "Optimizer steps per pass: the batch is split into this many minibatches (None = the preset's: 2 for ppo, 1 otherwise)", gt=0)
+    micro_batch_size: int = help_field(64, "Sequences per forward/backward (gradient accumulation inside a minibatch)", gt=0)
+    max_len_norm: int | None = help_field(None, "Constant length for seq_mean_token_sum_norm (default: rollout.max_new_tokens)", gt=0)
+
+
+@dataclass
+class TrainConfig(RunConfig):
+    """An RL training run (`rlvr train CONFIG key=value ...`): the preset picks the recipe."""
+
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    update: UpdateConfig = field(default_factory=UpdateConfig)
+    verify: VerifyConfig = field(default_factory=VerifyConfig)

@@ -1,0 +1,400 @@
+"""The ``policy_gradient`` recipe: the GRPO family and PPO, the same loop for every preset.
+
+    sample prompts -> generate groups -> verify -> (filter, refill) -> rollouts
+    shape rewards -> advantages -> for each epoch and minibatch: objective -> optimizer step
+
+The algorithm is a resolved table of parts (`rlvr.algos.presets`); nothing here branches on a
+preset's name. Learned scorers are components built when the algorithm asks for them: PRIME's
+implicit PRM (`rlvr.train.prm`) and PPO's critic (`rlvr.train.critic`). Streaming group sampling
+(DAPO's dynamic sampling, PRIME's accuracy band) is `rlvr.train.sampling`; run directory,
+accumulation, checkpoints and the loop are the harness's (`rlvr.train.harness`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from envs.pool import VerifierPool
+from envs.types import Problem
+from rlvr import UserError
+from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs, lambda_returns
+from rlvr.algos.aggregation import Normalizer
+from rlvr.algos.kl import KL_ESTIMATORS
+from rlvr.algos.objective import ObjectiveInputs, ObjectiveParts, policy_objective
+from rlvr.algos.presets import Algorithm, group_relative, resolve_algorithm
+from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
+from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.train.batch import TokenBatch, token_logprobs
+from rlvr.train.config import TrainConfig
+from rlvr.train.critic import Critic, ValueModel, check_tokenizer, value_metrics
+from rlvr.train.harness import FrozenModel, Harness, ScoringBatch, TrainingError, merge_stats
+from rlvr.train.prm import ImplicitPRM
+from rlvr.train.rollouts import Rollouts, build_rollouts, generation_metrics, sample_rows, zero_variance_frac
+from rlvr.train.sampling import GroupSampler, SamplingReport
+from rlvr.train.scoring import frozen_logprobs
+
+
+@dataclass
+class PolicyObjective:
+    """`rlvr.algos.objective.policy_objective` over micro-batches of a rollout batch.
+
+    ``old_logp`` None means the update is a single on-policy step: the behaviour policy is the
+    current one, its log-probs are the forward's own (detached), and no extra forward is needed.
+    """
+
+    model: torch.nn.Module
+    batch: TokenBatch
+    mask: torch.Tensor  # [B, T] tokens the loss covers
+    advantages: torch.Tensor  # [B, T]
+    old_logp: torch.Tensor | None  # [B, T]
+    ref_logp: torch.Tensor | None  # [B, T]
+    rollout_logp: torch.Tensor  # [B, T] the engine's
+    parts: ObjectiveParts
+    temperature: float
+    max_len: float
+    device: torch.device
+
+    def totals(self, rows: torch.Tensor) -> torch.Tensor:
+        m = self.mask[rows]
+        return torch.stack([(m.sum(-1) > 0).sum().float(), m.sum()])
+
+    def loss(self, rows: torch.Tensor, totals: torch.Tensor) -> tuple[torch.Tensor, dict[str, float], float]:
+        sub = self.batch.select(rows).to(self.device)
+        width = sub.completion_mask.shape[1]
+        m = self.mask[rows, :width].to(self.device)
+        logp, entropy = token_logprobs(self.model, sub, self.temperature, entropy=True, entropy_grad=self.parts.entropy_coef != 0)
+        old = logp.detach() if self.old_logp is None else self.old_logp[rows, :width].to(self.device)
+        ref = None if self.ref_logp is None else self.ref_logp[rows, :width].to(self.device)
+        norm = Normalizer(sequences=float(totals[0]), tokens=float(totals[1]), max_len=self.max_len)
+        loss, stats = policy_objective(ObjectiveInputs(logp, old, self.advantages[rows, :width].to(self.device), m, norm, ref, entropy), self.parts)
+        if self.old_logp is None:  # the trainer's log-probs beside the engine's, same weights
+            gap = (logp.detach() - self.rollout_logp[rows, :width].to(self.device)).abs()
+            stats["logprob_gap"] = float((gap * m).sum() / m.sum().clamp(min=1))
+        return loss, stats, float(m.sum())
+
+
+class PolicyGradient:
+    """Runs a `TrainConfig` whose preset names the ``policy_gradient`` recipe."""
+
+    config_class = TrainConfig
+
+    def __init__(self, cfg: TrainConfig, harness: Harness):
+        self.cfg, self.harness = cfg, harness
+        self.algo: Algorithm = resolve_algorithm(cfg.algo)
+        self._check_settings()
+        self.task = cfg.task.make()
+        if cfg.task.split in self.task.heldout_splits:
+            raise UserError(f"task.split {cfg.task.split!r} is a held-out split of {self.task.id}; train on a training split")
+        self.epochs = cfg.update.epochs_per_batch or self.algo.epochs_per_batch
+        self.minibatches = cfg.update.minibatches or self.algo.minibatches
+        self.total_steps = cfg.update.steps
+        self.title = f"{cfg.name}: {self.algo.preset} on {self.task.id}"
+        micro = cfg.update.micro_batch_size
+        optimizer_steps = cfg.update.steps * self.epochs * self.minibatches
+
+        model, self.tokenizer = harness.load_model(harness.source("policy", cfg.model.name_or_path), "policy")
+        self.reference = self._reference(model) if self.algo.needs_reference else None  # before the policy is wrapped or sharded
+        self.policy = harness.trainable("policy", model, cfg.optim, optimizer_steps, tokenizer=self.tokenizer)
+        self.prm = self._prm(micro) if self.algo.prm else None
+        self.critic = self._critic(micro, optimizer_steps) if self.algo.critic else None
+
+        self.engine = HFGenerateEngine(self.policy.unwrapped, self.tokenizer, cfg.rollout.max_batch_sequences, synced=harness.sharded)
+        self.engine_updates = 0  # the policy's optimizer steps the engine has seen
+        self.pool = VerifierPool(self.task.env, workers=cfg.verify.workers, kind=cfg.verify.kind, timeout_s=cfg.verify.timeout_s)
+        self.sampling = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.top_k, cfg.rollout.max_new_tokens)
+        self.sampler = GroupSampler(
+            generate=lambda problems: self.engine.generate([self.task.env.format_prompt(p) for p in problems], cfg.rollout.group_size, self.sampling),
+            submit=lambda problems, completions: self.pool.submit(problems, [c.text for c in completions]),
+            group_size=cfg.rollout.group_size, chunk_prompts=cfg.rollout.chunk_prompts,
+            group_filter=self.algo.group_filter, budget_factor=self.algo.sampling_budget,
+            on_failure_valid=cfg.verify.on_failure == "zero", rank=harness.rank, world=harness.num_processes,
+            gather_counts=harness.gather_counts)
+        self.position, self.failed_steps = 0, 0
+        self.stream = None
+
+    # -- setup ----------------------------------------------------------------------------------
+
+    def _check_settings(self) -> None:
+        cfg, algo = self.cfg, self.algo
+        if cfg.recipe not in (None, algo.recipe):
+            raise UserError(f"recipe={cfg.recipe} but algo.preset={algo.preset} runs the {algo.recipe} recipe; drop the recipe key")
+        if cfg.eval.every and cfg.eval.split == cfg.task.split:
+            raise UserError(f"eval.split equals task.split ({cfg.task.split!r}): evaluation must use held-out data")
+        if cfg.rollout.group_size == 1 and group_relative(algo):
+            warnings.warn(f"rollout.group_size=1 with the {algo.advantage} advantage: it compares completions of the same prompt, "
+                          "so with one completion per prompt every advantage is 0 and nothing is learned; use group_size >= 2", UserWarning, stacklevel=2)
+        if self.algo.critic is not None and self.algo.critic.warmup_steps >= cfg.update.steps > 0:
+            warnings.warn(f"algo.critic.warmup_steps={self.algo.critic.warmup_steps} >= update.steps={cfg.update.steps}: the policy is never updated",
+                          UserWarning, stacklevel=2)
+
+    def _reference(self, policy: torch.nn.Module) -> torch.nn.Module:
+        """The frozen reference: the policy's starting weights. A reference refreshed from the
+        policy every N steps is a checkpointed component, so a resumed run reads against the same one."""
+        harness, path = self.harness, self.cfg.model.name_or_path
+        if self.algo.ref_update_every:
+            model, _ = harness.load_model(harness.source("reference", path), "reference")
+            harness.register("reference", FrozenModel("reference", model, harness.accel))
+        elif harness.resume_from is None:
+            model = copy.deepcopy(policy)
+            harness.record_model("reference", path, model)
+        else:
+            try:
+                model, _ = harness.load_model(path, "reference")
+            except UserError as e:
+                raise UserError(f"the reference model {path!r} (model.name_or_path, the policy's starting weights) cannot be loaded, "
+                                f"and algo.kl_mode={self.algo.kl_mode}{' with a PRM' if self.algo.prm else ''} needs it: {e}") from None
+        return harness.frozen(model)
+
+    def _prm(self, micro: int) -> ImplicitPRM:
+        """PRIME's implicit PRM and its frozen reference, both from ``algo.prm.init`` (default: the
+        policy's starting weights, whose frozen copy is then shared with the policy's reference)."""
+        cfg, harness, settings = self.cfg, self.harness, self.algo.prm
+        init = settings.init or cfg.model.name_or_path
+        model, _ = harness.load_model(harness.source("prm", init), "prm")
+        self.prm_shares_reference = init == cfg.model.name_or_path and self.reference is not None and not self.algo.ref_update_every
+        ref = self.reference if self.prm_shares_reference else harness.frozen(harness.load_model(init, "prm_reference")[0])
+        # PRIME trains the PRM at a constant rate (1e-6 beside the policy's 5e-7)
+        optim = dataclasses.replace(cfg.optim, lr=cfg.optim.lr * settings.lr_scale, schedule="constant", warmup_steps=0)
+        part = harness.trainable("prm", model, optim, cfg.update.steps, tokenizer=self.tokenizer)
+        return ImplicitPRM(part, ref, harness, settings.beta, micro)
+
+    def _critic(self, micro: int, optimizer_steps: int) -> Critic:
+        """PPO's value model, from ``algo.critic.init`` (default: the policy's starting weights; separate weights)."""
+        cfg, harness, settings = self.cfg, self.harness, self.algo.critic
+        if settings.init:
+            check_tokenizer(settings.init, self.tokenizer)
+        source = harness.source("critic", settings.init or cfg.model.name_or_path)
+        model = ValueModel.from_pretrained(source, dtype=self.policy.unwrapped.dtype, trust_remote_code=cfg.model.trust_remote_code)
+        harness.record_model("critic", source, model)
+        optim = dataclasses.replace(cfg.optim, lr=cfg.optim.lr * settings.lr_scale)
+        part = harness.trainable("critic", model, optim, optimizer_steps, tokenizer=self.tokenizer)
+        return Critic(part, harness, settings.value_clip, micro)
+
+    # -- one step -------------------------------------------------------------------------------
+
+    def step(self, step: int) -> dict[str, float]:
+        cfg = self.cfg
+        self._sync_engine()
+        report, rollouts, metrics = self.collect()
+        generated = [v for g in report.generated for v in g.verdicts]
+        # one decision for all processes: every one must take the same branch (collectives follow)
+        n_generated, n_failed, n_valid = self.harness.reduce_sum(torch.tensor([
+            float(len(generated)), float(sum(v.status.is_failure for v in generated)),
+            float(rollouts.valid.sum()) if rollouts is not None else 0.0])).tolist()
+        if n_generated and n_failed == n_generated:
+            self.failed_steps += 1
+            metrics["train/skipped"] = 1.0
+            if self.failed_steps >= cfg.verify.max_failed_steps:
+                first = next((v.info.get("error") for v in generated if v.status.value == "error"), "timeouts")
+                raise TrainingError(f"every verification failed for {self.failed_steps} consecutive steps (e.g. {first}); "
+                                    f"fix the environment and continue with `rlvr train {cfg.run_dir} --resume`")
+        elif n_valid == 0:  # dynamic sampling spent its budget without keeping a group: nothing to learn from
+            self.failed_steps = 0
+            metrics["train/skipped"] = 1.0
+        else:
+            self.failed_steps = 0
+            metrics |= self.update(rollouts, step)
+        if self.algo.ref_update_every and step % self.algo.ref_update_every == 0:
+            self.reference.load_state_dict(self.policy.unwrapped.state_dict())
+            metrics["policy/reference_refreshed"] = 1.0
+        self.harness.log_samples(step, sample_rows(report, cfg.log.samples_per_step))
+        metrics["throughput/tokens_per_s"] = metrics.get("rollout/tokens", 0.0) / max(time.perf_counter() - self._t_step, 1e-9)
+        return metrics
+
+    def _sync_engine(self) -> None:
+        """The engine generates from the policy's current weights (a no-op for an engine that
+        shares the trainer's model object)."""
+        self._t_step = time.perf_counter()
+        if self.policy.updates != self.engine_updates:
+            self.engine.load_weights(self.policy.unwrapped)
+            self.engine_updates = self.policy.updates
+
+    def _take_prompts(self, n: int) -> list[Problem]:
+        """This process's share of the next ``n x processes`` prompts (every process reads the same stream)."""
+        if self.stream is None:
+            self.stream = self.task.stream(self.cfg.task.split, start=self.position, seed=self.cfg.seed)
+        world, rank = self.harness.num_processes, self.harness.rank
+        batch = [next(self.stream) for _ in range(n * world)]
+        self.position += n * world
+        return batch[rank * n: (rank + 1) * n]
+
+    def collect(self) -> tuple[SamplingReport, Rollouts | None, dict[str, float]]:
+        """Generate and verify groups until the training batch is full (see `GroupSampler`); return
+        the sampling report, the kept groups as tensors (None when none was kept) and metrics.
+
+        Rewards, accuracy and lengths are logged over every generated group (what the policy does);
+        the ``batch/`` and ``sampling/`` metrics describe what the step trains on and what it cost."""
+        cfg, G = self.cfg, self.cfg.rollout.group_size
+        report = self.sampler.collect(self._take_prompts, cfg.rollout.prompts_per_step)
+        metrics = generation_metrics(report, G) | {"data/position": float(self.position)}
+        groups, placeholder = report.kept, False
+        if not groups:
+            if self.harness.num_processes == 1 or not report.generated:
+                return report, None, metrics
+            groups, placeholder = report.generated[:1], True  # another process kept groups: join its update with no rows
+        rollouts = build_rollouts(groups, self.tokenizer.pad_token_id, drop_failed=cfg.verify.on_failure == "drop", placeholder=placeholder)
+        metrics |= {"batch/groups": float(len(report.kept)), "batch/reward_mean": float(rollouts.rewards.mean()),
+                    "batch/zero_variance_frac": zero_variance_frac(rollouts.rewards, G), "verify/dropped": float((~rollouts.valid).sum())}
+        return report, rollouts, metrics
+
+    # -- the update -----------------------------------------------------------------------------
+
+    def update(self, r: Rollouts, step: int) -> dict[str, float]:
+        """Shape rewards -> advantages -> for each epoch and minibatch: critic and policy steps."""
+        t0, algo = time.perf_counter(), self.algo
+        metrics: dict[str, float] = {}
+        rows = r.rows
+        ref_logp = self._logp(self.reference, r, rows) if self.reference is not None else None
+        rewards, kl_penalty = self.shape_rewards(r, ref_logp, metrics)
+        token_rewards = self.prm_rewards(r, rows, ref_logp, metrics) if self.prm is not None else None
+        values = self.critic.score(ScoringBatch(r.batch, rows, r.mask, r.lengths))[0] if self.critic is not None else None
+        inputs = AdvantageInputs(rewards=rewards, group_ids=r.group_ids, mask=r.mask, valid=r.valid, step_rewards=r.step_rewards,
+                                 step_mask=r.step_mask, kl_penalty=kl_penalty, token_rewards=token_rewards, values=values,
+                                 reduce_sum=self.harness.reduce_sum)
+        advantages = ADVANTAGES.get(algo.advantage)(inputs, **algo.advantage_kwargs)
+        returns = lambda_returns(inputs, **algo.advantage_kwargs) if self.critic is not None else None
+        mask = r.mask
+        if algo.mask_truncated:  # truncated completions shape their groups' baselines but get no gradient
+            mask = truncation_mask(r.truncated, mask)
+            metrics["batch/masked_truncated"] = float((r.truncated & r.valid).sum())
+            rows = torch.nonzero(mask.sum(-1) > 0).squeeze(1)
+        single_step = self.epochs == 1 and self.minibatches == 1
+        old_logp = None if single_step else self._logp(self.policy.unwrapped, r, rows, collective=self.harness.sharded)
+        if old_logp is not None:
+            metrics["rollout/logprob_gap"] = _masked_mean((old_logp - r.rollout_logp).abs(), mask)
+        objective = PolicyObjective(self.policy.model, r.batch, mask, advantages, old_logp, ref_logp, r.rollout_logp, self._parts(),
+                                    self.cfg.rollout.temperature, float(self.cfg.update.max_len_norm or self.cfg.rollout.max_new_tokens),
+                                    self.harness.device)
+        train_policy = self.critic is None or step > algo.critic.warmup_steps
+        policy_stats, critic_stats = [], []
+        micro = self.cfg.update.micro_batch_size
+        for minibatch in self._minibatches(rows):
+            if self.critic is not None:
+                critic_stats.append(self.critic.update(ScoringBatch(r.batch, minibatch, mask, r.lengths), returns, values))
+            if train_policy:
+                policy_stats.append(self.harness.optimizer_step(self.policy, minibatch, objective, micro, r.lengths))
+        metrics |= _policy_metrics(merge_stats([s for s in policy_stats if s]))
+        metrics |= _advantage_metrics(advantages, mask)
+        if self.critic is not None:
+            metrics |= value_metrics(values, returns, mask)
+            metrics |= {f"critic/{k if k != 'loss' else 'value_loss'}": v for k, v in merge_stats([s for s in critic_stats if s]).items()}
+        metrics["train/policy_updated"] = float(train_policy)
+        metrics["time/train"] = time.perf_counter() - t0
+        return metrics
+
+    def shape_rewards(self, r: Rollouts, ref_logp: torch.Tensor | None, metrics: dict[str, float]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Outcome rewards ``[B]`` with DAPO's soft overlong penalty, and the per-token KL penalty
+        ``[B, T]`` when the KL lives in the reward (``beta * KL_t``, taken from the reward)."""
+        algo, cfg = self.algo, self.cfg
+        rewards = r.rewards.clone()
+        buffer = overlong_buffer_tokens(cfg.rollout.max_new_tokens, algo.overlong_buffer_frac)
+        if buffer > 0:
+            lengths = torch.tensor([len(c.token_ids) for c in r.completions])
+            penalty = soft_overlong_penalty(lengths, cfg.rollout.max_new_tokens, buffer, algo.overlong_penalty)
+            rewards = rewards + penalty
+            metrics["reward/overlong_penalty"] = float(penalty[r.valid].mean()) if r.valid.any() else 0.0
+        kl_penalty = None
+        if ref_logp is not None and algo.kl_active and algo.kl_mode == "reward":
+            kl_penalty = algo.kl_coef * KL_ESTIMATORS.get(algo.kl_estimator)(r.rollout_logp, ref_logp) * r.mask
+            metrics["reward/kl_penalty"] = float(kl_penalty.sum() / r.valid.sum().clamp(min=1))
+        return rewards, kl_penalty
+
+    def prm_rewards(self, r: Rollouts, rows: torch.Tensor, ref_logp: torch.Tensor | None, metrics: dict[str, float]) -> torch.Tensor:
+        """The implicit PRM's token rewards ``[B, T]``, updating it on the outcome labels before
+        (PRIME) or after scoring. ``prm/loss`` and ``prm/accuracy`` are its prediction on labels it
+        had not seen."""
+        t0, prm, mode = time.perf_counter(), self.prm, self.algo.prm.update
+        labels = r.passed.float()
+        # the PRM reads log-probs at temperature 1; reuse the reference's when they are the same numbers
+        shared = self.prm_shares_reference and self.cfg.rollout.temperature in (0, 1) and ref_logp is not None
+        batch = ScoringBatch(r.batch, rows, r.mask, r.lengths, ref_logp if shared else prm.reference_logp(r.batch, rows, r.lengths))
+        if mode == "before":
+            metrics |= {f"prm/{k}": v for k, v in prm.update(batch, labels).items()}
+        rewards, scored = prm.score(batch, labels)
+        if mode != "before":
+            metrics |= {f"prm/{k}": v for k, v in scored.items()}
+        if mode == "after":
+            metrics["prm/grad_norm"] = prm.update(batch, labels).get("grad_norm", float("nan"))
+        valid = r.mask.sum(-1) > 0
+        metrics["prm/token_reward_mean"] = float(rewards.sum() / r.mask.sum().clamp(min=1))
+        metrics["prm/seq_reward_mean"] = float(rewards.sum(-1)[valid].mean()) if valid.any() else 0.0
+        metrics["time/prm"] = time.perf_counter() - t0
+        return rewards
+
+    def _parts(self) -> ObjectiveParts:
+        algo = self.algo
+        return ObjectiveParts(ratio=algo.ratio, policy_loss=algo.policy_loss, clip_low=algo.clip_low, clip_high=algo.clip_high,
+                              dual_clip=algo.dual_clip, aggregation=algo.loss_agg, kl_estimator=algo.kl_estimator,
+                              kl_coef=algo.kl_coef if algo.kl_active and algo.kl_mode == "loss" else 0.0, entropy_coef=algo.entropy_coef)
+
+    def _minibatches(self, rows: torch.Tensor) -> list[torch.Tensor]:
+        """``rows`` shuffled once per epoch (seeded by the data position, so a resumed run draws the
+        same order) and split into ``minibatches`` parts."""
+        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.position)
+        out = []
+        for _ in range(self.epochs):
+            order = rows[torch.randperm(len(rows), generator=gen)]
+            out += list(order.tensor_split(self.minibatches))
+        return out
+
+    def _logp(self, model: torch.nn.Module, r: Rollouts, rows: torch.Tensor, collective: bool = False) -> torch.Tensor:
+        micros = self.harness.micro_batches(rows, self.cfg.update.micro_batch_size, r.lengths, collective)
+        return frozen_logprobs(model, r.batch, micros, self.harness.device, self.cfg.rollout.temperature)
+
+    # -- evaluation, final model, state ---------------------------------------------------------
+
+    def evaluate(self) -> dict[str, float]:
+        from rlvr.eval.runner import EvalSettings, evaluate
+
+        cfg = self.cfg
+        self._sync_engine()
+        settings = EvalSettings(split=cfg.eval.split, greedy=True, n=0, max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
+                                limit=cfg.eval.limit, chunk_prompts=max(cfg.rollout.max_batch_sequences, 1))
+        report = evaluate(self.engine, self.task, settings, progress=False)
+        return {"eval/accuracy": report["greedy"]["accuracy"], "eval/no_answer_rate": report["greedy"]["no_answer_rate"]}
+
+    def save_final(self) -> Path:
+        return self.harness.save_model(self.policy, self.cfg.run_dir / "final")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"position": self.position, "yield_estimate": self.sampler.yield_estimate, "failed_steps": self.failed_steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.position = state["position"]
+        self.sampler.yield_estimate = state.get("yield_estimate", 1.0)
+        self.failed_steps = state.get("failed_steps", 0)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _policy_metrics(stats: dict[str, float]) -> dict[str, float]:
+    """The policy's optimizer-step statistics under their logged names."""
+    names = {"loss": "loss/total", "policy_loss": "loss/policy", "grad_norm": "optim/grad_norm", "lr": "optim/lr",
+             "logprob_gap": "rollout/logprob_gap"}
+    out = {names.get(k, f"policy/{k}"): v for k, v in stats.items()}
+    if "policy/clip_frac_low" in out:
+        out["policy/clip_frac"] = out["policy/clip_frac_low"] + out["policy/clip_frac_high"]
+    return out
+
+
+def _advantage_metrics(advantages: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    m = mask.bool()
+    a = advantages[m]
+    if not a.numel():
+        return {}
+    return {"advantage/mean": float(a.mean()), "advantage/std": float(a.std()) if a.numel() > 1 else 0.0,
+            "advantage/abs_mean": float(a.abs().mean())}
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
+    return float((x * mask).sum() / mask.sum().clamp(min=1))

@@ -1,0 +1,76 @@
+"""Training recipes by name, and the one entry point that runs any of them.
+
+A recipe is a class built from its config and a `rlvr.train.harness.Harness` that says what one
+training step does (see `rlvr.train.harness.Recipe`). Which recipe runs is data: a config's
+``recipe`` key, or else the recipe its ``algo.preset`` names (`rlvr.algos.presets.PRESETS`), so
+`rlvr train CONFIG` dispatches by lookup and a new recipe is one registration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from envs.registry import Registry
+from rlvr.config import ConfigError, apply_overrides, from_dict, read_config
+from rlvr.train.config import RunConfig
+from rlvr.train.harness import Harness, TrainResult
+
+RECIPES: Registry = Registry("training recipe", versioned=False)
+RECIPES.register("sft", "rlvr.train.sft:SFTRecipe", description="supervised fine-tuning on a task's worked solutions")
+RECIPES.register("policy_gradient", "rlvr.train.policy_gradient:PolicyGradient",
+                 description="GRPO family and PPO: sample groups, verify, advantages, clipped policy updates")
+
+
+def recipe_name(data: dict[str, Any]) -> str:
+    """The recipe a raw config mapping asks for: its ``recipe`` key, else its preset's."""
+    from rlvr.algos.presets import PRESETS
+
+    if data.get("recipe"):
+        return str(data["recipe"])
+    preset = (data.get("algo") or {}).get("preset", "grpo")
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown algo.preset {preset!r}; presets: {', '.join(PRESETS)}")
+    return PRESETS[preset]["recipe"]
+
+
+def config_class(name: str) -> type:
+    if name not in RECIPES:
+        raise ConfigError(f"unknown recipe {name!r}; recipes: {', '.join(RECIPES.ids())}")
+    return RECIPES.get(name).config_class
+
+
+def load_run_config(source: str | Path, overrides: list[str]) -> RunConfig:
+    """The config of a run from a YAML file, a built-in name or a run directory, with ``key=value``
+    overrides, as the class of the recipe it asks for.
+
+    With ``resume=true`` the run's own resolved ``config.yaml`` is the base (so only the run name
+    is needed to continue it); the overrides apply on top (e.g. ``update.steps=60`` to go on)."""
+    path = Path(source)
+    if path.is_dir() and (path / "config.yaml").is_file():  # a run directory: its config, and it stays where it is
+        overrides = [f"output_dir={path.parent}", f"name={path.name}", *overrides]
+        source = path / "config.yaml"
+    cfg = _build(*read_config(source), overrides)
+    saved = cfg.run_dir / "config.yaml"
+    if cfg.resume and saved.is_file() and saved.resolve() != Path(source).resolve():
+        cfg = _build(*read_config(saved), [*overrides, "resume=true"])
+    return cfg
+
+
+def _build(data: dict[str, Any], where: str, overrides: list[str]) -> RunConfig:
+    name = recipe_name(apply_overrides(RunConfig, data, overrides))
+    cls = config_class(name)
+    return from_dict(cls, apply_overrides(cls, data, overrides), where=where)
+
+
+def train(cfg: RunConfig) -> TrainResult:
+    """Run ``cfg`` end to end with the recipe it names."""
+    name = cfg.recipe or recipe_name({"algo": {"preset": getattr(getattr(cfg, "algo", None), "preset", "grpo")}})
+    recipe_cls = RECIPES.get(name)
+    if not isinstance(cfg, recipe_cls.config_class):
+        raise ConfigError(f"recipe {name!r} takes a {recipe_cls.config_class.__name__}, got a {type(cfg).__name__}")
+    harness = Harness(cfg)
+    return harness.run(recipe_cls(cfg, harness))
+
+
+__all__ = ["RECIPES", "config_class", "load_run_config", "recipe_name", "train"]
