@@ -24,6 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verify-workers", type=int, default=0, help="verification processes (0 = inline)")
     p.add_argument("--out", default=None, help="report directory (default: runs/eval/<task>-<split>)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    p.add_argument("--engine", default="hf", help="rollout engine: hf, vllm or vllm_server (default hf)")
+    p.add_argument("--rollout", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="rollout settings of the engine, e.g. vllm.dtype=bfloat16 vllm.server_url=http://host:8000")
     p.set_defaults(func=run)
 
 
@@ -32,9 +35,10 @@ def run(args: argparse.Namespace) -> int:
 
     import tasks
     from rlvr import UserError
+    from rlvr.config import load_config
     from rlvr.eval.runner import EvalSettings, evaluate, write_report
-    from rlvr.models.loading import load_model
-    from rlvr.rollout.hf import HFGenerateEngine
+    from rlvr.rollout.config import RolloutConfig
+    from rlvr.rollout.engines import make_engine
     from rlvr.train.common import set_threads
 
     set_threads(args.threads)
@@ -47,11 +51,11 @@ def run(args: argparse.Namespace) -> int:
     task = tasks.make(args.task, **task_config)
     if env_kwargs:
         task.env_kwargs = {**task.env_kwargs, **env_kwargs}
-    model, tokenizer = load_model(args.model)
+    engine = make_engine(load_config(RolloutConfig, None, [f"engine={args.engine}", *args.rollout]), model_path=args.model, seed=args.seed)
     settings = EvalSettings(split=args.split, greedy=not args.no_greedy, n=args.n, temperature=args.temperature, top_p=args.top_p,
                             max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit,
                             verify_workers=args.verify_workers, verify_kind="process" if args.verify_workers else "inline")
-    report = evaluate(HFGenerateEngine(model, tokenizer), task, settings, model_name=args.model)
+    report = evaluate(engine, task, settings, model_name=args.model)
     report["task"]["env_kwargs"] = dict(task.env_kwargs)  # e.g. the math extraction mode the scores depend on
     out = args.out or f"runs/eval/{task.id}-{args.split}"
     json_path, md_path = write_report(report, out, task.problems(args.split))
