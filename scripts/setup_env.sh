@@ -15,7 +15,7 @@ fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 
 stamp="$VENV/.rlvr-install-stamp"
-want=$(cat pyproject.toml constraints/*.txt | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints/cpu.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && "$VENV/bin/python" -c "import rlvr, torch" 2>/dev/null; then
   echo "[setup] $VENV is up to date"
   exit 0

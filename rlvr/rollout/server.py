@@ -55,7 +55,11 @@ class RolloutService:
         return {"logprobs": self.engine.score(body["prompt_ids"], body["completion_ids"])}
 
     def weights_chunk(self, blob: bytes, final: bool) -> dict[str, Any]:
-        missing = self.engine.load_partial(from_blob(blob))
+        try:
+            missing = self.engine.load_partial(from_blob(blob))
+        except Exception:
+            self._pending = None  # a failed update ends; the next chunk starts a new one
+            raise
         self._pending = missing if self._pending is None else self._pending & missing
         if final:
             pending, self._pending = self._pending, None

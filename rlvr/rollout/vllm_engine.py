@@ -20,6 +20,7 @@ the same engine behind HTTP.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -99,9 +100,11 @@ class VLLMEngine(TokenEngine):
             kwargs["weight_transfer_config"] = {"backend": "nccl"}
         try:
             self.llm = LLM(**kwargs)
-        except ValueError as e:
-            if cfg.sleep_level > 0 and "sleep mode" in str(e).lower():
-                raise UserError(f"rollout.vllm.sleep_level={cfg.sleep_level}: {e} (set rollout.vllm.sleep_level=0)") from e
+        except ValueError as e:  # vLLM wraps it in a long pydantic report: keep its sentence
+            said = re.search(r"[Ss]leep mode[^.\n]*\.", str(e))
+            if cfg.sleep_level > 0 and said:
+                raise UserError(f"rollout.vllm.sleep_level={cfg.sleep_level}: vLLM says {said.group(0)!r} "
+                                "(set rollout.vllm.sleep_level=0)") from e
             raise
         self.weights_version = 0  # weight updates received so far
         self._source: Weights | None = None  # the last re-readable weights pushed (re-pushed at wake-up)
@@ -151,7 +154,10 @@ class VLLMEngine(TokenEngine):
     def load_partial(self, pairs: Any) -> set[str]:
         """Load some ``(name, tensor)`` pairs; returns the engine parameters they did not cover.
         A chunked transfer calls this per chunk and `commit_update` with the intersection."""
-        missing = self.llm.collective_rpc(_load_into_worker, args=(pairs if self._in_process else list(pairs),))
+        try:
+            missing = self.llm.collective_rpc(_load_into_worker, args=(pairs if self._in_process else list(pairs),))
+        except ValueError as e:  # vLLM's loader names a tensor the model does not have
+            raise WeightSyncError(f"the engine refused the weights: {str(e).split('. ')[0]}") from e
         return {name for worker in missing for name in worker}
 
     def commit_update(self, missing: set[str]) -> None:
