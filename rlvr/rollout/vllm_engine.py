@@ -93,7 +93,8 @@ class VLLMEngine(TokenEngine):
             gpu_memory_utilization=cfg.gpu_memory_utilization, logprobs_mode="processed_logprobs",
             max_model_len=cfg.max_model_len or None, enable_sleep_mode=cfg.sleep_level > 0,
         )
-        self._in_process = colocated or cfg.tensor_parallel_size == 1
+        # the worker runs in this process: weights can be handed over as a lazy iterator, by reference
+        self._in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and (colocated or cfg.tensor_parallel_size == 1)
         if colocated and cfg.tensor_parallel_size > 1:
             kwargs["distributed_executor_backend"] = "external_launcher"
         if nccl_weight_transfer:
@@ -205,5 +206,5 @@ class VLLMEngine(TokenEngine):
         if self._asleep:
             self.wake()
         if self._needs_weights:
-            raise WeightSyncError("the engine woke from level-2 sleep without weights (the last sync was a one-shot "
-                                  "iterator): call load_weights(model) before generating")
+            raise WeightSyncError("the engine woke from level-2 sleep without weights (nothing re-readable was pushed "
+                                  "before it slept: no sync yet, or a one-shot iterator): call load_weights(model) first")
