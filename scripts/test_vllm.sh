@@ -16,7 +16,7 @@ if [ -z "${RLVR_TEST_SFT_BASE:-}" ]; then
   if [ ! -f "$base/config.json" ]; then
     echo "[test-vllm] warming up a small SFT base for the lane (sft_quickstart, 200 steps)"
     "$VENV/bin/python" -m rlvr.cli sft sft_quickstart "output_dir=$ROOT/runs/vllm-lane" name=base steps=200 \
-      progress=false tensorboard=false threads=1
+      log.progress=false log.tensorboard=false threads=1 overwrite=true
   fi
   export RLVR_TEST_SFT_BASE=$base
 fi
