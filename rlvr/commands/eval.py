@@ -41,6 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verify-timeout", type=float, default=30.0, help="budget of one verification in seconds (default 30); over it: a timeout verdict")
     p.add_argument("--out", default=None, help="report directory (default: runs/eval/<task>-<split>/<model>)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    p.add_argument("--engine", default="hf", help="rollout engine: hf, vllm or vllm_server (default hf)")
+    p.add_argument("--rollout", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="rollout settings of the engine, e.g. vllm.dtype=bfloat16 vllm.server_url=http://host:8000")
     p.set_defaults(func=run)
 
 
@@ -66,13 +69,14 @@ def run(args: argparse.Namespace) -> int:
     resolve_model(args.model)  # a wrong path is reported now, not after torch has loaded
     out = Path(args.out) if args.out else default_out_dir(args.model, task.id, args.split)
 
-    from rlvr.models.loading import load_model
-    from rlvr.rollout.hf import HFGenerateEngine
+    from rlvr.config import load_config
+    from rlvr.rollout.config import RolloutConfig
+    from rlvr.rollout.engines import make_engine
     from rlvr.train.common import set_threads
 
     set_threads(args.threads)
-    model, tokenizer = load_model(args.model)
-    report = evaluate(HFGenerateEngine(model, tokenizer), task, settings, model_name=args.model)
+    rollout = load_config(RolloutConfig, None, [f"engine={args.engine}", *args.rollout])  # a bad key is named before the model loads
+    report = evaluate(make_engine(rollout, model_path=args.model, seed=args.seed), task, settings, model_name=args.model)
     report["provenance"] = {"options": {k: v for k, v in vars(args).items() if k != "func"}}
     json_path, md_path = write_report(report, out)
     print(md_path.read_text())

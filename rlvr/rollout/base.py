@@ -71,3 +71,8 @@ class RolloutEngine(Protocol):
 
     def load_weights(self, model: object) -> None:
         ...
+
+    def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]:
+        """Log-probs (temperature 1) of given completion tokens after their prompts, with the engine's
+        current weights: what `rlvr.rollout.sync.SyncProbe` compares with the trainer's."""
+        ...
