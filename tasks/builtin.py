@@ -29,3 +29,11 @@ def register_all() -> None:
         "program-synthesis-v1", "tasks.program_synthesis:ProgramSynthesisTask",
         description="Procedural one-expression integer functions from examples (small enough for the embedded CPU model)",
     )
+    tasks.register(
+        "reasoning-gym-v1", "tasks.reasoning_gym:ReasoningGymTask",
+        description="Any reasoning-gym generator (task.config.dataset, default number_sorting), hash-seeded disjoint splits, its own scorer (needs rlvr[reasoning-gym])",
+    )
+    tasks.register(
+        "reasoning-gym/chain-sum-v1", "tasks.reasoning_gym:ChainSumTask",
+        description="reasoning-gym chain_sum (3 one-digit terms, + and -) with running-total demonstrations, math-v1, frozen test",
+    )
