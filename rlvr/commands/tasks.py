@@ -1,4 +1,4 @@
-"""`rlvr tasks list`, `rlvr tasks freeze ID`, `rlvr tasks leakage ID`."""
+"""`rlvr tasks list`, `rlvr tasks freeze ID`, `rlvr tasks leakage ID`, `rlvr tasks export ID`."""
 
 from __future__ import annotations
 
@@ -17,6 +17,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     lk.add_argument("id")
     lk.add_argument("--train-limit", type=int, default=20_000, help="items of an unbounded train stream to check")
     lk.set_defaults(func=leakage)
+    ex = s.add_parser("export", help="write a task split as another framework's rows (verl parquet)")
+    ex.add_argument("id")
+    ex.add_argument("--split", default="train")
+    ex.add_argument("--format", choices=["parquet"], default="parquet", help="parquet: verl's row layout (data_source, prompt, ability, reward_model, extra_info)")
+    ex.add_argument("--out", required=True, help="file to write")
+    ex.add_argument("--limit", type=int, help="first N problems (required for an unbounded split)")
+    ex.add_argument("--config", default="{}", help="task configuration as JSON, e.g. '{\"direct_frac\": 0.5}'")
+    ex.set_defaults(func=export)
 
 
 def list_tasks(args: argparse.Namespace) -> int:
@@ -51,3 +59,23 @@ def leakage(args: argparse.Namespace) -> int:
     report = check_leakage(tasks.make(args.id), train_limit=args.train_limit)
     print(report.summary())
     return 0 if report.clean else 1
+
+
+def export(args: argparse.Namespace) -> int:
+    import json
+
+    import tasks
+    from rlvr.interop import verl
+
+    try:
+        config = json.loads(args.config)
+    except json.JSONDecodeError as e:
+        raise tasks.TaskError(f"--config is not JSON: {e}") from e
+    if not isinstance(config, dict):
+        raise tasks.TaskError(f"--config must be a JSON object, got {args.config!r}")
+    task = tasks.make(args.id, **config)
+    rows = verl.task_rows(task, args.split, limit=args.limit)
+    path = verl.write_parquet(rows, args.out)
+    print(f"wrote {len(rows)} rows of {task.id}:{args.split} to {path}")
+    print(f"verl: data.train_files={path.resolve()} custom_reward_function.path={verl.__file__} custom_reward_function.name=compute_score")
+    return 0
