@@ -7,6 +7,7 @@ and warned about, so the adapter can report them in its framework's own way.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import Sequence
@@ -59,6 +60,7 @@ class PooledScorer:
         self.settings = settings
         self.counts = ScoreCounts()
         self._pool: VerifierPool | None = None
+        self._lock = threading.Lock()  # frameworks may call from several threads (verl's reward loop)
 
     @property
     def name(self) -> str:
@@ -66,10 +68,15 @@ class PooledScorer:
 
     def verify(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
         """One verdict per completion; a batch with errors or timeouts warns once, with the first reason."""
-        if self._pool is None:
-            s = self.settings
-            self._pool = VerifierPool(self.env, workers=s.workers, kind=s.kind, timeout_s=s.timeout_s)
-        verdicts = self._pool.verify(problems, completions)
+        with self._lock:
+            if self._pool is None:
+                s = self.settings
+                self._pool = VerifierPool(self.env, workers=s.workers, kind=s.kind, timeout_s=s.timeout_s)
+            verdicts = self._pool.verify(problems, completions)
+            self._count(verdicts)
+        return verdicts
+
+    def _count(self, verdicts: list[Verdict]) -> None:
         errors = [v for v in verdicts if v.status == Status.ERROR]
         timeouts = [v for v in verdicts if v.status == Status.TIMEOUT]
         self.counts.verified += len(verdicts)
@@ -82,9 +89,8 @@ class PooledScorer:
             warnings.warn(
                 f"{self.name}: {len(errors)} verifier error(s) and {len(timeouts)} timeout(s) in a batch of {len(verdicts)} "
                 f"({self.counts.failures} of {self.counts.verified} so far); first: {reason}",
-                RuntimeWarning, stacklevel=3,
+                RuntimeWarning, stacklevel=4,
             )
-        return verdicts
 
     def close(self) -> None:
         if self._pool is not None:
@@ -93,7 +99,10 @@ class PooledScorer:
 
     # pickled into another process (some trainers do): the pool stays behind and is rebuilt there
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_pool": None}
+        return {**self.__dict__, "_pool": None, "_lock": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
 
     def __del__(self) -> None:
         try:

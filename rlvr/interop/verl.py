@@ -27,6 +27,7 @@ about; ``acc`` is 1 for a passed completion.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -85,6 +86,7 @@ def write_parquet(rows: list[dict[str, Any]], path: str | Path) -> Path:
 # -- the reward function verl loads -----------------------------------------------------------
 
 _scorers: dict[tuple[str, str, ScorerSettings], PooledScorer] = {}
+_scorers_lock = threading.Lock()
 
 
 def problem_of(ground_truth: Any, extra_info: dict[str, Any]) -> Problem:
@@ -99,9 +101,10 @@ def problem_of(ground_truth: Any, extra_info: dict[str, Any]) -> Problem:
 
 def _scorer(extra_info: dict[str, Any], settings: ScorerSettings) -> PooledScorer:
     key = (extra_info["env"], extra_info.get("env_kwargs") or "{}", settings)
-    if key not in _scorers:
-        _scorers[key] = PooledScorer(envs.make(key[0], **json.loads(key[1])), settings)
-    return _scorers[key]
+    with _scorers_lock:
+        if key not in _scorers:
+            _scorers[key] = PooledScorer(envs.make(key[0], **json.loads(key[1])), settings)
+        return _scorers[key]
 
 
 def _score(verdict: Verdict) -> dict[str, float]:

@@ -33,8 +33,9 @@ def test_errors_and_hangs_are_no_reward_counted_and_logged():
     extra: dict[str, list] = {}
     reward = RewardFunction(FaultyEnv(hang_s=120), workers=2, kind="process", timeout_s=2.0)
     try:
-        out = reward(prompts=["say ok"] * 5, completions=completions, **{PROBLEM_COLUMN: [problem] * 5},
-                     log_metric=lambda k, v: logged.setdefault(k, []).append(v), log_extra=lambda k, v: extra.setdefault(k, []).extend(v))
+        with pytest.warns(RuntimeWarning, match=r"1 verifier error\(s\) and 1 timeout\(s\) in a batch of 5"):
+            out = reward(prompts=["say ok"] * 5, completions=completions, **{PROBLEM_COLUMN: [problem] * 5},
+                         log_metric=lambda k, v: logged.setdefault(k, []).append(v), log_extra=lambda k, v: extra.setdefault(k, []).extend(v))
     finally:
         reward.close()
     assert out == [1.0, None, None, 0.0, 1.0]  # the raise and the hang are not wrong answers
@@ -45,7 +46,8 @@ def test_errors_and_hangs_are_no_reward_counted_and_logged():
     assert reward.__name__ == "rlvr:FaultyEnv"
 
     zero = RewardFunction(FaultyEnv(), workers=1, kind="thread", on_failure="zero")
-    assert zero(prompts=["x"] * 2, completions=["boom", "ok"], **{PROBLEM_COLUMN: [problem] * 2}) == [0.0, 1.0]
+    with pytest.warns(RuntimeWarning, match="verifier exploded"):
+        assert zero(prompts=["x"] * 2, completions=["boom", "ok"], **{PROBLEM_COLUMN: [problem] * 2}) == [0.0, 1.0]
     with pytest.raises(ValueError, match=PROBLEM_COLUMN):
         zero(prompts=["x"], completions=["ok"])
     with pytest.raises(ValueError, match="on_failure"):
