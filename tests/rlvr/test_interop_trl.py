@@ -1,6 +1,6 @@
 """An rlvr environment as TRL's reward function: both completion formats, errors and hangs
 surfaced as TRL's "no reward" (None) and counted, the dataset adapter, and a few real steps of
-TRL's GRPOTrainer on the embedded model rewarded by rlvr's verifier."""
+TRL's GRPOTrainer and RLOOTrainer on the embedded model rewarded by rlvr's verifier."""
 
 from __future__ import annotations
 
@@ -84,8 +84,9 @@ class RecordingReward(RewardFunction):
 
 
 @pytest.mark.slow
-def test_trl_grpo_trainer_trains_on_the_embedded_model_with_rlvr_rewards(sft_base, tmp_path):
-    trl = pytest.importorskip("trl")
+@pytest.mark.parametrize("trainer_name", ["GRPO", "RLOO"])
+def test_trl_trainers_train_on_the_embedded_model_with_rlvr_rewards(trainer_name, sft_base, tmp_path):
+    import trl
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     steps, prompts_per_step, group = 3, 4, 4
@@ -93,13 +94,13 @@ def test_trl_grpo_trainer_trains_on_the_embedded_model_with_rlvr_rewards(sft_bas
     data = trl_dataset(task, "train", limit=steps * prompts_per_step)
     # math-v1, failing every 5th verification in each worker: real rewards and real failures
     reward = RecordingReward(FlakyEnv("math-v1", raise_every=5), workers=2, timeout_s=30)
-    args = trl.GRPOConfig(
+    args = getattr(trl, f"{trainer_name}Config")(
         output_dir=str(tmp_path / "trl"), max_steps=steps, seed=0, use_cpu=True, bf16=False,
         per_device_train_batch_size=prompts_per_step * group, gradient_accumulation_steps=1, num_generations=group,
         max_completion_length=48, temperature=1.0, learning_rate=1e-4, beta=0.04, shuffle_dataset=False,
         logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
     )
-    trainer = trl.GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(sft_base), reward_funcs=reward, args=args,
+    trainer = getattr(trl, f"{trainer_name}Trainer")(model=AutoModelForCausalLM.from_pretrained(sft_base), reward_funcs=reward, args=args,
                               train_dataset=data, processing_class=AutoTokenizer.from_pretrained(sft_base))
     try:
         trainer.train()
