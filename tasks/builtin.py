@@ -34,6 +34,6 @@ def register_all() -> None:
         description="Any reasoning-gym generator (task.config.dataset, default number_sorting), hash-seeded disjoint splits, its own scorer (needs rlvr[reasoning-gym])",
     )
     tasks.register(
-        "reasoning-gym/chain-sum-v1", "tasks.reasoning_gym:ChainSumTask",
-        description="reasoning-gym chain_sum (3 one-digit terms, + and -) with running-total demonstrations, math-v1, frozen test",
+        "reasoning-gym/sum-chain-v1", "tasks.reasoning_gym:SumChainTask",
+        description="reasoning-gym basic_arithmetic as + and - chains (Calculate 7 + 2 - 5.) with running-total demonstrations, math-v1, frozen test",
     )

@@ -14,9 +14,9 @@ Two kinds of task:
   the other keys being that generator's own config fields; default ``number_sorting``), verified
   by the generator's own scorer (`envs.reasoning_gym`); its splits are generated, not frozen,
   since the config is the user's.
-- ``reasoning-gym/chain-sum-v1``: the ``chain_sum`` generator (sums and differences of small
-  numbers) with worked running-total demonstrations, verified by rlvr's math checker, with a
-  frozen test split (the generator can change between reasoning-gym versions; the held-out
+- ``reasoning-gym/sum-chain-v1``: ``basic_arithmetic`` restricted to sums and differences of
+  small numbers, with worked running-total demonstrations, verified by rlvr's math checker, with
+  a frozen test split (a generator can change between reasoning-gym versions; the held-out
   numbers must not).
 """
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 from typing import Any
 
 from envs.types import Problem
@@ -156,20 +157,24 @@ class ReasoningGymTask(ProceduralTask):
         return {**super().describe(), "reasoning_gym_version": importlib.metadata.version("reasoning-gym")}
 
 
-class ChainSumTask(ReasoningGymTask):
-    """reasoning-gym's ``chain_sum`` (``4 + 3 - 8 =``) with worked demonstrations, checked by ``math-v1``.
+class SumChainTask(ReasoningGymTask):
+    """reasoning-gym's ``basic_arithmetic`` restricted to chains of + and - (``Calculate 7 + 2 - 5.``),
+    with worked demonstrations, checked by ``math-v1``.
+
+    (reasoning-gym's ``chain_sum`` draws the same sums but wraps each in a 60-character sentence,
+    which costs the embedded model most of its compute; this generator's prompt is short.)
 
     The numeric answer is checked by rlvr's math checker rather than the generator's scorer: its
     extraction is strict (no ``Answer:`` line → ``no_answer``), its comparison exact, and it gives
     step rewards for the running-total lines, which are true equalities::
 
-        State the final answer to the following arithmetic problem: 7 + 2 - 5 =
+        Calculate 7 + 2 - 5.
         7+2=9
         9-5=4
         Answer: 4
 
-    Config (beside chain_sum's own ``min_terms``, ``max_terms``, ``min_digits``, ``max_digits``,
-    ``allow_negation``):
+    Config: basic_arithmetic's own fields (default: three one-digit terms, + and -; ``operators``
+    must stay within + and -, without parentheses, for the running totals to be the answer), and
         direct_frac: Fraction of demonstrations that give the bare answer without the running
             totals (chosen per problem by a hash of its id; does not change the problems). A model
             warmed up on the mix sometimes answers directly and is then often wrong; outcome
@@ -177,19 +182,22 @@ class ChainSumTask(ReasoningGymTask):
     """
 
     env_id = "math-v1"
-    dataset = "chain_sum"
+    dataset = "basic_arithmetic"
     dataset_fixed = True
     rlvr_defaults = {"direct_frac": 0.0}
     demo_keys = frozenset({"direct_frac"})
-    frozen = {"test": "sha256:f828589263f750b7b1cc40a32f7eda06421b1671d28be9b350be370afc8ccb76"}  # `rlvr tasks freeze`
+    frozen = {"test": "sha256:e262dfd3425bc82958caa73c87af763fd9702db724b1a1f18dca9448145ac777"}  # `rlvr tasks freeze`
 
     def class_defaults(self) -> dict[str, Any]:
-        return {"min_terms": 3, "max_terms": 3, "min_digits": 1, "max_digits": 1}
+        return {"min_terms": 3, "max_terms": 3, "min_digits": 1, "max_digits": 1, "operators": ["+", "-"], "allow_parentheses": False}
 
     def __init__(self, **config: Any):
         super().__init__(**config)
-        if not 0.0 <= self._config["direct_frac"] <= 1.0:
-            raise TaskError(f"chain-sum: direct_frac must be in [0, 1], got {self._config['direct_frac']}")
+        c = self._config
+        if not c["operators"] or set(c["operators"]) - {"+", "-"} or c["allow_parentheses"]:
+            raise TaskError(f"sum-chain: operators must be + and/or - without parentheses (running totals), got operators={c['operators']}, allow_parentheses={c['allow_parentheses']}")
+        if not 0.0 <= c["direct_frac"] <= 1.0:
+            raise TaskError(f"sum-chain: direct_frac must be in [0, 1], got {c['direct_frac']}")
 
     def solution(self, problem: Problem) -> str:
         """The running totals then the answer, or for a ``direct_frac`` share of problems the bare answer."""
@@ -199,13 +207,17 @@ class ChainSumTask(ReasoningGymTask):
         return "\n".join(running_totals(problem.metadata["reasoning_gym"]["metadata"]["expression"]) + [f"Answer: {problem.reference}"])
 
 
+_TERM = re.compile(r"\s*([+-])\s*(\d+)")
+
+
 def running_totals(expression: str) -> list[str]:
     """``"7 + 2 - 5"`` → ``["7+2=9", "9-5=4"]``: one true equality per operator, left to right."""
-    tokens = expression.split()
-    if len(tokens) % 2 == 0 or any(op not in "+-" for op in tokens[1::2]):
-        raise ValueError(f"not a chain sum: {expression!r}")
-    total, lines = int(tokens[0]), []
-    for op, term in zip(tokens[1::2], tokens[2::2]):
+    first = re.match(r"\s*(\d+)", expression)
+    terms = _TERM.findall(expression, first.end()) if first else []
+    if not first or not terms or "".join(o + t for o, t in terms) != re.sub(r"\s+", "", expression[first.end():]):
+        raise ValueError(f"not a chain of + and - over non-negative integers: {expression!r}")
+    total, lines = int(first.group(1)), []
+    for op, term in terms:
         new = total + int(term) if op == "+" else total - int(term)
         lines.append(f"{total}{op}{term}={new}")
         total = new

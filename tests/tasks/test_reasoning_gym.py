@@ -1,6 +1,6 @@
 """reasoning-gym generators as rlvr tasks: hash-seeded disjoint splits (where reasoning-gym's own
 seed + index scheme overlaps), config validation, the generator's scorer as an environment, the
-chain-sum task's worked demonstrations and frozen test split, and `rlvr envs check` on both."""
+sum-chain task's worked demonstrations and frozen test split, and `rlvr envs check` on both."""
 
 from __future__ import annotations
 
@@ -51,8 +51,10 @@ def test_config_errors_name_the_key():
         tasks.make("reasoning-gym-v1", dataset="chain_summ")
     with pytest.raises(TaskError, match="invalid config"):
         tasks.make("reasoning-gym-v1", dataset="chain_sum", min_terms=5, max_terms=2)
-    with pytest.raises(TaskError, match="always wraps 'chain_sum'"):
-        tasks.make("reasoning-gym/chain-sum-v1", dataset="spell_backward")
+    with pytest.raises(TaskError, match="always wraps 'basic_arithmetic'"):
+        tasks.make("reasoning-gym/sum-chain-v1", dataset="spell_backward")
+    with pytest.raises(TaskError, match="operators must be"):
+        tasks.make("reasoning-gym/sum-chain-v1", operators=["+", "*"])
 
 
 def test_the_generators_scorer_is_the_environment():
@@ -98,7 +100,7 @@ def test_a_scorer_that_returns_nan_is_an_error_verdict():
     assert v.status == Status.ERROR and "expected a number in [0, 1]" in v.info["error"]
 
 
-def test_chain_sum_demonstrations_are_true_running_totals():
+def test_sum_chain_demonstrations_are_true_running_totals():
     rng = random.Random(0)
     for _ in range(500):
         terms = [rng.randint(0, 999) for _ in range(rng.randint(2, 6))]
@@ -109,28 +111,30 @@ def test_chain_sum_demonstrations_are_true_running_totals():
         for line in lines:
             left, right = line.split("=")
             assert eval(left) == int(right)  # noqa: S307
-    assert running_totals("7 + 2 - 5") == ["7+2=9", "9-5=4"]
-    task = tasks.make("reasoning-gym/chain-sum-v1", direct_frac=0.5)
+    assert running_totals("7 + 2 - 5") == running_totals("7+2-5") == ["7+2=9", "9-5=4"]
+    with pytest.raises(ValueError, match="not a chain"):
+        running_totals("7 * 2 - 5")
+    task = tasks.make("reasoning-gym/sum-chain-v1", direct_frac=0.5)
     demos = [task.solution(p) for p in task.problems("validation")]
     assert 0.35 < sum(d.startswith("Answer:") for d in demos) / len(demos) < 0.65
     for p, d in zip(task.problems("validation"), demos):
         assert task.env.verify(p, d).passed
 
 
-def test_chain_sum_test_split_is_frozen_and_regenerates_identically():
-    task = tasks.make("reasoning-gym/chain-sum-v1")
+def test_sum_chain_test_split_is_frozen_and_regenerates_identically():
+    task = tasks.make("reasoning-gym/sum-chain-v1")
     frozen = task.problems("test")
     assert len(frozen) == 500 and task.checksum("test") == task.frozen["test"]
     assert [task._generate_fresh("test", i) for i in range(500)] == frozen
     # a demonstration setting does not change the items; a generator setting does (and unfreezes)
-    assert tasks.make("reasoning-gym/chain-sum-v1", direct_frac=0.5).problems("test") == frozen
-    assert tasks.make("reasoning-gym/chain-sum-v1", max_terms=4).problems("test") != frozen
+    assert tasks.make("reasoning-gym/sum-chain-v1", direct_frac=0.5).problems("test") == frozen
+    assert tasks.make("reasoning-gym/sum-chain-v1", max_terms=4).problems("test") != frozen
 
 
 def test_envs_check_passes_on_both_kinds(capsys):
     assert main(["envs", "check", "reasoning-gym-v1", "-n", "10"]) == 0
     out = capsys.readouterr().out
     assert "[PASS] gold passes: 10/10 ok" in out and "[PASS] perturbed answers fail" in out and "[PASS] no train/test leakage" in out
-    assert main(["envs", "check", "math-v1", "--task", "reasoning-gym/chain-sum-v1", "-n", "10"]) == 0
+    assert main(["envs", "check", "math-v1", "--task", "reasoning-gym/sum-chain-v1", "-n", "10"]) == 0
     assert "all checks passed" in capsys.readouterr().out
-    assert main(["tasks", "leakage", "reasoning-gym/chain-sum-v1"]) == 0
+    assert main(["tasks", "leakage", "reasoning-gym/sum-chain-v1"]) == 0
