@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("--format", choices=["parquet"], default="parquet", help="parquet: verl's row layout (data_source, prompt, ability, reward_model, extra_info)")
     ex.add_argument("--out", required=True, help="file to write")
     ex.add_argument("--limit", type=int, help="first N problems (required for an unbounded split)")
-    ex.add_argument("--config", default="{}", help="task configuration as JSON, e.g. '{\"direct_frac\": 0.5}'")
+    ex.add_argument("--task-config", default="{}", help="task config as YAML/JSON, e.g. '{direct_frac: 0.5}'")
     ex.set_defaults(func=export)
 
 
@@ -62,18 +62,23 @@ def leakage(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
-    import json
+    import yaml
 
     import tasks
     from rlvr.interop import verl
 
     try:
-        config = json.loads(args.config)
-    except json.JSONDecodeError as e:
-        raise tasks.TaskError(f"--config is not JSON: {e}") from e
+        config = yaml.safe_load(args.task_config) or {}
+    except yaml.YAMLError as e:
+        raise tasks.TaskError(f"--task-config is not YAML/JSON: {str(e).splitlines()[0]}") from e
     if not isinstance(config, dict):
-        raise tasks.TaskError(f"--config must be a JSON object, got {args.config!r}")
-    task = tasks.make(args.id, **config)
+        raise tasks.TaskError(f"--task-config must be a mapping, got {args.task_config!r}")
+    try:
+        task = tasks.make(args.id, **config)
+    except tasks.TaskError:
+        raise
+    except (TypeError, ValueError) as e:  # a task's own check of its config
+        raise tasks.TaskError(f"--task-config: {e}") from e
     rows = verl.task_rows(task, args.split, limit=args.limit)
     path = verl.write_parquet(rows, args.out)
     print(f"wrote {len(rows)} rows of {task.id}:{args.split} to {path}")

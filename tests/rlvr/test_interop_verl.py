@@ -100,5 +100,7 @@ def test_a_raising_or_hanging_verifier_is_bounded_and_flagged(capsys, tmp_path, 
 def test_export_errors_are_one_line(capsys, tmp_path):
     assert main(["tasks", "export", "arithmetic-v1", "--out", str(tmp_path / "x.parquet")]) == 2
     assert "unbounded" in capsys.readouterr().err
-    assert main(["tasks", "export", "arithmetic-v1", "--split", "test", "--config", "[1]", "--out", str(tmp_path / "x.parquet")]) == 2
-    assert "--config must be a JSON object" in capsys.readouterr().err
+    assert main(["tasks", "export", "arithmetic-v1", "--split", "test", "--task-config", "[1]", "--out", str(tmp_path / "x.parquet")]) == 2
+    assert "--task-config must be a mapping" in capsys.readouterr().err
+    assert main(["tasks", "export", "arithmetic-v1", "--split", "test", "--task-config", "{max_digits: 1}", "--out", str(tmp_path / "x.parquet")]) == 2
+    assert "min_digits <= max_digits" in capsys.readouterr().err  # the task's own one-line error
