@@ -31,10 +31,11 @@ def list_tasks(args: argparse.Namespace) -> int:
     import tasks
 
     specs = tasks.TASKS.specs()
-    width = max([len(s.id) for s in specs] + [2])
-    print(f"{'ID':<{width}}  {'ENV':<10}  DESCRIPTION")
-    for s in specs:
-        print(f"{s.id:<{width}}  {getattr(s.load(), 'env_id', ''):<10}  {s.description}")
+    env_ids = [getattr(s.load(), "env_id", "") for s in specs]
+    width, env_width = max([len(s.id) for s in specs] + [2]), max([len(e) for e in env_ids] + [3])
+    print(f"{'ID':<{width}}  {'ENV':<{env_width}}  DESCRIPTION")
+    for s, env_id in zip(specs, env_ids):
+        print(f"{s.id:<{width}}  {env_id:<{env_width}}  {s.description}")
     for err in tasks.TASKS.plugin_errors:
         print(f"warning: {err}")
     return 0
