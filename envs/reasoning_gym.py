@@ -39,7 +39,10 @@ def extract(completion: str) -> str | None:
 @lru_cache(maxsize=64)
 def _scorer(dataset: str, config_json: str):
     """A generator instance for ``score_answer`` (built once per config; some scorers read it)."""
-    import reasoning_gym
+    try:
+        import reasoning_gym
+    except ImportError as e:
+        raise ImportError(f"reasoning-gym is not installed ({e}); install it with: pip install 'rlvr[reasoning-gym]'") from e
 
     return reasoning_gym.create_dataset(dataset, seed=0, size=1, **json.loads(config_json))
 

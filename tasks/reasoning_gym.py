@@ -44,9 +44,9 @@ def _reasoning_gym():
 
 def generator_defaults(dataset: str) -> dict[str, Any]:
     """The config fields of reasoning-gym generator ``dataset`` and their defaults (seed and size left out)."""
+    _reasoning_gym()
     from reasoning_gym.factory import DATASETS
 
-    _reasoning_gym()
     if dataset not in DATASETS:
         import difflib
 
