@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Sequence
 
 from envs.types import Message, Problem, Verdict
+from envs.verdicts import validate_verdict
 
 if TYPE_CHECKING:
     from envs.episode import Episode
@@ -71,13 +72,16 @@ class Environment(ABC):
 
 
 def safe_verify(env: Environment, problem: Problem, completion: str | Episode) -> Verdict:
-    """`env.verify` (`env.verify_episode` for an episode) with containment: an exception becomes an
-    ``error`` verdict with the traceback in ``info``; the wall time is recorded in ``info['verify_s']``."""
+    """`env.verify` (`env.verify_episode` for a multi-turn `Episode`) with containment: an
+    exception, or a verdict that is not well formed (NaN reward, non-bool ``passed``, unknown
+    status; see `envs.verdicts`), becomes an ``error`` verdict with the reason in ``info``; the
+    wall time is recorded in ``info['verify_s']``."""
     start = time.perf_counter()
     try:
-        verdict = env.verify(problem, completion) if isinstance(completion, str) else env.verify_episode(problem, completion)
-        if not isinstance(verdict, Verdict):
-            raise TypeError(f"{type(env).__name__}.verify returned {type(verdict).__name__}, expected Verdict")
+        if isinstance(completion, str):
+            verdict = validate_verdict(env.verify(problem, completion), f"{type(env).__name__}.verify")
+        else:
+            verdict = validate_verdict(env.verify_episode(problem, completion), f"{type(env).__name__}.verify_episode")
     except Exception as e:
         verdict = Verdict.error(
             f"{type(e).__name__}: {e}", env=env.id or type(env).__name__, problem=problem.id,

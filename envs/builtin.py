@@ -20,3 +20,7 @@ def register_all() -> None:
         "math-code-v1", "envs.math_code:MathCodeEnv",
         description="Multi-turn: math with a sandboxed Python tool; the answer is graded from the model's own turns only",
     )
+    envs.register(
+        "reasoning-gym-v1", "envs.reasoning_gym:ReasoningGymEnv",
+        description="A reasoning-gym generator's own score_answer on the last <answer> tag or Answer: line (needs rlvr[reasoning-gym])",
+    )

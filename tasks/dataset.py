@@ -25,6 +25,13 @@ from tasks.base import Task, TaskError
 DATA_DIR_ENV = "RLVR_DATA_DIR"
 """Environment variable naming a folder that relative local paths are resolved against."""
 
+HUB_PROBE_TIMEOUT_S = 3.0
+"""How long to wait for a connection to the hub before declaring it unreachable."""
+
+
+class DataUnavailable(TaskError):
+    """A split's data is neither in a local file nor reachable on the hub (offline, no copy here)."""
+
 
 @dataclass(frozen=True)
 class DataSource:
@@ -160,14 +167,55 @@ def load_rows(source: DataSource) -> tuple[list[dict[str, Any]], LoadReport]:
         report.rows = len(rows) + len(report.bad_rows)
         return rows, report
     if source.hf_id:
+        where = f" (no local file {source.local!r} under ${DATA_DIR_ENV} or the current directory)" if source.local else ""
+        fix = f"set ${DATA_DIR_ENV} to a folder that holds {source.local!r}, or " if source.local else ""
+        if not _hub_offline() and not hub_reachable():
+            # fail now: `datasets` would retry the hub for about 30 s before failing
+            raise DataUnavailable(
+                f"cannot load {source.hf_id!r}{where}: the Hugging Face hub ({_hub_endpoint()}) cannot be reached; "
+                f"{fix}HF_DATASETS_OFFLINE=1 to use a copy in the datasets cache")
         try:
             ds = datasets.load_dataset(source.hf_id, source.hf_config, split=source.hf_split)
         except Exception as e:
-            where = f" (no local file at {source.local!r}; set ${DATA_DIR_ENV} to a folder that has it)" if source.local else ""
-            raise TaskError(f"could not load {source.hf_id!r} split {source.hf_split!r} from the Hugging Face hub{where}: {type(e).__name__}: {e}") from e
+            raise DataUnavailable(f"could not load {source.hf_id!r} split {source.hf_split!r} from the Hugging Face hub{where}: "
+                                  f"{type(e).__name__}: {e}" + (f"; {fix.removesuffix(', or ')}" if fix else "")) from e
         rows = ds.to_list()
         return rows, LoadReport(f"hf:{source.hf_id}", rows=len(rows))
-    raise TaskError(f"data file {source.local!r} not found (looked in ${DATA_DIR_ENV} and the current directory) and no hub id is set")
+    raise DataUnavailable(f"data file {source.local!r} not found (looked in ${DATA_DIR_ENV} and the current directory) and no hub id is set")
+
+
+def _hub_offline() -> bool:
+    """Whether the user put `datasets`/the hub in offline mode (it then reads only its cache, quickly)."""
+    return any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def _hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+
+
+def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
+    """Whether a TCP connection to the hub opens within ``timeout_s`` (name lookup included, in a
+    daemon thread so that a slow resolver cannot hold the caller). Behind a proxy, assumed yes."""
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    url = urlsplit(_hub_endpoint())
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((url.hostname or "", url.port or (443 if url.scheme == "https" else 80)), timeout=timeout_s).close()
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return bool(result and result[0])
 
 
 class DatasetTask(Task):

@@ -26,12 +26,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import math
+
     import rlvr
     from envs.math import check, warmup
 
-    response = sys.stdin.read() if args.response == "-" else args.response
-    if args.timeout <= 0:
-        raise rlvr.UserError(f"--timeout must be > 0, got {args.timeout}")
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        raise rlvr.UserError(f"--timeout must be > 0 seconds and finite, got {args.timeout}")
+    response = args.response
+    if response == "-":
+        data = sys.stdin.buffer.read()
+        try:
+            response = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise rlvr.UserError(f"--response -: standard input is not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})") from None
     if args.rel_tol is not None and not 0 <= args.rel_tol < 1:
         raise rlvr.UserError(f"--rel-tol must be in [0, 1), got {args.rel_tol}")
     warmup()  # a one-off check should not spend its budget starting sympy

@@ -98,6 +98,11 @@ class RolloutEngine(Protocol):
     def load_weights(self, model: object) -> None:
         ...
 
+    def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]:
+        """Log-probs (temperature 1) of given completion tokens after their prompts, with the engine's
+        current weights: what `rlvr.rollout.sync.SyncProbe` compares with the trainer's."""
+        ...
+
 
 class TokenRolloutEngine(RolloutEngine, Protocol):
     """An engine that also continues token sequences: what multi-turn episodes need. The context of

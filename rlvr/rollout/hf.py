@@ -1,8 +1,9 @@
 """Rollouts with Hugging Face ``generate``: the embedded default, on CPU or GPU.
 
 The engine shares the trainer's model object, so there is nothing to sync after an optimizer
-step. Log-probs come from the logits ``generate`` returns, scaled by the temperature, so they are
-the log-probs of the distribution the tokens were actually drawn from.
+step. Log-probs come from the logits ``generate`` returns, scaled by the temperature and truncated
+by top-k/top-p as the sampler does, so they are the log-probs of the distribution the tokens were
+actually drawn from (as vLLM's ``processed_logprobs``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria, StoppingCriteriaList
 
 from envs.types import Message
+from rlvr.algos.correction import truncated_logprobs
 from rlvr.rollout.base import Completion, SamplingParams
 
 
@@ -61,8 +63,23 @@ class HFGenerateEngine:
         if tokenizer.pad_token_id is None:  # many causal LMs ship without one
             tokenizer.pad_token = tokenizer.eos_token
 
+    @property
+    def context_length(self) -> int | None:
+        """Longest sequence (prompt + completion) the model was built for, from its config."""
+        config = getattr(self.model, "config", None)
+        for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+            value = getattr(config, key, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
     def load_weights(self, model: object) -> None:
         """Nothing to do: the engine generates with the trainer's own model object."""
+
+    def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]:
+        from rlvr.rollout.sync import trainer_logprobs
+
+        return trainer_logprobs(self.model, prompt_ids, completion_ids, self.tokenizer.pad_token_id)
 
     def generate(self, prompts: Sequence[str | list[Message]], n: int, sampling: SamplingParams) -> list[Completion]:
         encoded = [encode_prompt(self.tokenizer, p) for p in prompts]
@@ -110,10 +127,10 @@ class HFGenerateEngine:
             output_logits=True, return_dict_in_generate=True, synced_gpus=self.synced,
         )
         new_tokens = result.sequences[:, width:]  # [B, steps]
-        logits = torch.stack(result.logits, dim=1).float()  # [B, steps, V], before any processing
-        if not sampling.greedy:
-            logits = logits / sampling.temperature
-        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
+        logits = torch.stack(result.logits, dim=1)  # [B, steps, V], before any processing
+        # the distribution each token was drawn from: tempered, then top-k/top-p truncated and renormalised
+        t, p, k = (1.0, 1.0, 0) if sampling.greedy else (sampling.temperature, sampling.top_p, sampling.top_k)
+        logprobs = truncated_logprobs(logits, new_tokens, t, p, k)
 
         is_eos = new_tokens == tok.eos_token_id
         has_eos = is_eos.any(dim=1)

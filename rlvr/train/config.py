@@ -112,7 +112,7 @@ class RunConfig:
 class VerifyConfig:
     """Reward computation."""
 
-    workers: int = help_field(1, "Verifier workers (0 = inline in the training thread)", ge=0)
+    workers: int = help_field(1, "Verifier workers (0 = one item at a time in a supervised thread; every kind is bounded by timeout_s)", ge=0)
     kind: Literal["inline", "thread", "process"] = help_field("thread", "thread for fast verifiers, process for slow or unsafe ones")
     timeout_s: float = help_field(30.0, "Per-completion verification budget; over it the verdict is 'timeout'", gt=0)
     on_failure: Literal["drop", "zero"] = help_field("drop", "Verdicts with status error/timeout: drop the sample from the update, or score it 0")

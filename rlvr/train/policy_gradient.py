@@ -358,7 +358,8 @@ class PolicyGradient:
         cfg = self.cfg
         self._sync_engine()
         settings = EvalSettings(split=cfg.eval.split, greedy=True, n=0, max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
-                                limit=cfg.eval.limit, chunk_prompts=max(cfg.rollout.max_batch_sequences, 1))
+                                limit=cfg.eval.limit, chunk_prompts=max(cfg.rollout.max_batch_sequences, 1),
+                                verify_workers=cfg.verify.workers, verify_kind=cfg.verify.kind, verify_timeout_s=cfg.verify.timeout_s)
         report = evaluate(self.engine, self.task, settings, progress=False)
         return {"eval/accuracy": report["greedy"]["accuracy"], "eval/no_answer_rate": report["greedy"]["no_answer_rate"]}
 
