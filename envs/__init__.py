@@ -4,11 +4,15 @@
     env = envs.make("math-v1")
     verdict = env.verify(problem, completion)
 
+Multi-turn environments (tool calls, checker messages) subclass `MultiTurnEnvironment` and
+register the same way; see `envs.episode`.
+
 Third-party packages register environments through the ``rlvr.envs`` entry-point group (see
 `envs.registry`). This package imports nothing heavy: listing environments stays fast.
 """
 
 from envs.base import Environment, safe_verify
+from envs.episode import End, Episode, EpisodeLimits, MultiTurnEnvironment, Role, StepResult, ToolCall, Turn
 from envs.registry import ParsedId, Registry, RegistryError, Spec, parse_id
 from envs.types import Message, Problem, Status, StepReward, Verdict
 
@@ -37,6 +41,7 @@ def make(id: str, **kwargs) -> Environment:
 
 
 __all__ = [
-    "ENVS", "Environment", "Message", "ParsedId", "Problem", "Registry", "RegistryError", "Spec",
-    "Status", "StepReward", "Verdict", "make", "parse_id", "register", "safe_verify",
+    "ENVS", "End", "Environment", "Episode", "EpisodeLimits", "Message", "MultiTurnEnvironment", "ParsedId", "Problem",
+    "Registry", "RegistryError", "Role", "Spec", "Status", "StepResult", "StepReward", "ToolCall", "Turn", "Verdict",
+    "make", "parse_id", "register", "safe_verify",
 ]

@@ -11,9 +11,13 @@ from __future__ import annotations
 import time
 import traceback
 from abc import ABC, abstractmethod
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from envs.types import Message, Problem, Verdict
+from envs.verdicts import validate_verdict
+
+if TYPE_CHECKING:
+    from envs.episode import Episode
 
 
 class Environment(ABC):
@@ -37,6 +41,11 @@ class Environment(ABC):
         Must be deterministic. May raise: callers go through `safe_verify`, which turns an
         exception into a ``Status.ERROR`` verdict.
         """
+
+    def verify_episode(self, problem: Problem, episode: Episode) -> Verdict:
+        """Judge a multi-turn episode (`envs.episode`). A single-turn environment judges the model's
+        own text, observations left out; `envs.MultiTurnEnvironment` refines this."""
+        return self.verify(problem, episode.model_text)
 
     def verify_many(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
         """Verify a batch. Override for a batched verifier; the default calls `safe_verify` per item.
@@ -62,14 +71,17 @@ class Environment(ABC):
         return []
 
 
-def safe_verify(env: Environment, problem: Problem, completion: str) -> Verdict:
-    """`env.verify` with containment: an exception becomes an ``error`` verdict with the traceback
-    in ``info``; the wall time is recorded in ``info['verify_s']``."""
+def safe_verify(env: Environment, problem: Problem, completion: str | Episode) -> Verdict:
+    """`env.verify` (`env.verify_episode` for a multi-turn `Episode`) with containment: an
+    exception, or a verdict that is not well formed (NaN reward, non-bool ``passed``, unknown
+    status; see `envs.verdicts`), becomes an ``error`` verdict with the reason in ``info``; the
+    wall time is recorded in ``info['verify_s']``."""
     start = time.perf_counter()
     try:
-        verdict = env.verify(problem, completion)
-        if not isinstance(verdict, Verdict):
-            raise TypeError(f"{type(env).__name__}.verify returned {type(verdict).__name__}, expected Verdict")
+        if isinstance(completion, str):
+            verdict = validate_verdict(env.verify(problem, completion), f"{type(env).__name__}.verify")
+        else:
+            verdict = validate_verdict(env.verify_episode(problem, completion), f"{type(env).__name__}.verify_episode")
     except Exception as e:
         verdict = Verdict.error(
             f"{type(e).__name__}: {e}", env=env.id or type(env).__name__, problem=problem.id,

@@ -16,3 +16,11 @@ def register_all() -> None:
         "code-v1", "envs.code.env:CodeEnv",
         description="Python code run against hidden tests in a sandbox; graded outside it (binary + per-test process reward)",
     )
+    envs.register(
+        "math-code-v1", "envs.math_code:MathCodeEnv",
+        description="Multi-turn: math with a sandboxed Python tool; the answer is graded from the model's own turns only",
+    )
+    envs.register(
+        "reasoning-gym-v1", "envs.reasoning_gym:ReasoningGymEnv",
+        description="A reasoning-gym generator's own score_answer on the last <answer> tag or Answer: line (needs rlvr[reasoning-gym])",
+    )

@@ -1,16 +1,24 @@
 """Self-checks every environment must pass (used by `rlvr envs check`).
 
 For each sample problem: the gold completion passes, every perturbed completion fails, an empty
-completion fails, and verifying the same completion twice gives the same verdict.
+completion fails, and verifying the same completion twice gives the same verdict. Every
+verification must also *work*: a verifier that raises, returns a malformed verdict or times out
+fails the check (a check that passed on error verdicts would pass a verifier that never judges
+anything). Each verification runs in a `VerifierPool` thread with a budget, so a verifier that
+never returns stops the check after one budget instead of hanging it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
-from envs.base import Environment, safe_verify
-from envs.types import Problem
+from envs.base import Environment
+from envs.pool import VerifierPool
+from envs.types import Problem, Status, Verdict
+
+DEFAULT_TIMEOUT_S = 30.0
+"""Budget of one verification during the checks (the training default)."""
 
 
 @dataclass
@@ -26,21 +34,62 @@ class CheckReport:
     env_id: str
     problems: int
     results: list[CheckResult] = field(default_factory=list)
+    hung: bool = False
+    """True when a verification ran out of its budget (the remaining checks were not run)."""
 
     @property
     def passed(self) -> bool:
         return all(r.passed or r.skipped for r in self.results)
 
 
-def check_environment(env: Environment, problems: Sequence[Problem]) -> CheckReport:
-    """Run the self-checks on ``problems`` (the environment's own examples if empty)."""
-    problems = list(problems) or env.examples()
+class _Hung(Exception):
+    """A verification timed out: the checks stop here."""
+
+
+class _Verifier:
+    """Verifies one completion at a time within a budget and remembers every failed verdict."""
+
+    def __init__(self, pool: VerifierPool):
+        self.pool = pool
+        self.calls = 0
+        self.failures: list[tuple[str, Verdict]] = []
+
+    def __call__(self, problem: Problem, completion: str) -> Verdict:
+        verdict = self.pool.verify([problem], [completion])[0]
+        self.calls += 1
+        if verdict.status.is_failure:
+            self.failures.append((problem.id, verdict))
+        if verdict.status is Status.TIMEOUT:
+            raise _Hung(f"verifying {completion[:40]!r} for {problem.id} did not finish within {self.pool.timeout_s:g} s")
+        return verdict
+
+
+def _reason(verdict: Verdict) -> str:
+    return f"{verdict.status.value}: {verdict.info.get('error') or verdict.info.get('timeout_s', '')}"
+
+
+def _hook(name: str, call: Callable[[], Any]) -> tuple[Any, str | None]:
+    """An environment's self-check hook, with an exception turned into a failure message."""
+    try:
+        return call(), None
+    except Exception as e:
+        return None, f"{name} raised {type(e).__name__}: {e}"
+
+
+def check_environment(env: Environment, problems: Sequence[Problem], timeout_s: float = DEFAULT_TIMEOUT_S) -> CheckReport:
+    """Run the self-checks on ``problems`` (the environment's own examples if empty); each
+    verification gets ``timeout_s`` seconds, and the first one over it stops the checks."""
+    if not problems:
+        problems, error = _hook("examples()", env.examples)
+        problems = list(problems or [])
+    else:
+        problems, error = list(problems), None
     report = CheckReport(env.id or type(env).__name__, len(problems))
     if not problems:
-        report.results.append(CheckResult("problems", False, "no problems to check: bind a task to this environment or implement examples()"))
+        report.results.append(CheckResult("problems", False, error or "no problems to check: bind a task to this environment or implement examples()"))
         return report
 
-    def run(name: str, per_problem) -> None:
+    def run(name: str, per_problem: Callable[[Problem], str | None]) -> None:
         failures, skipped = [], 0
         for p in problems:
             outcome = per_problem(p)
@@ -54,34 +103,64 @@ def check_environment(env: Environment, problems: Sequence[Problem]) -> CheckRep
             detail = f"{len(problems) - skipped - len(failures)}/{len(problems) - skipped} ok"
             report.results.append(CheckResult(name, not failures, detail + ("; " + "; ".join(failures[:3]) if failures else "")))
 
-    def gold_passes(p: Problem) -> str | None:
-        gold = env.gold_completion(p)
-        if gold is None:
-            return None
-        v = safe_verify(env, p, gold)
-        return "" if v.passed else f"gold completion failed ({v.status.value}: {v.info.get('error', v.extracted)!r})"
+    with VerifierPool(env, workers=1, kind="thread", timeout_s=timeout_s) as pool:
+        verify = _Verifier(pool)
 
-    def perturbed_fail(p: Problem) -> str | None:
-        wrong = env.wrong_completions(p)
-        if not wrong:
-            return None
-        bad = [w for w in wrong if safe_verify(env, p, w).passed]
-        return f"wrong completion passed: {bad[0]!r}" if bad else ""
+        def gold_passes(p: Problem) -> str | None:
+            gold, error = _hook("gold_completion()", lambda: env.gold_completion(p))
+            if error or gold is None:
+                return error
+            v = verify(p, gold)
+            if v.status.is_failure:
+                return f"gold completion was not judged ({_reason(v)})"
+            return "" if v.passed else f"gold completion failed ({v.status.value}: {v.info.get('error', v.extracted)!r})"
 
-    def empty_fails(p: Problem) -> str:
-        v = safe_verify(env, p, "")
-        return "empty completion passed" if v.passed else ""
+        def perturbed_fail(p: Problem) -> str | None:
+            wrong, error = _hook("wrong_completions()", lambda: env.wrong_completions(p))
+            if error or not wrong:
+                return error
+            for w in wrong:
+                v = verify(p, w)
+                if v.status.is_failure:
+                    return f"wrong completion {w[:40]!r} was not judged ({_reason(v)})"
+                if v.passed:
+                    return f"wrong completion passed: {w!r}"
+            return ""
 
-    def deterministic(p: Problem) -> str | None:
-        candidates = [c for c in [env.gold_completion(p), *env.wrong_completions(p)] if c is not None] or [""]
-        for c in candidates:
-            a, b = safe_verify(env, p, c), safe_verify(env, p, c)
-            if (a.reward, a.passed, a.status, a.extracted) != (b.reward, b.passed, b.status, b.extracted):
-                return f"two verifications of {c[:40]!r} differ"
-        return ""
+        def empty_fails(p: Problem) -> str:
+            v = verify(p, "")
+            if v.status.is_failure:
+                return f"empty completion was not judged ({_reason(v)})"
+            return "empty completion passed" if v.passed else ""
 
-    run("gold passes", gold_passes)
-    run("perturbed answers fail", perturbed_fail)
-    run("empty answer fails", empty_fails)
-    run("deterministic", deterministic)
+        def deterministic(p: Problem) -> str | None:
+            gold, _ = _hook("gold_completion()", lambda: env.gold_completion(p))
+            wrong, _ = _hook("wrong_completions()", lambda: env.wrong_completions(p))
+            candidates = [c for c in [gold, *(wrong or [])] if c is not None] or [""]
+            for c in candidates:
+                a, b = verify(p, c), verify(p, c)
+                if a.status.is_failure or b.status.is_failure:
+                    return f"{c[:40]!r} was not judged ({_reason(a if a.status.is_failure else b)})"
+                if (a.reward, a.passed, a.status, a.extracted) != (b.reward, b.passed, b.status, b.extracted):
+                    return f"two verifications of {c[:40]!r} differ ({a.status.value} {a.reward:g} vs {b.status.value} {b.reward:g})"
+            return ""
+
+        checks = [("gold passes", gold_passes), ("perturbed answers fail", perturbed_fail),
+                  ("empty answer fails", empty_fails), ("deterministic", deterministic)]
+        try:
+            for name, per_problem in checks:
+                run(name, per_problem)
+        except _Hung as e:
+            report.hung = True
+            not_run = [name for name, _ in checks[len(report.results):]]
+            report.results.append(CheckResult("verification finishes", False, f"{e}; not run: {', '.join(not_run)}"))
+            return report
+
+    failed = verify.failures
+    if failed:
+        pid, first = failed[0]
+        detail = f"{len(failed)}/{verify.calls} verifications failed; first on {pid}: {_reason(first)}"
+    else:
+        detail = f"{verify.calls}/{verify.calls} verifications judged (no error or timeout)"
+    report.results.append(CheckResult("verifier works", not failed, detail))
     return report

@@ -1,12 +1,15 @@
 """Environments that misbehave on purpose, for testing pipelines (importable, so they also work in
-worker processes). Register one to see how a trainer contains a faulty verifier."""
+worker processes). Register one to see how a trainer contains a faulty verifier, or call
+`register_testing_envs` to register them all under ``testing/``."""
 
 from __future__ import annotations
 
+import math
 import time
+from typing import Any
 
 from envs.base import Environment
-from envs.types import Problem, Verdict
+from envs.types import Problem, StepReward, Verdict
 
 
 class FaultyEnv(Environment):
@@ -48,3 +51,65 @@ class FlakyEnv(Environment):
         if self.always_raise or (self.raise_every and self._calls % self.raise_every == 0):
             raise RuntimeError(f"flaky verifier failed on call {self._calls}")
         return self.inner.verify(problem, completion)
+
+    # the self-check hooks are the inner environment's: `rlvr envs check` must see the failures
+    def gold_completion(self, problem: Problem) -> str | None:
+        return self.inner.gold_completion(problem)
+
+    def wrong_completions(self, problem: Problem) -> list[str]:
+        return self.inner.wrong_completions(problem)
+
+    def examples(self) -> list[Problem]:
+        return self.inner.examples()
+
+
+class HangingEnv(FlakyEnv):
+    """Wraps a registered environment and never returns from ``verify`` (``busy=True``: spins on
+    the CPU instead of sleeping). With ``every=k`` only completions whose length is a multiple of k
+    hang, the rest are verified by the inner environment."""
+
+    def __init__(self, inner: str = "math-v1", every: int = 1, busy: bool = False):
+        super().__init__(inner, raise_every=0)
+        self.every = every
+        self.busy = busy
+
+    def verify(self, problem: Problem, completion: str) -> Verdict:
+        if self.every and len(completion) % self.every == 0:
+            while self.busy:
+                pass
+            time.sleep(10**6)
+        return self.inner.verify(problem, completion)
+
+
+BAD_VERDICTS: dict[str, dict[str, Any]] = {
+    "nan": {"reward": math.nan, "passed": "yes"},
+    "inf": {"reward": math.inf, "passed": True},
+    "str_reward": {"reward": "1.0", "passed": True},
+    "unknown_status": {"reward": 1.0, "passed": True, "status": "great"},
+    "bad_step": {"reward": 1.0, "passed": True, "steps": (StepReward(0, 1, math.nan),)},
+}
+"""Malformed verdicts a buggy verifier might return, by name (fields of `Verdict`)."""
+
+
+class BadVerdictEnv(FlakyEnv):
+    """Wraps a registered environment and returns the malformed verdict ``BAD_VERDICTS[bad]`` for
+    every completion (``bad`` may be a list: one per call, in turn)."""
+
+    def __init__(self, inner: str = "math-v1", bad: str | list[str] = "nan"):
+        super().__init__(inner, raise_every=0)
+        self.bad = [bad] if isinstance(bad, str) else list(bad)
+
+    def verify(self, problem: Problem, completion: str) -> Verdict:
+        self._calls += 1
+        return Verdict(**BAD_VERDICTS[self.bad[(self._calls - 1) % len(self.bad)]])
+
+
+def register_testing_envs() -> None:
+    """Register ``testing/hang-v1``, ``testing/raise-v1`` and ``testing/nan-v1`` (each wraps
+    ``math-v1``; `envs.make` kwargs change the inner environment or the behaviour)."""
+    import envs
+
+    envs.register("testing/hang-v1", HangingEnv, override=True, description="never returns from verify (tests)")
+    envs.register("testing/raise-v1", FlakyEnv, override=True, kwargs={"always_raise": True},
+                  description="raises on every verify call (tests)")
+    envs.register("testing/nan-v1", BadVerdictEnv, override=True, description="returns Verdict(reward=nan, passed='yes') (tests)")

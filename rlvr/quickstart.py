@@ -15,17 +15,16 @@ from typing import Any
 import tasks
 from rlvr.config import load_config
 from rlvr.eval.runner import EvalSettings, evaluate, write_report
-from rlvr.models.loading import load_model
-from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.config import RolloutConfig
+from rlvr.rollout.engines import make_engine
 from rlvr.train.config import TrainConfig
 from rlvr.train.recipes import train
 from rlvr.train.sft import SFTConfig, sft
 
 
 def _heldout(model_dir: Path, task: tasks.Task, out: Path, max_new_tokens: int) -> dict[str, Any]:
-    model, tokenizer = load_model(str(model_dir))
     settings = EvalSettings(split="test", greedy=True, n=0, max_new_tokens=max_new_tokens, chunk_prompts=256)
-    report = evaluate(HFGenerateEngine(model, tokenizer), task, settings, model_name=str(model_dir))
+    report = evaluate(make_engine(RolloutConfig(), model_path=model_dir), task, settings, model_name=str(model_dir))
     write_report(report, out, task.problems("test"))
     return report
 

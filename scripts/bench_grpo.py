@@ -109,12 +109,12 @@ def heldout(model: str, threads: int) -> float:
 
     import tasks
     from rlvr.eval.runner import EvalSettings, evaluate
-    from rlvr.models.loading import load_model
-    from rlvr.rollout.hf import HFGenerateEngine
+    from rlvr.rollout.config import RolloutConfig
+    from rlvr.rollout.engines import make_engine
 
     torch.set_num_threads(threads)
-    m, tok = load_model(model)
-    report = evaluate(HFGenerateEngine(m, tok), tasks.make("arithmetic-v1"), EvalSettings(max_new_tokens=MAX_NEW, chunk_prompts=256), progress=False)
+    engine = make_engine(RolloutConfig(), model_path=model)
+    report = evaluate(engine, tasks.make("arithmetic-v1"), EvalSettings(max_new_tokens=MAX_NEW, chunk_prompts=256), progress=False)
     return report["greedy"]["accuracy"]
 
 

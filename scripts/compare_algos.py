@@ -1,16 +1,24 @@
 #!/usr/bin/env python
-"""Every algorithm preset on the embedded arithmetic task, from the same SFT base, with the same
-budget (training steps, prompts per step, group size, learning rate) and seed, through the same
-`rlvr train` command. Held-out accuracy (greedy, the frozen test split) is measured every
-``--eval-every`` steps; the script writes a Markdown table, JSON and a plot of held-out accuracy
-against training wall-clock and against steps.
+"""Every algorithm preset from the same SFT base, with the same budget, over several seeds.
 
-    python scripts/compare_algos.py                       # builds the SFT base first (~2.5 min)
-    python scripts/compare_algos.py --base runs/quickstart/sft/final --presets grpo,dapo
+Each (preset, seed) trains through `rlvr train` in its own process, one after the other, with the
+same torch thread count; held-out accuracy (greedy, validation split) is measured every
+``--eval-every`` steps, and the final model is evaluated once more on the test split with
+`rlvr eval`, whose per-problem predictions make the comparison paired: for every preset the
+difference to the reference preset (``--reference``, GRPO) is bootstrapped over problems and seeds.
 
-Each preset runs in its own process, one after the other, with the same torch thread count.
-Wall-clock is the training time of the steps (generation, verification, update), without the
-held-out evaluations. Runs whose `metrics.jsonl` already reaches ``--steps`` are reused unless
+Reported per preset: final test accuracy (mean over seeds and its 95% t-interval), the paired
+difference to the reference with its 95% interval (significant when it excludes 0), training
+wall-clock, completions generated, optimizer steps, models in memory and peak process memory
+(`resources.json`). The plot shows held-out accuracy (mean over seeds, 95% band) against steps,
+wall-clock and completions, and peak memory.
+
+    python scripts/compare_algos.py                         # builds the SFT base and the DPO pairs first
+    python scripts/compare_algos.py --presets grpo,dapo,ppo --seeds 0,1,2
+
+The default task is the 3-digit variant of arithmetic-v1, where the embedded model learns slowly
+enough that the methods have not converged by the first evaluation (on the 2-digit quickstart task
+every preset reaches its plateau within 5 steps). Runs whose final report exists are reused unless
 ``--fresh``.
 """
 
@@ -18,87 +26,156 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import random
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
+TASK_CONFIG = {"min_digits": 3, "max_digits": 3, "mul_max_digits": 1, "direct_frac": 0.5}
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
-def build_base(out: Path, threads: int) -> Path:
-    from rlvr.config import load_config
-    from rlvr.train.sft import SFTConfig, sft
-
-    final = out / "sft" / "final"
-    if (final / "config.json").exists():
-        return final
-    cfg = load_config(SFTConfig, "sft_quickstart", [f"output_dir={out}", "name=sft", f"threads={threads}", "log.tensorboard=false", "overwrite=true"])
-    return sft(cfg)
-
-
-def run_preset(preset: str, base: Path, out: Path, args: argparse.Namespace) -> Path:
-    run = out / preset
-    rows = _rows(run)
-    if not args.fresh and any(r.get("step") == args.steps and "eval/accuracy" in r for r in rows):
-        print(f"{preset}: reusing {run}")
-        return run
-    overrides = [
-        f"output_dir={out}", f"name={preset}", f"model.name_or_path={base}", f"algo.preset={preset}", f"seed={args.seed}",
-        f"threads={args.threads}", f"update.steps={args.steps}", f"update.minibatches={args.minibatches}",
-        f"eval.every={args.eval_every}", "eval.at_start=true", "eval.split=test", "log.checkpoint_every=0",
-        "log.tensorboard=false", "log.progress=false", "overwrite=true", *args.override,
-    ]
-    cmd = [sys.executable, "-m", "rlvr.cli", "train", "quickstart", *overrides]
-    print(f"{preset}: {' '.join(cmd[2:])}", flush=True)
-    t = time.perf_counter()
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+def rlvr(*argv: str, threads: int, log: Path) -> None:
+    """``rlvr ARGV...`` in a subprocess with ``threads`` torch threads; its output goes to ``log``."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONWARNINGS": "ignore"}
+    with log.open("w") as f:
+        proc = subprocess.run([sys.executable, "-m", "rlvr.cli", *argv], cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        raise SystemExit(f"{preset} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    print(f"{preset}: done in {time.perf_counter() - t:.0f} s", flush=True)
-    return run
+        raise SystemExit(f"rlvr {' '.join(argv[:2])} failed (exit {proc.returncode}); see {log}:\n{log.read_text()[-3000:]}")
 
 
-def _rows(run: Path) -> list[dict]:
-    path = run / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+def build_base(out: Path, args: argparse.Namespace) -> Path:
+    final = out / "base" / "final"
+    if not final.is_dir():
+        print("building the SFT base", flush=True)
+        rlvr("sft", "sft_quickstart", f"output_dir={out}", "name=base", "overwrite=true", f"threads={args.threads}",
+             f"task.config={json.dumps(args.task_config)}", f"eval.max_new_tokens={args.max_new_tokens}", "log.progress=false",
+             threads=args.threads, log=out / "base.log")
+    return final
 
 
-def summarise(preset: str, run: Path) -> dict:
-    """Held-out accuracy by step and by cumulative training seconds, and per-step costs."""
-    rows = _rows(run)
-    clock, curve = 0.0, []
-    for r in rows:
+def build_pairs(base: Path, out: Path, args: argparse.Namespace) -> Path:
+    """Offline DPO's pairs, sampled once from the base (enough prompts for every step)."""
+    pairs = out / "pairs.jsonl"
+    if not pairs.exists():
+        print("building DPO pairs from the base", flush=True)
+        rlvr("pairs", "build", "--model", str(base), "--task", "arithmetic-v1", "--task-config", json.dumps(args.task_config),
+             "--n", "8", "--limit", str(args.steps * args.prompts * 2), "--max-new-tokens", str(args.max_new_tokens),
+             "--seed", "0", "--out", str(pairs), threads=args.threads, log=out / "pairs.log")
+    return pairs
+
+
+def run(preset: str, seed: int, base: Path, pairs: Path | None, out: Path, args: argparse.Namespace) -> Path:
+    """Train ``preset`` with ``seed`` and evaluate its final model on the test split."""
+    run_dir = out / f"{preset}-s{seed}"
+    report = run_dir / "test_eval" / "report.json"
+    if report.exists() and not args.fresh:
+        return run_dir
+    overrides = [
+        f"output_dir={out}", f"name={run_dir.name}", "overwrite=true", f"model.name_or_path={base}", f"algo.preset={preset}",
+        f"seed={seed}", f"threads={args.threads}", f"update.steps={args.steps}", f"rollout.prompts_per_step={args.prompts}",
+        f"rollout.max_new_tokens={args.max_new_tokens}", f"task.config={json.dumps(args.task_config)}",
+        f"eval.every={args.eval_every}", "eval.at_start=true", "eval.split=validation", "log.checkpoint_every=0",
+        "log.tensorboard=false", "log.progress=false", *(f"pairs.path={pairs}" for _ in [0] if pairs and preset == "dpo"),
+        *args.override,
+    ]
+    t = time.perf_counter()
+    rlvr("train", "quickstart", *overrides, threads=args.threads, log=out / f"{run_dir.name}.log")
+    rlvr("eval", "--model", str(run_dir / "final"), "--task", "arithmetic-v1", "--task-config", json.dumps(args.task_config),
+         "--split", "test", "--max-new-tokens", str(args.max_new_tokens), "--out", str(run_dir / "test_eval"),
+         threads=args.threads, log=out / f"{run_dir.name}.eval.log")
+    print(f"{preset} seed {seed}: {time.perf_counter() - t:.0f} s", flush=True)
+    return run_dir
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def one_run(run_dir: Path, epochs_minibatches: int) -> dict:
+    """Curves (held-out accuracy by step, seconds, completions, optimizer steps), the test
+    predictions and the resources of one run."""
+    clock = completions = opt_steps = 0.0
+    curve = []
+    group_size = yaml.safe_load((run_dir / "config.yaml").read_text())["rollout"]["group_size"]
+    for r in _rows(run_dir):
         clock += r.get("time/step", 0.0)
+        completions += r.get("sampling/prompts", 0.0) * group_size
+        opt_steps += 0 if r.get("train/skipped") else epochs_minibatches * (r.get("step", 0) > 0)
         if "eval/accuracy" in r:
-            curve.append({"step": r["step"], "train_s": clock, "accuracy": r["eval/accuracy"]})
-    steps = [r for r in rows if "time/step" in r]
-    mean = lambda key: sum(r.get(key, 0.0) for r in steps) / max(len(steps), 1)  # noqa: E731
-    return {
-        "preset": preset,
-        "before": curve[0]["accuracy"], "after": curve[-1]["accuracy"], "best": max(c["accuracy"] for c in curve),
-        "train_s": clock, "step_s": mean("time/step"), "generate_s": mean("time/generate"), "train_update_s": mean("time/train"),
-        "prompts_per_step": mean("sampling/prompts"), "zero_variance_frac": mean("groups/zero_variance_frac"),
-        "batch_zero_variance_frac": mean("batch/zero_variance_frac"), "skipped_steps": sum(r.get("train/skipped", 0) for r in steps),
-        "curve": curve,
-    }
+            curve.append({"step": r["step"], "train_s": clock, "completions": completions, "optimizer_steps": opt_steps,
+                          "accuracy": r["eval/accuracy"]})
+    predictions = [json.loads(line) for line in (run_dir / "test_eval" / "predictions.jsonl").read_text().splitlines()]
+    resources = json.loads((run_dir / "resources.json").read_text())
+    return {"curve": curve, "correct": {p["id"]: p["greedy"][0]["reward"] > 0 for p in predictions},
+            "test_accuracy": json.loads((run_dir / "test_eval" / "report.json").read_text())["greedy"]["accuracy"],
+            "peak_rss_mb": resources["peak_rss_bytes"] / 2**20, "models_in_memory": resources["models_in_memory"],
+            "parameters": resources["parameters_total"], "optimizer_state_mb": sum(resources["optimizer_state_bytes"].values()) / 2**20,
+            "train_s": clock, "completions": completions, "optimizer_steps": opt_steps}
+
+
+def mean_ci(xs: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% t-interval (0 for one value)."""
+    m = statistics.fmean(xs)
+    return m, (T95.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0)
+
+
+def paired_difference(runs: list[dict], ref_runs: list[dict], draws: int = 2000) -> tuple[float, float, float]:
+    """Difference of test accuracy to the reference preset, paired by seed and problem, with a 95%
+    bootstrap interval resampling problems (the same resample for every seed)."""
+    seeds = list(range(min(len(runs), len(ref_runs))))
+    ids = sorted(runs[0]["correct"])
+    diff = [[float(runs[s]["correct"][i]) - float(ref_runs[s]["correct"][i]) for i in ids] for s in seeds]
+    point = statistics.fmean(statistics.fmean(d) for d in diff)
+    rng = random.Random(0)
+    boot = []
+    for _ in range(draws):
+        sample = [rng.randrange(len(ids)) for _ in ids]
+        boot.append(statistics.fmean(statistics.fmean(d[j] for j in sample) for d in diff))
+    boot.sort()
+    return point, boot[int(0.025 * draws)], boot[int(0.975 * draws) - 1]
+
+
+def summarise(preset: str, runs: list[dict], ref_runs: list[dict] | None) -> dict:
+    acc, half = mean_ci([r["test_accuracy"] for r in runs])
+    before = statistics.fmean(r["curve"][0]["accuracy"] for r in runs)
+    out = {"preset": preset, "seeds": len(runs), "test_accuracy": acc, "ci95": half, "validation_before": before,
+           "train_s": statistics.fmean(r["train_s"] for r in runs), "completions": statistics.fmean(r["completions"] for r in runs),
+           "optimizer_steps": statistics.fmean(r["optimizer_steps"] for r in runs),
+           "peak_rss_mb": max(r["peak_rss_mb"] for r in runs), "models_in_memory": runs[0]["models_in_memory"],
+           "parameters": runs[0]["parameters"], "optimizer_state_mb": runs[0]["optimizer_state_mb"],
+           "curves": [r["curve"] for r in runs]}
+    if ref_runs is not None:
+        d, lo, hi = paired_difference(runs, ref_runs)
+        out |= {"diff_vs_reference": d, "diff_ci95": [lo, hi], "significant": lo > 0 or hi < 0}
+    return out
 
 
 def write_table(results: list[dict], out: Path, args: argparse.Namespace) -> str:
     lines = [
-        f"Held-out greedy accuracy on arithmetic-v1 test (500 frozen problems), {args.steps} steps x "
-        f"{args.prompts} prompts x 8 completions, {args.minibatches} optimizer steps per batch, seed {args.seed}, "
-        f"{args.threads} thread(s).",
+        f"arithmetic-v1 with {json.dumps(args.task_config)}: {args.steps} steps x {args.prompts} prompts x 8 completions, "
+        f"seeds {','.join(map(str, args.seeds))}, {args.threads} thread(s). Test accuracy: greedy, 500 problems, mean over "
+        f"seeds with its 95% t-interval; the difference to {args.reference} is paired by seed and problem (95% bootstrap).",
         "",
-        "| preset | before | after | gain (pts) | best | train s | s/step | prompts/step | zero-var groups generated | in batch |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| preset | test accuracy | Δ vs " + args.reference + " (pts) | significant | train s | completions | optimizer steps "
+        "| models in memory | parameters | optimizer state MB | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append(f"| {r['preset']} | {r['before']:.3f} | {r['after']:.3f} | {100 * (r['after'] - r['before']):+.1f} | {r['best']:.3f} "
-                     f"| {r['train_s']:.0f} | {r['step_s']:.2f} | {r['prompts_per_step']:.1f} | {r['zero_variance_frac']:.2f} "
-                     f"| {r['batch_zero_variance_frac']:.2f} |")
+        diff = (f"{100 * r['diff_vs_reference']:+.1f} [{100 * r['diff_ci95'][0]:+.1f}, {100 * r['diff_ci95'][1]:+.1f}]"
+                if "diff_vs_reference" in r and r["preset"] != args.reference else "—")
+        sig = ("yes" if r.get("significant") else "no") if r["preset"] != args.reference and "significant" in r else "—"
+        lines.append(f"| {r['preset']} | {r['test_accuracy']:.3f} ± {r['ci95']:.3f} | {diff} | {sig} | {r['train_s']:.0f} "
+                     f"| {r['completions']:.0f} | {r['optimizer_steps']:.0f} | {r['models_in_memory']} | {r['parameters'] / 1e6:.1f}M "
+                     f"| {r['optimizer_state_mb']:.1f} | {r['peak_rss_mb']:.0f} |")
     table = "\n".join(lines) + "\n"
     (out / "results.md").write_text(table)
     (out / "results.json").write_text(json.dumps(results, indent=2))
@@ -111,42 +188,50 @@ def plot(results: list[dict], png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.8))
     for r in results:
-        xs_t = [c["train_s"] for c in r["curve"]]
-        xs_s = [c["step"] for c in r["curve"]]
-        ys = [c["accuracy"] for c in r["curve"]]
-        line, = axes[0].plot(xs_t, ys, marker="o", ms=3, label=r["preset"])
-        axes[1].plot(xs_s, ys, marker="o", ms=3, color=line.get_color(), label=r["preset"])
-    axes[0].set_xlabel("training wall-clock (s)")
-    axes[1].set_xlabel("step")
-    axes[0].set_ylabel("held-out accuracy (greedy)")
-    for ax in axes:
+        curves = r["curves"]
+        n = min(len(c) for c in curves)
+        ys = [[c[i]["accuracy"] for c in curves] for i in range(n)]
+        mean = [statistics.fmean(y) for y in ys]
+        half = [mean_ci(y)[1] for y in ys]
+        color = None
+        for ax, key in zip(axes[:3], ("step", "train_s", "completions")):
+            xs = [statistics.fmean(c[i][key] for c in curves) for i in range(n)]
+            line, = ax.plot(xs, mean, marker="o", ms=3, label=r["preset"], color=color)
+            color = line.get_color()
+            ax.fill_between(xs, [m - h for m, h in zip(mean, half)], [m + h for m, h in zip(mean, half)], color=color, alpha=0.12)
+        axes[3].barh(r["preset"], r["peak_rss_mb"], color=color)
+    for ax, label in zip(axes, ("step", "training wall-clock (s)", "completions generated", "peak process memory (MB)")):
+        ax.set_xlabel(label)
         ax.grid(alpha=0.3)
-    axes[1].legend(loc="lower right", fontsize=8)
-    fig.suptitle("Algorithm presets on arithmetic-v1, same SFT base, budget and seed")
+    axes[0].set_ylabel("held-out accuracy (greedy, validation)")
+    axes[0].legend(fontsize=7, ncol=2)
+    fig.suptitle("Presets from the same SFT base and budget: mean over seeds, 95% band")
     fig.tight_layout()
     fig.savefig(png, dpi=110)
 
 
 def main() -> int:
-    from rlvr.algos.presets import PRESETS
+    from rlvr.algos.presets import PRESETS, AlgoConfig, resolve_algorithm
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--output-dir", default="runs/compare_algos")
-    ap.add_argument("--base", default=None, help="SFT base model (default: build one with sft_quickstart)")
+    ap.add_argument("--base", default=None, help="SFT base model (default: build one with sft_quickstart on the task config)")
     ap.add_argument("--presets", default=",".join(PRESETS), help="comma-separated presets (default: all)")
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--prompts", type=int, default=32, help="prompts per step (rollout.prompts_per_step)")
-    ap.add_argument("--minibatches", type=int, default=2,
-                    help="optimizer steps per rollout batch; >1 makes the later ones off-policy, so ratios and clipping matter")
+    ap.add_argument("--reference", default="grpo", help="the preset every other is compared with")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--prompts", type=int, default=16, help="prompts per step (rollout.prompts_per_step)")
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--task-config", default=json.dumps(TASK_CONFIG), help="arithmetic-v1 config (YAML/JSON)")
     ap.add_argument("--eval-every", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--fresh", action="store_true", help="rerun presets that already have results")
+    ap.add_argument("--fresh", action="store_true", help="rerun runs that already have results")
     ap.add_argument("--override", action="append", default=[], help="extra key=value for every run (repeatable)")
     args = ap.parse_args()
-    args.override = [f"rollout.prompts_per_step={args.prompts}", *args.override]
+    args.seeds = [int(s) for s in args.seeds.split(",")]
+    args.task_config = yaml.safe_load(args.task_config)
 
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -154,8 +239,14 @@ def main() -> int:
     unknown = [p for p in presets if p not in PRESETS]
     if unknown:
         ap.error(f"unknown preset(s) {', '.join(unknown)}; presets: {', '.join(PRESETS)}")
-    base = Path(args.base) if args.base else build_base(out, args.threads)
-    results = [summarise(p, run_preset(p, base, out, args)) for p in presets]
+    base = Path(args.base) if args.base else build_base(out, args)
+    pairs = build_pairs(base, out, args) if "dpo" in presets else None
+    runs: dict[str, list[dict]] = {}
+    for preset in presets:
+        algo = resolve_algorithm(AlgoConfig(preset=preset))
+        runs[preset] = [one_run(run(preset, seed, base, pairs, out, args), algo.epochs_per_batch * algo.minibatches) for seed in args.seeds]
+    ref = runs.get(args.reference)
+    results = [summarise(p, runs[p], ref) for p in presets]
     print()
     print(write_table(results, out, args))
     plot(results, out / "compare_algos.png")

@@ -11,6 +11,7 @@ from functools import cached_property
 from typing import Any, Iterator
 
 import envs
+from envs.episode import Turn
 from envs.types import Problem
 
 
@@ -128,6 +129,13 @@ class Task(ABC):
     def solution(self, problem: Problem) -> str | None:
         """A worked gold completion for supervised warm-up, if the task has one."""
         return problem.metadata.get("solution")
+
+    def demonstration(self, problem: Problem) -> list[Turn] | None:
+        """A worked episode for supervised warm-up: model turns and the observations between them
+        (`rlvr.rollout.episodes.tokenize_demonstration` masks observations out of the loss).
+        Default: the `solution` as one model turn."""
+        solution = self.solution(problem)
+        return [Turn.model(solution)] if solution else None
 
     @cached_property
     def env(self) -> envs.Environment:

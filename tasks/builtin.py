@@ -29,3 +29,15 @@ def register_all() -> None:
         "program-synthesis-v1", "tasks.program_synthesis:ProgramSynthesisTask",
         description="Procedural one-expression integer functions from examples (small enough for the embedded CPU model)",
     )
+    tasks.register(
+        "tool-products-v1", "tasks.tool_products:ToolProductsTask",
+        description="Multi-turn: products of two 4-digit numbers, one Python tool call away (embedded tool-use task)",
+    )
+    tasks.register(
+        "reasoning-gym-v1", "tasks.reasoning_gym:ReasoningGymTask",
+        description="Any reasoning-gym generator (task.config.dataset, default number_sorting), hash-seeded disjoint splits, its own scorer (needs rlvr[reasoning-gym])",
+    )
+    tasks.register(
+        "reasoning-gym/sum-chain-v1", "tasks.reasoning_gym:SumChainTask",
+        description="reasoning-gym basic_arithmetic as + and - chains (Calculate 7 + 2 - 5.) with running-total demonstrations, math-v1, frozen test",
+    )

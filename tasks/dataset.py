@@ -25,6 +25,13 @@ from tasks.base import Task, TaskError
 DATA_DIR_ENV = "RLVR_DATA_DIR"
 """Environment variable naming a folder that relative local paths are resolved against."""
 
+HUB_PROBE_TIMEOUT_S = 3.0
+"""How long to wait for a connection to the hub before declaring it unreachable."""
+
+
+class DataUnavailable(TaskError):
+    """A split's data is neither in a local file nor reachable on the hub (offline, no copy here)."""
+
 
 @dataclass(frozen=True)
 class DataSource:
@@ -62,12 +69,27 @@ class LoadReport:
     Attributes:
         origin: The file or hub id the rows came from.
         rows: Rows read.
-        bad_rows: ``[(location, reason)]`` for every row skipped.
+        bad_rows: ``[(location, reason)]`` for every row skipped, located in the file (``path:line``
+            for JSON Lines, else ``origin row N``), not in the split.
+        file: The local file the rows came from, if any.
+        row_lines: The file line of each loaded row, for JSON Lines files (found on first use).
     """
 
     origin: str
     rows: int = 0
     bad_rows: list[tuple[str, str]] = field(default_factory=list)
+    file: Path | None = None
+    row_lines: list[int] | None = None
+
+    def location(self, index: int) -> str:
+        """Where loaded row ``index`` (its position among all the rows loaded, before any split
+        filter) is in its source: ``path:line`` for a JSON Lines file, else ``origin row N``."""
+        if self.row_lines is None and self.file is not None and self.file.suffix != ".parquet":
+            text = _read_text(self.file)
+            self.row_lines = _record_lines(text) if _is_json_lines(text) else []
+        if self.row_lines and index < len(self.row_lines):
+            return f"{self.origin}:{self.row_lines[index]}"
+        return f"{self.origin} row {index}"
 
     def summary(self) -> str:
         s = f"{self.rows} rows from {self.origin}"
@@ -76,12 +98,26 @@ class LoadReport:
         return s
 
 
-def _read_json_rows(path: Path, report: LoadReport) -> list[dict[str, Any]]:
-    """Rows of a JSON array or JSONL file, with malformed lines recorded in ``report``."""
+def _is_json_lines(text: str) -> bool:
+    return not text.lstrip().startswith("[")
+
+
+def _record_lines(text: str) -> list[int]:
+    """The line numbers of the non-blank lines of a JSON Lines text: where its records are."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+def _read_text(path: Path) -> str:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as f:
-        text = f.read()
-    if text.lstrip().startswith("["):
+        return f.read()
+
+
+def _read_json_rows(path: Path, report: LoadReport) -> list[dict[str, Any]]:
+    """Rows of a JSON array or JSONL file, with malformed lines recorded in ``report`` (and the
+    line of every good row in ``report.row_lines``)."""
+    text = _read_text(path)
+    if not _is_json_lines(text):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
@@ -94,6 +130,7 @@ def _read_json_rows(path: Path, report: LoadReport) -> list[dict[str, Any]]:
                 report.bad_rows.append((f"{path}[{i}]", f"expected an object, got {type(row).__name__}"))
         return rows
     rows = []
+    report.row_lines = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -106,6 +143,7 @@ def _read_json_rows(path: Path, report: LoadReport) -> list[dict[str, Any]]:
             report.bad_rows.append((f"{path}:{lineno}", f"expected an object, got {type(row).__name__}"))
             continue
         rows.append(row)
+        report.row_lines.append(lineno)
     return rows
 
 
@@ -115,7 +153,7 @@ def load_rows(source: DataSource) -> tuple[list[dict[str, Any]], LoadReport]:
 
     path = source.local_path()
     if path is not None:
-        report = LoadReport(str(path))
+        report = LoadReport(str(path), file=path)
         fmt = "parquet" if path.suffix == ".parquet" else "json"
         try:
             ds = datasets.load_dataset(fmt, data_files=str(path), split="train")
@@ -129,14 +167,55 @@ def load_rows(source: DataSource) -> tuple[list[dict[str, Any]], LoadReport]:
         report.rows = len(rows) + len(report.bad_rows)
         return rows, report
     if source.hf_id:
+        where = f" (no local file {source.local!r} under ${DATA_DIR_ENV} or the current directory)" if source.local else ""
+        fix = f"set ${DATA_DIR_ENV} to a folder that holds {source.local!r}, or " if source.local else ""
+        if not _hub_offline() and not hub_reachable():
+            # fail now: `datasets` would retry the hub for about 30 s before failing
+            raise DataUnavailable(
+                f"cannot load {source.hf_id!r}{where}: the Hugging Face hub ({_hub_endpoint()}) cannot be reached; "
+                f"{fix}HF_DATASETS_OFFLINE=1 to use a copy in the datasets cache")
         try:
             ds = datasets.load_dataset(source.hf_id, source.hf_config, split=source.hf_split)
         except Exception as e:
-            where = f" (no local file at {source.local!r}; set ${DATA_DIR_ENV} to a folder that has it)" if source.local else ""
-            raise TaskError(f"could not load {source.hf_id!r} split {source.hf_split!r} from the Hugging Face hub{where}: {type(e).__name__}: {e}") from e
+            raise DataUnavailable(f"could not load {source.hf_id!r} split {source.hf_split!r} from the Hugging Face hub{where}: "
+                                  f"{type(e).__name__}: {e}" + (f"; {fix.removesuffix(', or ')}" if fix else "")) from e
         rows = ds.to_list()
         return rows, LoadReport(f"hf:{source.hf_id}", rows=len(rows))
-    raise TaskError(f"data file {source.local!r} not found (looked in ${DATA_DIR_ENV} and the current directory) and no hub id is set")
+    raise DataUnavailable(f"data file {source.local!r} not found (looked in ${DATA_DIR_ENV} and the current directory) and no hub id is set")
+
+
+def _hub_offline() -> bool:
+    """Whether the user put `datasets`/the hub in offline mode (it then reads only its cache, quickly)."""
+    return any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def _hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+
+
+def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
+    """Whether a TCP connection to the hub opens within ``timeout_s`` (name lookup included, in a
+    daemon thread so that a slow resolver cannot hold the caller). Behind a proxy, assumed yes."""
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    url = urlsplit(_hub_endpoint())
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((url.hostname or "", url.port or (443 if url.scheme == "https" else 80)), timeout=timeout_s).close()
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return bool(result and result[0])
 
 
 class DatasetTask(Task):
@@ -188,11 +267,12 @@ class DatasetTask(Task):
     def _split(self, split: str) -> list[Problem]:
         self.check_split(split)
         if split not in self._loaded:
-            rows, report = load_rows(self.sources[split])
-            rows = [r for r in rows if self.keep_row(r, split, self.sources[split])]
+            loaded, report = load_rows(self.sources[split])
+            # (position among the loaded rows, row): a bad row is reported where it is in the file
+            rows = [(at, r) for at, r in enumerate(loaded) if self.keep_row(r, split, self.sources[split])]
             report.rows = len(rows) + len(report.bad_rows)
             problems = []
-            for i, row in enumerate(rows):
+            for i, (at, row) in enumerate(rows):
                 try:
                     missing = [f for f in self.required_fields if row.get(f) is None]
                     if missing:
@@ -202,7 +282,7 @@ class DatasetTask(Task):
                         raise ValueError("empty prompt or reference")
                     problems.append(problem)
                 except self.row_errors as e:
-                    report.bad_rows.append((f"{report.origin} row {i}", f"{type(e).__name__}: {e}"))
+                    report.bad_rows.append((report.location(at), f"{type(e).__name__}: {e}"))
             if not problems:
                 raise TaskError(f"{self.id}: split {split!r} has no usable rows ({report.summary()})")
             if report.bad_rows:

@@ -1,7 +1,8 @@
 """The program that runs in the sandbox for function-call tests.
 
-It loads the candidate's code, calls the entry point once per test with that test's literal
-arguments, and writes one JSON record per test to a private copy of stdout taken before the
+It loads the candidate's code, calls the entry point once per test with that test's arguments
+(literals, or for `FunctionTest.evaluated` tests an expression evaluated in the candidate's own
+module), and writes one JSON record per test to a private copy of stdout taken before the
 candidate's code runs (the candidate's own prints go to a buffer). It never sees an expected
 value, so there is nothing in the sandbox to compare against, patch or forge: the records are
 data, decoded and judged on the trusted side by `envs.code.grade`.
@@ -41,9 +42,12 @@ except BaseException as _e:
     _rlvr_emit({"load_error": type(_e).__name__ + ": " + str(_e)[:300]})
     _records.flush()
     _os._exit(0)
-for _i, _args in enumerate(_spec["args"]):
+for _i, (_args, _evaluated) in enumerate(zip(_spec["args"], _spec["evaluated"])):
     try:
-        _a = _ast.literal_eval("(" + _args + ",)") if _args.strip() else ()
+        if _evaluated:
+            _a = eval("(" + _args + ",)", _ns)
+        else:
+            _a = _ast.literal_eval("(" + _args + ",)") if _args.strip() else ()
         _sys.stdout = _io.StringIO()
         _v = _fn(*_a)
         _rlvr_emit({"i": _i, "v": _rlvr_encode(_v)})

@@ -8,6 +8,7 @@ import sandboxes
 from envs.base import Environment
 from envs.code.extract import extract_code
 from envs.code.grade import DEFAULT_LIMITS, RewardMode, grade_many
+from envs.code.programs import split_test_program
 from envs.code.testcases import FunctionTest, TestSuite
 from envs.types import Problem, Verdict
 
@@ -15,9 +16,9 @@ from envs.types import Problem, Verdict
 class CodeEnv(Environment):
     """Python code judged by tests run in a sandbox; verdicts are decided outside it.
 
-    ``problem.reference`` is a `TestSuite` dict (function-call or stdin/stdout tests). The code is
-    the completion's last fenced block, or the whole completion. Per-test results are the
-    process reward (``verdict.steps``, ``info["fraction"]``).
+    ``problem.reference`` is a `TestSuite` dict (function-call, stdin/stdout, or test-program
+    tests run by an isolated tester). The code is the completion's last fenced block, or the whole
+    completion. Per-test results are the process reward (``verdict.steps``, ``info["fraction"]``).
 
     Args:
         backend: Sandbox backend name (``"auto"``: the best available; see `sandboxes`).
@@ -85,7 +86,7 @@ class CodeEnv(Environment):
 
     def wrong_completions(self, problem: Problem) -> list[str]:
         suite = TestSuite.from_dict(problem.reference)
-        if suite.kind != "function":
+        if suite.kind == "stdio":
             return ["print('no idea')"]
         name = suite.entry_point
         return [
@@ -98,8 +99,14 @@ class CodeEnv(Environment):
         add = TestSuite("function", (FunctionTest("1, 2", 3), FunctionTest("-5, 5", 0), FunctionTest(f"{10**20}, 1", 10**20 + 1)), entry_point="add")
         rev = TestSuite("function", (FunctionTest("'abc'", "cba"), FunctionTest("''", "")), entry_point="rev")
         mean = TestSuite("function", (FunctionTest("[1.0, 2.0]", 1.5), FunctionTest("[0.1, 0.2]", 0.15)), entry_point="mean")
+        setup, tests = split_test_program("def check(candidate):\n    import random\n    for _ in range(20):\n"
+                                          "        xs = [random.randint(-9, 9) for _ in range(random.randint(0, 6))]\n"
+                                          "        assert candidate(xs) == sorted(xs)\n")
+        sort = TestSuite("program", tests, entry_point="sort_list", tester_setup=setup)
         return [
             Problem("ex/add", "Write add(a, b).", add.to_dict(), {"solution": "def add(a, b):\n    return a + b\n"}),
             Problem("ex/rev", "Write rev(s) reversing a string.", rev.to_dict(), {"solution": "```python\ndef rev(s):\n    return s[::-1]\n```"}),
             Problem("ex/mean", "Write mean(xs).", mean.to_dict(), {"solution": "def mean(xs):\n    return sum(xs) / len(xs)\n"}),
+            Problem("ex/sort", "Write sort_list(xs) returning xs in ascending order.", sort.to_dict(),
+                    {"solution": "def sort_list(xs):\n    return sorted(xs)\n"}),
         ]

@@ -12,7 +12,7 @@ A subclass of a built-in type (``Counter``, a namedtuple, an ``IntEnum``, or an 
 type's own methods, so no method of the candidate's class runs and an overridden ``__eq__`` or
 ``__iter__`` changes nothing. Other objects become ``{"$x": type name}``, which equals nothing.
 The trusted side only ever calls `json.loads` and builds plain built-in values from the tags
-(`decode`); it never unpickles or evaluates what a sandbox sent.
+(`decode`, in `envs.code.decoder`); it never unpickles or evaluates what a sandbox sent.
 
 Comparison (`values_equal`) is type-aware, on those plain values, and otherwise follows Python's
 ``==`` for data (so dataset asserts keep their meaning):
@@ -27,109 +27,23 @@ Comparison (`values_equal`) is type-aware, on those plain values, and otherwise 
 
 from __future__ import annotations
 
-import base64
 import inspect
 import json
 import math
 from typing import Any
 
+from envs.code import decoder as decoder_module
 from envs.code import encoder as encoder_module
-from envs.code.encoder import _RLVR_MAX_DEPTH as MAX_DEPTH, _rlvr_encode
+from envs.code.decoder import MAX_DEPTH, DecodeError, Opaque, decode, loads
+from envs.code.encoder import _rlvr_encode
 
 REL_TOL = 1e-6
 ABS_TOL = 1e-9
 
 
-class DecodeError(ValueError):
-    """What the sandbox sent is not a valid encoded value."""
-
-
 def encode(value: Any) -> Any:
     """The tagged form of ``value`` (the same code the sandbox runs: `envs.code.encoder`)."""
     return _rlvr_encode(value)
-
-
-class Opaque:
-    """Stands for a value the sandbox could not encode; equal to nothing, itself included."""
-
-    def __init__(self, type_name: str):
-        self.type_name = str(type_name)[:80]
-
-    def __eq__(self, other: object) -> bool:
-        return False
-
-    __hash__ = object.__hash__
-
-    def __repr__(self) -> str:
-        return f"<unserialisable {self.type_name}>"
-
-
-def decode(data: Any, depth: int = 0) -> Any:
-    """Plain built-in values from the encoding; raises `DecodeError` on anything else."""
-    if depth > MAX_DEPTH:
-        raise DecodeError("value nested too deeply")
-    t = type(data)
-    if data is None or t in (bool, int, str, float):
-        return data
-    if t is list:
-        return [decode(v, depth + 1) for v in data]
-    if t is not dict or len(data) != 1:
-        raise DecodeError(f"unexpected {t.__name__} in encoded value")
-    (tag, body), = data.items()
-    if tag == "$t":
-        return tuple(decode(v, depth + 1) for v in _list(body))
-    if tag in ("$s", "$fs"):
-        items = [decode(v, depth + 1) for v in _list(body)]
-        try:
-            return set(items) if tag == "$s" else frozenset(items)
-        except TypeError as e:
-            raise DecodeError(f"unhashable set element: {e}") from e
-    if tag == "$d":
-        pairs = [(decode(k, depth + 1), decode(v, depth + 1)) for k, v in (_pair(p) for p in _list(body))]
-        try:
-            return dict(pairs)
-        except TypeError as e:
-            raise DecodeError(f"unhashable dict key: {e}") from e
-    if tag == "$b":
-        try:
-            return base64.b64decode(str(body), validate=True)
-        except ValueError as e:
-            raise DecodeError(f"bad base64: {e}") from e
-    if tag == "$c":
-        re_, im = (decode(v, depth + 1) for v in _pair(body))
-        if type(re_) is not float or type(im) is not float:
-            raise DecodeError("complex parts must be floats")
-        return complex(re_, im)
-    if tag == "$f":
-        if body not in ("nan", "inf", "-inf"):
-            raise DecodeError(f"bad float tag {body!r}")
-        return float(body)
-    if tag == "$x":
-        return Opaque(body)
-    raise DecodeError(f"unknown tag {tag!r}")
-
-
-def _list(body: Any) -> list:
-    if type(body) is not list:
-        raise DecodeError("tag body must be a list")
-    return body
-
-
-def _pair(body: Any) -> list:
-    if type(body) is not list or len(body) != 2:
-        raise DecodeError("expected a pair")
-    return body
-
-
-def loads(text: str | bytes) -> Any:
-    """`json.loads` + `decode`; rejects JSON's NaN/Infinity literals (floats travel as tags)."""
-    def no_constants(name: str) -> Any:
-        raise DecodeError(f"bare {name} in JSON")
-
-    try:
-        return decode(json.loads(text, parse_constant=no_constants))
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise DecodeError(f"invalid JSON: {e}") from e
 
 
 def dumps(value: Any) -> str:
@@ -190,5 +104,9 @@ def values_equal(actual: Any, expected: Any, *, rel_tol: float = REL_TOL, abs_to
 _MISSING = object()
 
 
-# The encoder as it runs inside the sandbox: the very source of `envs.code.encoder`.
+# The encoder and decoder as they run inside the sandbox: the very sources of their modules.
 ENCODER_SOURCE = inspect.getsource(encoder_module)
+DECODER_SOURCE = inspect.getsource(decoder_module)
+
+__all__ = ["ABS_TOL", "DECODER_SOURCE", "ENCODER_SOURCE", "MAX_DEPTH", "REL_TOL", "DecodeError", "Opaque", "decode", "dumps", "encode",
+           "loads", "values_equal"]

@@ -6,18 +6,23 @@ decide):
 1. identical trees after normalisation (``x+1`` vs ``1+x``, ``\\frac12`` vs ``1/2``);
 2. exact arithmetic in pure Python (`envs.math.exact`): rationals, Gaussian rationals, square
    roots of rationals, and rational functions of variables by randomized identity testing;
+   products of powers too large or too nested for it (``10^{10^8}``, ``3^{3^{3^3}}``,
+   ``\\sqrt{\\sqrt{2}}``) by their canonical prime-power form (`envs.math.powers`);
 3. numeric refutation (`envs.math.numeric`): clearly different values at sample points → not equal;
 4. the opt-in numeric tolerance ``rel_tol`` (off by default): constants within ``rel_tol`` of the
    gold, relative, count as equal;
 5. the symbolic path (`envs.math.symbolic`) in a supervised worker process, under the check's
    deadline; trees too large for it are refused before sympy sees them.
 
-Structures: tuples compare in order, sets and bare answer lists without order or repetition,
-intervals by endpoints and openness (an infinite endpoint is always open), unions of intervals
-without order, matrices entry by entry, equations as assignments (``x = 3`` matches ``3``) or by
-proportional sides (``y = 2x+1`` matches ``2x - y + 1 = 0``), one-variable inequalities as the
-interval they define (``x > 3`` matches ``(3, \\infty)``). A percentage ``p%`` matches ``p`` or
-``p/100``; an angle ``x°`` matches ``x`` or ``x·π/180``.
+Before comparing, both answers are put in canonical form by `envs.math.canon` (chains,
+assignments, one-variable relations solved into sets). Structures: tuples compare in order, sets
+and bare answer lists without order or repetition, sets of real numbers (intervals, unions,
+finite sets) by their canonical form (`envs.math.sets`: ``[1,2] \\cup [2,3]`` is ``[1,3]``),
+unions of finite sets as the set of all elements, named values (``x = 1, y = 3``) by name with
+each other and in the order written with a tuple, matrices entry by entry (``c·I`` is ``c``
+times the identity of the other matrix's size), equations as assignments (``x = 3`` matches
+``3``) or by proportional sides (``y = 2x+1`` matches ``2x - y + 1 = 0``). A percentage ``p%``
+matches ``p`` or ``p/100``; an angle ``x°`` matches ``x`` or ``x·π/180``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from envs.math import exact, numeric, symbolic
+from envs.math import canon, exact, matrices, numeric, powers, sets, symbolic
 from envs.math import nodes as N
 
 MAX_ITEMS = 64
@@ -74,9 +79,7 @@ class Comparer:
         if pred == gold:
             self.methods.append("identical")
             return True
-        # "x = 3" answers 3, unless both sides are equations (then sides are compared)
-        unwrap = not (_is_relation(pred) and _is_relation(gold))
-        pred, gold = _canon(_pm_set(pred), unwrap), _canon(_pm_set(gold), unwrap)
+        pred, gold = canon.prepare(pred, gold)
         if pred == gold:
             self.methods.append("identical")
             return True
@@ -92,10 +95,16 @@ class Comparer:
             return self.equal(a.items[0], b, top)
         if isinstance(b, (N.Answers, N.SetOf)) and len(b.items) == 1 and not isinstance(a, (N.Answers, N.SetOf)):
             return self.equal(a, b.items[0], top)
-        if isinstance(a, N.EmptySet) or isinstance(b, N.EmptySet):
-            return _is_empty(a) and _is_empty(b)
         if isinstance(a, N.Text) or isinstance(b, N.Text):
             return _text_equal(a, b)
+        if isinstance(a, N.Assignments) or isinstance(b, N.Assignments):
+            return self._assignments(a, b)
+        real_sets = self._real_sets(a, b)
+        if real_sets is not None:
+            return real_sets
+        if isinstance(a, N.EmptySet) or isinstance(b, N.EmptySet):
+            return _is_empty(a) and _is_empty(b)
+        a, b = _finite_union(a), _finite_union(b)
         if isinstance(a, (N.SetOf, N.Answers)) and isinstance(b, (N.SetOf, N.Answers)):
             return self._unordered(a.items, b.items)
         if isinstance(a, N.Tuple) and isinstance(b, N.Tuple):
@@ -150,7 +159,49 @@ class Comparer:
             and self.equal(x.lo, y.lo) and self.equal(x.hi, y.hi)
         )
 
+    def _assignments(self, a: N.Node, b: N.Node) -> bool:
+        """Named values: by name against the same names, else in the order written."""
+        if isinstance(a, N.Assignments) and isinstance(b, N.Assignments):
+            if len(a.names) == len(b.names) and set(a.names) == set(b.names):
+                by_name = dict(zip(b.names, b.values))
+                return all(self.equal(v, by_name[k]) for k, v in zip(a.names, a.values))
+            return self._ordered(a.values, b.values)
+        named, other = (a, b) if isinstance(a, N.Assignments) else (b, a)
+        assert isinstance(named, N.Assignments)
+        if isinstance(other, (N.Tuple, N.Answers)):
+            return self._ordered(named.values, other.items)
+        if len(named.values) == 1:
+            return self.equal(named.values[0], other)
+        return False
+
+    def _real_sets(self, a: N.Node, b: N.Node) -> bool | None:
+        """Equality of two sets of real numbers by canonical form (`envs.math.sets`); None when
+        either side is not such a set (or its endpoints cannot be ordered exactly)."""
+        kinds = (N.Interval, N.Union_, N.EmptySet, N.Intersect, N.SetDiff)
+        if not (isinstance(a, kinds) or isinstance(b, kinds)):
+            return None
+        try:
+            pa, pb = sets.pieces(a, tuple_is_interval=True), sets.pieces(b, tuple_is_interval=True)
+        except sets.Undecidable:
+            return None
+        if len(pa) != len(pb):
+            self.methods.append("sets")
+            return False
+        for x, y in zip(pa, pb):
+            if (x.lo_open, x.hi_open) != (y.lo_open, y.hi_open) or (x.lo == x.hi) != (y.lo == y.hi):
+                self.methods.append("sets")
+                return False
+            if not (self.equal(x.lo, y.lo) and self.equal(x.hi, y.hi)):
+                return False
+        self.methods.append("sets")
+        return True
+
     def _matrix(self, a: N.Node, b: N.Node) -> bool:
+        for m, other in ((a, b), (b, a)):
+            c = matrices.identity_multiple(other)
+            if isinstance(m, N.Matrix) and c is not None and len(m.rows) == len(m.rows[0]):
+                other = matrices.identity_times(c, len(m.rows))
+                return self._matrix(m, other)
         ra, rb = _matrix_rows(a), _matrix_rows(b)
         if ra is None or rb is None or len(ra) != len(rb) or any(len(x) != len(y) for x, y in zip(ra, rb)):
             return False
@@ -161,7 +212,7 @@ class Comparer:
             return a == b
         oa, ob = a.ops[0], b.ops[0]
         if oa == "=" and ob == "=":
-            sa, sb = _assignment(a), _assignment(b)
+            sa, sb = canon.assignment(a), canon.assignment(b)
             if sa and sb and sa[0] == sb[0]:
                 return self.equal(sa[1], sb[1])
             return self._proportional(N.add(a.terms[0], N.neg(a.terms[1])), N.add(b.terms[0], N.neg(b.terms[1])), positive=False)
@@ -215,6 +266,11 @@ class Comparer:
                 return True
             self.methods.append("exact")
             return result
+        if not N.free_symbols(a) and not N.free_symbols(b):
+            same = powers.equal(a, b)
+            if same is not None and (same or self.rel_tol is None or too_large):
+                self.methods.append("powers")
+                return same
         if not too_large and numeric.refute(a, b):
             if self.rel_tol is not None and numeric.within_tolerance(a, b, self.rel_tol):
                 self.methods.append("numeric-tolerance")
@@ -260,90 +316,7 @@ class Comparer:
         return response.get("result")
 
 
-# -- normalisation helpers --------------------------------------------------------------------
-
-def _pm_set(node: N.Node) -> N.Node:
-    """``1 ± √2`` as an answer is the set of both values."""
-    alts = N.expand_pm(node)
-    if len(alts) == 1:
-        return alts[0]
-    return N.Answers(tuple(alts))
-
-
-def _assignment(node: N.Node) -> tuple[str, N.Node] | None:
-    """``x = 3`` (or ``3 = x``) as (variable, value); None for other relations."""
-    if not isinstance(node, N.Relation) or node.ops != ("=",):
-        return None
-    lhs, rhs = node.terms
-    if isinstance(lhs, N.Sym) and lhs.name not in N.free_symbols(rhs):
-        return lhs.name, rhs
-    if isinstance(rhs, N.Sym) and not N.free_symbols(lhs):
-        return rhs.name, lhs
-    return None
-
-
-def _is_relation(node: N.Node) -> bool:
-    return isinstance(node, N.Relation) or (isinstance(node, N.Answers) and all(isinstance(x, N.Relation) for x in node.items))
-
-
-def _canon(node: N.Node, unwrap: bool = True) -> N.Node:
-    """Top-level rewrites: assignments become values, one-variable inequalities intervals."""
-    if isinstance(node, N.Answers) and unwrap:
-        items = list(node.items)
-        assigns = [_assignment(x) for x in items]
-        if assigns[0] is not None:
-            var = assigns[0][0]
-            # "x = 1, x = 2" and "x = 1 or 2": several values of one variable
-            if all(a is None and not isinstance(x, N.Relation) or (a is not None and a[0] == var) for a, x in zip(assigns, items)):
-                return N.Answers(tuple(a[1] if a else x for a, x in zip(assigns, items)))
-            if all(a is not None for a in assigns) and len({a[0] for a in assigns}) == len(assigns):  # type: ignore[index]
-                # a system "x = 1, y = 2": the tuple of values in variable order
-                return N.Tuple(tuple(v for _, v in sorted(assigns)))  # type: ignore[arg-type]
-        sets = [_inequality_set(x) for x in items]
-        if all(s is not None for s in sets) and len(sets) > 1:
-            return N.Union_(tuple(p for s in sets for p in (_interval_parts(s) or [])))  # type: ignore[arg-type]
-        return node
-    assign = _assignment(node) if unwrap else None
-    if assign is not None:
-        return assign[1]
-    ineq = _inequality_set(node)
-    if ineq is not None:
-        return ineq
-    return node
-
-
-def _inequality_set(node: N.Node) -> N.Node | None:
-    """``x > 3`` → ``(3, ∞)``; ``1 < x \\le 5`` → ``(1, 5]``; None when not one variable vs constants."""
-    if not isinstance(node, N.Relation) or not node.ops or any(op not in ("<", "<=", ">", ">=", "!=") for op in node.ops):
-        return None
-    var_positions = [k for k, t in enumerate(node.terms) if isinstance(t, N.Sym)]
-    if len(var_positions) != 1 or any(N.free_symbols(t) for k, t in enumerate(node.terms) if k != var_positions[0]):
-        return None
-    k = var_positions[0]
-    lo: N.Node = N.neg(N.OO)
-    hi: N.Node = N.OO
-    lo_open = hi_open = True
-    if node.ops == ("!=",):
-        other = node.terms[1 - k]
-        return N.Union_((N.Interval(lo, other, True, True), N.Interval(other, hi, True, True)))
-    if "!=" in node.ops:
-        return None
-    for j, op in enumerate(node.ops):
-        left, right = node.terms[j], node.terms[j + 1]
-        if j + 1 == k:  # bound on the left of the variable: left op x
-            if op in ("<", "<="):
-                lo, lo_open = left, op == "<"
-            else:
-                hi, hi_open = left, op == ">"
-        elif j == k:  # x op right
-            if op in ("<", "<="):
-                hi, hi_open = right, op == "<"
-            else:
-                lo, lo_open = right, op == ">"
-        else:
-            return None
-    return N.Interval(lo, hi, lo_open, hi_open)
-
+# -- helpers ----------------------------------------------------------------------------------
 
 def _oriented(rel: N.Relation) -> tuple[N.Node | None, str]:
     """``a < b`` → (``b - a``, ``<``) so that the relation says "value > 0" (or ``>=``)."""
@@ -421,6 +394,18 @@ def _matrix_rows(node: N.Node) -> list[tuple[N.Node, ...]] | None:
     if isinstance(node, N.Tuple):
         return [node.items]
     return None
+
+
+def _finite_union(node: N.Node) -> N.Node:
+    """``\\{a\\} \\cup \\{b, c\\}`` is the set ``\\{a, b, c\\}`` (any elements); ``\\{a, b, c\\} \\setminus
+    \\{b\\}`` is ``\\{a, c\\}`` when every removed element is written as in the set."""
+    if isinstance(node, N.Union_) and all(isinstance(x, (N.SetOf, N.EmptySet)) for x in node.items):
+        return N.SetOf(tuple(y for x in node.items if isinstance(x, N.SetOf) for y in x.items))
+    if isinstance(node, N.SetDiff):
+        a, b = _finite_union(node.a), _finite_union(node.b)
+        if isinstance(a, N.SetOf) and isinstance(b, N.SetOf) and all(y in a.items for y in b.items):
+            return N.SetOf(tuple(x for x in a.items if x not in b.items))
+    return node
 
 
 def _is_empty(node: N.Node) -> bool:

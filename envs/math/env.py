@@ -3,11 +3,12 @@
     from envs.math import check
     check("... so \\boxed{\\frac{1}{2}}", "0.5").passed  # True
 
-A check is: extract the final answer (`envs.math.extract`), compare it with the gold answer
-(plain numbers and fractions on a pure-Python fast path; everything else parsed into trees and
-compared by `envs.math.compare`), and score the worked solution's equalities
+A check is: extract the final answer (`envs.math.extract`, strict or lenient), compare it with
+the gold answer (plain numbers and fractions on a pure-Python fast path; everything else parsed
+into trees and compared by `envs.math.compare`), and score the worked solution's equalities
 (`envs.math.steps`). It never takes longer than ``timeout_s``: the only step that can be slow,
-sympy, runs in a supervised worker process that is killed when the deadline passes.
+sympy, runs in a supervised worker process that is killed when the deadline passes. It never
+raises either: bad arguments and internal failures are a `Verdict` with status ``error``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Sequence
 from envs.base import Environment, safe_verify
 from envs.math import nodes as N
 from envs.math.compare import Comparer
-from envs.math.extract import extract_answer
+from envs.math.extract import check_mode, extract_answer, unescape
 from envs.math.lexer import ParseError, normalize
 from envs.math.parser import parse_answer
 from envs.math.steps import step_rewards
@@ -46,7 +47,7 @@ def check(
     response: str,
     gold: Any,
     *,
-    strict: bool = True,
+    extraction: str = "strict",
     timeout_s: float = DEFAULT_TIMEOUT_S,
     rel_tol: float | None = None,
     process_rewards: bool = True,
@@ -57,8 +58,9 @@ def check(
     Args:
         response: The model's completion.
         gold: The gold answer (LaTeX or plain text; numbers are converted with ``str``).
-        strict: Without an explicit answer (box, marker or a bare one-line answer) the verdict is
-            ``no_answer``. False falls back to the last inline math or number in the text.
+        extraction: ``"strict"`` (default): without an explicit answer (box, marker or a bare
+            one-line answer) the verdict is ``no_answer``. ``"lenient"``: the value stated by the
+            last sentence that states one (see `envs.math.extract`).
         timeout_s: Hard bound on the whole check; a check that cannot finish in time returns
             status ``timeout``.
         rel_tol: Opt-in relative tolerance for constant answers (e.g. ``1e-4``); None (default)
@@ -69,14 +71,25 @@ def check(
     Returns:
         A `Verdict`: reward 1.0 and ``passed`` when equal; ``extracted`` is the answer found;
         ``info`` holds the normalised forms (``pred``, ``gold``) and the evidence (``decided_by``).
+        Never raises: a bad argument or an internal failure is status ``error`` with ``info["error"]``.
     """
     start = time.monotonic()
+    try:
+        return _check(response, gold, extraction, start, timeout_s, rel_tol, process_rewards, symbolic)
+    except Exception as e:  # a verifier must never raise to its caller: report, do not crash
+        return Verdict(0.0, False, Status.ERROR, info={"error": f"{type(e).__name__}: {e}"[:500], "check_s": time.monotonic() - start})
+
+
+def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: float, rel_tol: float | None,
+           process_rewards: bool, symbolic: bool) -> Verdict:
     deadline = start + timeout_s
     if not isinstance(response, str):
         raise TypeError(f"response must be a string, got {type(response).__name__}")
-    gold_text = _gold_text(gold)
+    check_mode(extraction)
+    gold_text = unescape(_gold_text(gold))
+    response = unescape(response)
     steps = step_rewards(response) if process_rewards else ()
-    found = extract_answer(response, strict=strict)
+    found = extract_answer(response, extraction=extraction)
     if found is None:
         return Verdict(0.0, False, Status.NO_ANSWER, steps=steps, info={"check_s": time.monotonic() - start})
     info: dict[str, Any] = {"method": found.method, "span": [found.start, found.end]}
@@ -100,7 +113,11 @@ def check(
     info["pred"] = N.to_text(pred_tree)
 
     comparer = Comparer(deadline=deadline, rel_tol=rel_tol, symbolic=symbolic)
-    ok = comparer.answers(pred_tree, gold_tree)
+    try:
+        ok = comparer.answers(pred_tree, gold_tree)
+    except RecursionError:  # a pathologically deep answer: undecided, never a reward
+        ok, comparer.undecided = False, True
+        comparer.methods.append("too-deep")
     info.update(decided_by=comparer.methods, check_s=time.monotonic() - start)
     if comparer.undecided and not ok:
         info["undecided"] = True
@@ -149,19 +166,22 @@ class MathEnv(Environment):
     """Math final answers: extraction, exact/symbolic equivalence and per-step process rewards.
 
     Args:
-        strict: Without an explicit answer marker, a completion has no answer (default). Set
-            False to fall back to the last inline math or number in the text.
+        extraction: ``"strict"`` (default; training rewards): without an explicit answer (box,
+            marker, bare one-line answer) a completion has no answer. ``"lenient"`` (evaluating
+            models not trained to mark answers): the value stated by the last sentence that states
+            one. Set per task with ``env_kwargs: {extraction: lenient}``.
         timeout_s: Hard time bound per verification (default 1 s).
         rel_tol: Opt-in relative numeric tolerance for constant answers (default: exact).
         process_rewards: Fill ``Verdict.steps`` with checked equalities of the solution.
     """
 
-    def __init__(self, strict: bool = True, timeout_s: float = DEFAULT_TIMEOUT_S, rel_tol: float | None = None, process_rewards: bool = True):
+    def __init__(self, extraction: str = "strict", timeout_s: float = DEFAULT_TIMEOUT_S, rel_tol: float | None = None, process_rewards: bool = True):
+        check_mode(extraction)
         if timeout_s <= 0:
             raise ValueError(f"math env: timeout_s must be > 0, got {timeout_s}")
         if rel_tol is not None and not 0 <= rel_tol < 1:
             raise ValueError(f"math env: rel_tol must be in [0, 1), got {rel_tol}")
-        self.strict = strict
+        self.extraction = extraction
         self.timeout_s = timeout_s
         self.rel_tol = rel_tol
         self.process_rewards = process_rewards
@@ -176,7 +196,7 @@ class MathEnv(Environment):
 
     def verify(self, problem: Problem, completion: str) -> Verdict:
         return check(
-            completion, problem.reference, strict=self.strict, timeout_s=self.timeout_s,
+            completion, problem.reference, extraction=self.extraction, timeout_s=self.timeout_s,
             rel_tol=self.rel_tol, process_rewards=self.process_rewards,
         )
 

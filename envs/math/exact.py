@@ -239,14 +239,15 @@ def _int_root(n: int, k: int) -> int | None:
         return None
     if n.bit_length() > MAX_BITS:
         raise TooLarge("radicand too large")
-    r = round(n ** (1.0 / k)) if n.bit_length() < 1000 else _iroot_newton(n, k)
+    r = round(n ** (1.0 / k)) if n.bit_length() < 1000 else integer_root(n, k)
     for cand in (r - 1, r, r + 1):
         if cand >= 0 and cand**k == n:
             return cand
     return None
 
 
-def _iroot_newton(n: int, k: int) -> int:
+def integer_root(n: int, k: int) -> int:
+    """⌊n^(1/k)⌋ for a positive integer of any size (Newton's method on integers)."""
     x = 1 << ((n.bit_length() + k - 1) // k)
     while True:
         y = ((k - 1) * x + n // x ** (k - 1)) // k

@@ -1,17 +1,29 @@
 """Find the final answer in a model's completion.
 
+Two modes (`EXTRACTION_MODES`), chosen per environment (``MathEnv(extraction=...)``), per task
+(``env_kwargs``) and in ``rlvr verify`` / ``rlvr eval``:
+
+- ``strict`` (the default, used for training rewards): only an explicit answer counts;
+- ``lenient`` (for evaluating models that were not trained to mark their answer): when there is
+  no explicit answer, the value stated by the last sentence that states one (`envs.math.prose`).
+
 Rules, in order of preference:
 1. The *last* explicit answer wins, wherever it is: the last ``\\boxed{...}`` / ``\\fbox{...}``,
    "the (final) answer is ...", "Answer: ...", or "#### ..." (self-corrections are normal in
-   chain-of-thought, so ``\\boxed{5} ... correcting, \\boxed{7}`` answers 7). Boxes separated only
-   by commas, "and" or "or" form one multi-part answer (``\\boxed{2} and \\boxed{3}``).
+   chain-of-thought, so ``\\boxed{5} ... correcting, \\boxed{7}`` answers 7). Boxes joined only by
+   punctuation or short connecting prose ("and", "or", ``\\quad \\text{and} \\quad``, "papers and")
+   form one multi-part answer; prose that corrects ("wait", "no", "actually") does not join. A
+   marker answer ends at its sentence ("The answer is 42. Let me double check." answers 42); when
+   it is itself a sentence ("Final Answer: The largest $n$ is 34.") the value it states is taken.
 2. A *bare* answer: a completion that is a single short line (``$\\frac{1}{2}$``, ``2i``) is its
-   own answer.
-3. Strict extraction (the default for rewards) stops there: no answer → ``no_answer``. Lenient
-   extraction falls back to the last inline math ``$...$`` or the last number in the text.
+   own answer (in lenient mode only when it is not a prose sentence).
+3. Strict extraction stops there: no answer → ``no_answer``. Lenient extraction reads the prose
+   (`envs.math.prose.last_statement`).
 
-Every scan is linear in the completion's length (brace matching uses one stack pass; markers are
-searched line by line from the end), so a megabyte completion costs milliseconds.
+Escaped output (``\\\\frac{1}{2}``, ``\\n`` for line breaks, as JSON-encoded text shows it) is
+unescaped first (`unescape`). Every scan is linear in the completion's length (brace matching
+uses one stack pass; markers are searched line by line from the end), so a megabyte completion
+costs milliseconds.
 """
 
 from __future__ import annotations
@@ -19,16 +31,29 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from envs.math import lexer, prose
+
+EXTRACTION_MODES = ("strict", "lenient")
+
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*(\{)?")
 _MARKERS = [
     re.compile(r"(?i)(?:^|[\s*_>#])(?:final\s+)?answer\s*(?:\*\*|__)?\s*[:：]\s*(?:\*\*|__)?\s*(?P<ans>.+)$"),
-    re.compile(r"(?i)\bthe\s+(?:final\s+|correct\s+)?answer\s+(?:is|should\s+be|would\s+be)\s*[:：]?\s*(?P<ans>.+)$"),
+    re.compile(r"(?i)\b(?:the\s+(?:final\s+|correct\s+)?|final\s+)answer\s+(?:is|should\s+be|would\s+be)\s*[:：]?\s*(?P<ans>.+)$"),
     re.compile(r"^\s*####\s*(?P<ans>.+)$"),
 ]
-_SENTENCE_END = re.compile(r"(?<![\d\\])\.(?:\s|$)|[;,]\s+(?:since|because|as|which|so|and\s+so)\b|\s+(?:since|because)\s")
-_INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
-_LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
-_JOINER = re.compile(r"^[\s$,;]*(?:(?:and|or|\\text\{\s*(?:and|or)\s*\}|\\quad|&)[\s$,;]*)?$", re.I)
+_SENTENCE_END = re.compile(
+    r"(?<![\d\\])\.(?:\s|$)|(?<=\d)\.(?=\s+[A-Z\\(\[*]|\s*$)|[!?](?:\s|$)|"
+    r"[;,]\s+(?:since|because|as|which|so|and\s+so)\b|\s+(?:since|because)\s"
+)
+"""Where a marker answer ends: a sentence end (after a digit only before a capital letter or the
+end: ``42. Let me check`` but not ``3.5``), or a clause giving a reason."""
+_INLINE_MATH = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+_JOIN_NOISE = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$|\\q?quad\b|\\[,;: !]|\\\\|&|~")
+_JOIN_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
+_NOT_JOINING = frozenset("""wait actually no not but however instead correct correction corrected mistake wrong oops hmm
+recheck check again so therefore thus hence answer final is was then should would realize realized sorry error fix
+redo rather earlier previous previously""".split())
+MAX_JOIN_CHARS = 80
 
 MARKER_LINE_CHARS = 2000
 """Markers are looked for in the last this-many characters of each line (bounds the scan)."""
@@ -98,20 +123,48 @@ def boxed_answers(text: str) -> list[Extraction]:
     return [f for f in found if f.answer]
 
 
+def joins_boxes(between: str) -> bool:
+    """Whether the text between two boxes joins them into one answer (see module docstring)."""
+    s = _JOIN_TEXT.sub(r" \1 ", _JOIN_NOISE.sub(" ", between))
+    if len(s) > MAX_JOIN_CHARS or re.search(r"[.!?](?:\s|$)|\n\s*\n|\\|[=<>]", s):
+        return False
+    words = re.findall(r"[a-z]+", s.lower())
+    if any(w in _NOT_JOINING for w in words):
+        return False
+    if not words:
+        return re.fullmatch(r"[\s,;]*", s) is not None
+    return bool({"and", "or"} & set(words)) or (bool(re.search(r"[,;]", s)) and len(words) <= 3)
+
+
+_BOX_LABEL = re.compile(r"(?:\b[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?|\([A-Za-z0-9_{}, ]+\))\s*=\s*(?:\\\(|\$)?\s*$")
+"""``y_2 = \\boxed{...}``: the label written just before a box."""
+
+
+def _box_label(text: str, box: Extraction) -> re.Match | None:
+    opener = text.rfind("\\", max(0, box.start - 60), box.start)
+    return _BOX_LABEL.search(text, max(0, opener - 40), opener) if opener >= 0 else None
+
+
 def _last_boxed(text: str) -> Extraction | None:
     boxes = boxed_answers(text)
     if not boxes:
         return None
     group = [boxes[-1]]
     for prev in reversed(boxes[:-1]):
-        between = text[prev.end + 1: group[0].start - len("\\boxed{")]
-        if len(between) < 40 and _JOINER.match(between.replace("\\boxed", "")):
+        opener = text.rfind("\\", 0, group[0].start)  # where the next box's command starts
+        label = _box_label(text, group[0])
+        between = text[prev.end + 1: label.start() if label and label.start() > prev.end else opener if opener > prev.end else group[0].start]
+        if joins_boxes(between):
             group.insert(0, prev)
         else:
             break
     if len(group) == 1:
         return group[0]
-    return Extraction(", ".join(g.answer for g in group), group[0].start, group[-1].end, "boxed")
+    parts = []
+    for g in group:  # "y_1 = \boxed{A} and y_2 = \boxed{B}": the labels belong to the answer
+        label = _box_label(text, g)
+        parts.append(f"{label.group(0).rstrip().rstrip('$').rstrip()} {g.answer}".replace("\\(", "") if label and "=" not in g.answer else g.answer)
+    return Extraction(", ".join(parts), group[0].start, group[-1].end, "boxed")
 
 
 _MARKER_HINT = re.compile(r"(?i)answer|####")
@@ -132,28 +185,79 @@ def _last_marker(text: str) -> Extraction | None:
         offset = max(start, end - MARKER_LINE_CHARS)
         line = text[offset:end]
         best: Extraction | None = None
+        best_start = -1
         for pattern in _MARKERS:
-            m = pattern.search(line)
-            if m and (best is None or m.start("ans") + offset > best.start):
+            m = _last_match(pattern, line)
+            if m and m.start("ans") > best_start:  # the marker written last on the line wins
                 ans = _trim_marker_answer(m.group("ans"))
-                if ans:
+                if ans and not _VERDICT_WORDS.match(ans):
                     at = line.find(ans, m.start("ans"))
                     at = m.start("ans") if at < 0 else at
-                    best = Extraction(ans, offset + at, offset + at + len(ans), "marker")
+                    best, best_start = Extraction(ans, offset + at, offset + at + len(ans), "marker"), m.start("ans")
         if best is not None:
             return best
     return None
 
 
+_VERDICT_WORDS = re.compile(
+    r"(?i)^(?:indeed\s+|therefore\s+|thus\s+|also\s+)?(?:correct|incorrect|right|wrong|reasonable|valid|invalid|confirmed|verified|"
+    r"as\s+follows|below|above|given\s+by|shown|the\s+same|consistent|plausible|not\s+(?:correct|right|valid))\b"
+)
+""""The answer is correct": a judgement about an answer given elsewhere, not an answer."""
+
+
+def _last_match(pattern: re.Pattern, line: str) -> re.Match | None:
+    """The match that starts last ("The answer is 5. No wait, the answer is 7." answers 7)."""
+    last, pos = None, 0
+    while (m := pattern.search(line, pos)) is not None:
+        last, pos = m, m.start() + 1
+    return last
+
+
 def _trim_marker_answer(ans: str) -> str:
-    ans = ans.strip().strip("*_").strip()
-    math = _INLINE_MATH.match(ans)
-    if math:  # "the answer is $18$ dollars": the math is the answer
-        return next(g for g in math.groups() if g is not None).strip()
+    ans = re.sub(r'^(?:\\?["“]|\*\*|__)+|(?:\\?["”]|\*\*|__)+$', "", ans.strip()).strip()
+    maths = _leading_maths(ans)
+    if maths:  # "the answer is $18$ dollars": the math is the answer ("$12$ and $13$": both)
+        return ", ".join(maths)
     cut = _SENTENCE_END.search(ans)
     if cut:
         ans = ans[: cut.start()]
-    return ans.strip().rstrip(".").strip()
+    ans = ans.strip().rstrip(".").strip()
+    if _is_sentence(ans):  # "Final Answer: The largest $n$ is 34": the value it states
+        found = prose.sentence_value(ans)
+        if found is not None:
+            return found.answer
+    return ans
+
+
+def _leading_maths(ans: str) -> list[str]:
+    """The inline maths at the start of a marker answer, with those joined to it by "and"/commas."""
+    out: list[str] = []
+    pos = 0
+    while True:
+        m = _INLINE_MATH.match(ans, pos)
+        if m is None or (out and not joins_boxes(ans[pos_end: m.start()])):
+            return out
+        out.append(next(g for g in m.groups() if g is not None).strip())
+        pos_end = m.end()
+        nxt = _INLINE_MATH.search(ans, pos_end)
+        if nxt is None or not joins_boxes(ans[pos_end: nxt.start()]):
+            return out
+        pos = nxt.start()
+
+
+_SENTENCE_WORDS = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}\b")
+
+
+def _is_sentence(text: str) -> bool:
+    """Prose rather than an answer: two or more words outside math, ``\\text{}`` and commands."""
+    outside = re.sub(r"\$[^$]*\$|\\\(.*?\\\)|\\[A-Za-z]+\s*(?:\{[^{}]*\})?", " ", text)
+    words = [w for w in _SENTENCE_WORDS.findall(outside) if w.lower() not in _ANSWER_WORDS]
+    return len(words) >= 2
+
+
+_ANSWER_WORDS = frozenset("""and or pi sqrt sin cos tan log ln exp infinity infty none undefined no solution solutions
+percent degrees degree dollars cents units cm mm km m""".split())
 
 
 def _bare(text: str) -> Extraction | None:
@@ -164,23 +268,63 @@ def _bare(text: str) -> Extraction | None:
     return Extraction(stripped, start, start + len(stripped), "bare")
 
 
-def extract_answer(text: str, *, strict: bool = True) -> Extraction | None:
+def check_mode(extraction: str) -> str:
+    """``extraction`` validated (raises ValueError naming the setting and its choices)."""
+    if extraction not in EXTRACTION_MODES:
+        raise ValueError(f"extraction must be one of {', '.join(EXTRACTION_MODES)}, got {extraction!r}")
+    return extraction
+
+
+def extract_answer(text: str, *, extraction: str = "strict") -> Extraction | None:
     """The final answer in ``text``, or None when there is none (see module docstring)."""
+    check_mode(extraction)
     boxed = _last_boxed(text)
     marker = _last_marker(text)
     candidates = [c for c in (boxed, marker) if c is not None]
     if candidates:
         return max(candidates, key=lambda c: c.start)
     bare = _bare(text)
-    if bare is not None or strict:
+    if extraction == "strict":
         return bare
-    maths = list(_INLINE_MATH.finditer(text))
-    if maths:
-        m = maths[-1]
-        k = next(i for i, g in enumerate(m.groups(), 1) if g is not None)
-        return Extraction(m.group(k).strip(), m.start(k), m.end(k), "inline_math")
-    numbers = list(_LAST_NUMBER.finditer(text))
-    if numbers:
-        m = numbers[-1]
-        return Extraction(m.group(0), m.start(), m.end(), "last_number")
-    return None
+    if bare is not None and not _has_words_outside_math(bare.answer):
+        return bare
+    found = prose.last_statement(text)
+    if found is not None:
+        return Extraction(found.answer, found.start, found.end, "sentence")
+    return bare
+
+
+def _has_words_outside_math(text: str) -> bool:
+    """``Answer $9$``, ``We find that $x < 3$``: prose around the math (lenient mode reads it)."""
+    outside = re.sub(r"\$[^$]*\$|\\\(.*?\\\)|\\\[.*?\\\]|\\[A-Za-z]+\s*(?:\{[^{}]*\})?", " ", text)
+    return any(w.lower() not in _ANSWER_WORDS for w in _SENTENCE_WORDS.findall(outside))
+
+
+# -- escaped output ---------------------------------------------------------------------------
+
+_COMMAND_NAMES = frozenset(
+    lexer.FUNCTIONS | lexer.GREEK | set(lexer.RELATIONS) | set(lexer.SIMPLE) | lexer.WITH_ARGS | lexer.TEXT_COMMANDS
+    | lexer.MATH_FONTS | {k for k in lexer.BRACKETS if k.isalpha()}
+    | {"boxed", "fbox", "left", "right", "dfrac", "tfrac", "cfrac", "displaystyle", "pmatrix", "bmatrix", "infty"}
+)
+_DOUBLED = re.compile(r"(?<!\\)\\\\([A-Za-z]+)")
+_SINGLE = re.compile(r"(?<!\\)\\([A-Za-z]+)")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "", '"': '"', "'": "'", "\\": "\\"}
+
+
+def unescape(text: str) -> str:
+    """Undo one level of string escaping when the whole text is escaped.
+
+    Escaped text writes every LaTeX command with a doubled backslash (``\\\\frac``) and line
+    breaks as ``\\n``. It is recognised when some known command is doubled and none is written with
+    a single backslash (a single backslash then only starts an escape: ``\\n``, ``\\t``, ``\\"``).
+    Text that is not escaped is returned unchanged, so a LaTeX row break ``\\\\`` stays one."""
+    if "\\\\" not in text:
+        return text
+    if not any(m.group(1) in _COMMAND_NAMES for m in _DOUBLED.finditer(text)):
+        return text
+    for m in _SINGLE.finditer(text):
+        name = m.group(1)
+        if name in _COMMAND_NAMES and name[0] not in "ntrbf":  # \n, \t ... are escapes, not commands
+            return text
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), "\\" + m.group(1)), text, flags=re.S)

@@ -5,9 +5,12 @@ Nothing here evaluates anything. The lexer knows a fixed vocabulary of LaTeX com
 
 Normalisation done here (the parser sees clean tokens):
 - math delimiters ``$ \\( \\) \\[ \\]``, ``\\left``/``\\right``/``\\big``, spacing commands;
-- ``\\dfrac``/``\\tfrac`` → ``\\frac``, ``\\dbinom`` → ``\\binom``, unicode operators → ASCII;
-- thousands separators ``1,000`` (outside brackets), ``1\\,000``, ``1{,}000``, ``1 000`` → one
-  number, never a product or a list;
+- ``\\dfrac``/``\\tfrac`` → ``\\frac``, ``\\dbinom`` → ``\\binom``;
+- Unicode math (``− × ÷ ≤ ≥ ≠ ≈ π √ ∞ ∅ ∪ ∩``, superscripts ``x²``) → the LaTeX it stands for;
+  currency signs (``€ £ ¥``) and an area/volume unit glued to a number (``12m²``) are dropped;
+- thousands separators ``1,000`` (outside brackets), ``1\\,000``, ``1{,}000``, ``4,\\!096``,
+  ``1 000`` → one number, never a product or a list;
+- ``!=`` is the relation ≠ (never a factorial followed by ``=``);
 - numbers: decimals, scientific notation (``1.5e3``), repeating decimals (``0.\\overline{3}``,
   ``0.1(6)``, ``0.333...``), kept as exact text for `Fraction`.
 """
@@ -48,11 +51,11 @@ GREEK = {
 }
 RELATIONS = {
     "le": "<=", "leq": "<=", "leqslant": "<=", "ge": ">=", "geq": ">=", "geqslant": ">=",
-    "ne": "!=", "neq": "!=", "lt": "<", "gt": ">",
+    "ne": "!=", "neq": "!=", "lt": "<", "gt": ">", "approx": "≈", "simeq": "≈", "thickapprox": "≈",
 }
 SIMPLE = {
     "cdot": "*", "times": "*", "ast": "*", "div": "/", "pm": "pm", "mp": "mp",
-    "cup": "cup", "in": "in", "to": "to", "approx": "approx", "circ": "circ", "degree": "degree",
+    "cup": "cup", "in": "in", "to": "to", "circ": "circ", "degree": "degree",
     "infty": "infty", "pi": "pi", "emptyset": "emptyset", "varnothing": "emptyset",
     "ldots": "dots", "dots": "dots", "cdots": "dots", "dotsc": "dots", "%": "%", "$": "",
     "colon": ":", "mid": "|", "vert": "|", "lvert": "|", "rvert": "|", "setminus": "setminus",
@@ -66,20 +69,36 @@ MATH_FONTS = {"mathbf", "mathit", "mathsf", "boldsymbol", "bm", "mathnormal"}
 """Font commands around math (``\\mathbf{6}``, ``\\boldsymbol{v}``): their content is math, kept as is."""
 
 _STRIP = [
+    (re.compile(r"(?<=\d),\s*\\!\s*(?=\d{3}(?!\d))"), ","),  # 4,\!096: the thin space is typography
     (re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|big|Big|bigg|Bigg)(?![A-Za-z])\s*\.?"), ""),
-    (re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits|!)(?![A-Za-z])"), ""),
+    (re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits|therefore|because|!)(?![A-Za-z])"), ""),
     (re.compile(r"\\[dtc]frac(?![A-Za-z])"), r"\\frac"),
     (re.compile(r"\\[hv]?phantom\s*(?:\{[^{}]*\}|\S)"), ""),
     (re.compile(r"\\[dt]binom(?![A-Za-z])"), r"\\binom"),
-    (re.compile(r"(?<=\d)\s*(?:\\,|\{,\}|\\thinspace\s*|\\ )\s*(?=\d{3}(?!\d))"), ""),  # 1\,000  1{,}000
-    (re.compile(r"(?<!\\)\\[,;:> ]|~|\\quad(?![A-Za-z])|\\qquad(?![A-Za-z])|\\enspace(?![A-Za-z])"), " "),
+    (re.compile(r"(?<=\d)\s*(?:\\,|\{\s*,\s*\}|\\thinspace\s*|\\ )\s*(?=\d{3}(?!\d))"), ""),  # 1\,000  1{,}000
+    (re.compile(r"(?<!\\)\\[,;:> ]|~|\\q?quad|\\enspace(?![A-Za-z])"), " "),  # \quadx: a space, then x
     (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![A-Za-z])|°|\\degree(?![A-Za-z])|\^\s*\{\s*\\degree\s*\}"), "°"),
 ]
 _UNICODE = str.maketrans({
-    "−": "-", "–": "-", "×": "*", "·": "*", "⋅": "*", "÷": "/", "≤": "≤", "≥": "≥", "∞": "∞",
-    "π": "π", "√": "√", "∅": "∅", "∪": "∪", "\u00a0": " ", "\u2009": " ", "\u202f": " ", "，": ",",
+    "−": "-", "–": "-", "×": "*", "·": "*", "⋅": "*", "∙": "*", "÷": "/", "∕": "/", "\u00a0": " ", "\u2009": " ",
+    "\u202f": " ", "\u200b": "", "，": ",", "：": ":", "€": " ", "£": " ", "¥": " ", "′": "'",
 })
-_UNICODE_WORDS = {"≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "∞": "\\infty ", "π": "\\pi ", "√": "\\sqrt ", "∅": "\\emptyset ", "∪": "\\cup ", "±": "\\pm "}
+_VULGAR = {"½": "1/2", "⅓": "1/3", "⅔": "2/3", "¼": "1/4", "¾": "3/4", "⅕": "1/5", "⅙": "1/6", "⅛": "1/8"}
+_VULGAR_RUN = re.compile(r"(\d*)\s*([½⅓⅔¼¾⅕⅙⅛])")
+"""``2½`` is two and a half (a mixed number), ``½`` a half."""
+_UNICODE_WORDS = {
+    "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "≈": "\\approx ", "∞": "\\infty ", "π": "\\pi ", "√": "\\sqrt ",
+    "∛": "\\sqrt[3] ", "∅": "\\emptyset ", "∪": "\\cup ", "∩": "\\cap ", "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ",
+    "⩽": "\\le ", "⩾": "\\ge ", "θ": "\\theta ", "α": "\\alpha ", "β": "\\beta ", "ℝ": "\\mathbb{R}", "∖": "\\setminus ",
+    "∴": "", "∵": "",
+}
+_DECORATION = re.compile(r"[\U0001F300-\U0001FAFF\u2600-\u27BF\u2B50\uFE0F]|°\s*[CF]\b")
+"""Emoji and check marks after an answer, and temperature units (``25°C``): dropped."""
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_SUPERSCRIPT_RUN = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")
+_GLUED_AREA_UNIT = re.compile(r"(?<=\d)\s?(?:mm|cm|km|m|ft|in|yd|mi)[²³](?![A-Za-z0-9])")
+"""``12m²``, ``3 cm³``: an area or volume unit after a number (a variable would not be glued to
+the number with a Unicode power)."""
 
 
 def strip_delimiters(s: str) -> str:
@@ -103,6 +122,11 @@ def normalize(s: str) -> str:
     for ch, rep in _UNICODE_WORDS.items():
         if ch in s:
             s = s.replace(ch, rep)
+    if not s.isascii():
+        s = _DECORATION.sub("", s)
+        s = _VULGAR_RUN.sub(lambda m: f"({m.group(1)}+{_VULGAR[m.group(2)]})" if m.group(1) else f"({_VULGAR[m.group(2)]})", s)
+        s = _GLUED_AREA_UNIT.sub("", s)
+        s = _SUPERSCRIPT_RUN.sub(lambda m: "^{" + m.group(0).translate(_SUPERSCRIPTS) + "}", s)
     for pattern, rep in _STRIP:
         s = pattern.sub(rep, s)
     return s.strip()
@@ -148,6 +172,10 @@ def tokenize(s: str) -> list[Token]:
             depth -= 1
             tokens.append(Token("close", c, i))
         elif c in "+-*/^_!=,;|&:'":
+            if c == "!" and s.startswith("!=", i):  # x != 3 is a relation, never (x!) = 3
+                tokens.append(Token("op", "!=", i))
+                i += 2
+                continue
             if c == "*" and s.startswith("**", i):  # plain-text power
                 tokens.append(Token("op", "^", i))
                 i += 2
@@ -165,6 +193,8 @@ def tokenize(s: str) -> list[Token]:
             tokens.append(Token("op", "°", i))
         elif c == "…":
             tokens.append(Token("op", "dots", i))
+        elif c == "≈":
+            tokens.append(Token("op", "≈", i))
         else:
             raise ParseError(f"unexpected character {c!r} at position {i}")
         i += 1

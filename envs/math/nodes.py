@@ -123,6 +123,21 @@ class Union_:
 
 
 @dataclass(frozen=True, slots=True)
+class Intersect:
+    """``A \\cap B \\cap ...`` (also the conditions of a set-builder ``\\{x \\mid x > 1, x < 5\\}``)."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SetDiff:
+    """``A \\setminus B``."""
+
+    a: Node
+    b: Node
+
+
+@dataclass(frozen=True, slots=True)
 class Matrix:
     rows: tuple[tuple[Node, ...], ...]
 
@@ -133,6 +148,17 @@ class Relation:
 
     ops: tuple[str, ...]
     terms: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Assignments:
+    """Named values ``x = 1, y = 3`` or ``(p, q) = (3, 2)``: ``names`` in the order written.
+
+    Built by the comparison (never by the parser) from equations that assign constants to
+    variables or labels; compared by name with another assignment, by position with a tuple."""
+
+    names: tuple[str, ...]
+    values: tuple[Node, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +175,7 @@ class EmptySet:
 
 Node = Union[
     Num, Sym, Const, Add, Mul, Pow, Func, PlusMinus, Percent, Degrees, Tuple, SetOf, Answers,
-    Interval, Union_, Matrix, Relation, Text, EmptySet,
+    Interval, Union_, Intersect, SetDiff, Matrix, Relation, Assignments, Text, EmptySet,
 ]
 
 ZERO, ONE, MINUS_ONE = Num(Fraction(0)), Num(Fraction(1)), Num(Fraction(-1))
@@ -261,7 +287,7 @@ def walk(node: Node):
 
 
 def children(n: Node) -> tuple[Node, ...]:
-    if isinstance(n, (Add, Mul, Tuple, SetOf, Answers, Union_)):
+    if isinstance(n, (Add, Mul, Tuple, SetOf, Answers, Union_, Intersect)):
         return n.items if hasattr(n, "items") else n.args  # type: ignore[union-attr]
     if isinstance(n, Pow):
         return (n.base, n.exp)
@@ -273,10 +299,14 @@ def children(n: Node) -> tuple[Node, ...]:
         return (n.x,)
     if isinstance(n, Interval):
         return (n.lo, n.hi)
+    if isinstance(n, SetDiff):
+        return (n.a, n.b)
     if isinstance(n, Matrix):
         return tuple(x for row in n.rows for x in row)
     if isinstance(n, Relation):
         return n.terms
+    if isinstance(n, Assignments):
+        return n.values
     return ()
 
 
@@ -384,6 +414,10 @@ def to_text(node: Node) -> str:
         return f"{'(' if node.left_open else '['}{to_text(node.lo)}, {to_text(node.hi)}{')' if node.right_open else ']'}"
     if isinstance(node, Union_):
         return " U ".join(to_text(x) for x in node.items)
+    if isinstance(node, Intersect):
+        return " ∩ ".join(_wrap(x) for x in node.items)
+    if isinstance(node, SetDiff):
+        return f"{_wrap(node.a)} \\ {_wrap(node.b)}"
     if isinstance(node, Matrix):
         return "[" + "; ".join(", ".join(to_text(x) for x in row) for row in node.rows) + "]"
     if isinstance(node, Relation):
@@ -391,6 +425,8 @@ def to_text(node: Node) -> str:
         for op, t in zip(node.ops, node.terms[1:]):
             out += f" {op} {to_text(t)}"
         return out
+    if isinstance(node, Assignments):
+        return ", ".join(f"{k} = {to_text(v)}" for k, v in zip(node.names, node.values))
     if isinstance(node, Text):
         return repr(node.value)
     if isinstance(node, EmptySet):

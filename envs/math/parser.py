@@ -5,9 +5,10 @@ accepts a fixed grammar and builds `envs.math.nodes` trees; anything else is a `
 
 Grammar, loosest binding first::
 
-    answers   := statement ((',' | ';' | 'or' | 'and') statement)*     several answers
-    statement := union (relop union)*                                  = < <= > >= != and \\in
-    union     := expr ('\\cup' expr)*
+    answers   := group (';' group)*                                    solutions: x=1,y=3; x=2,y=5
+    group     := statement ((',' | 'or' | 'and') statement)*           several answers
+    statement := union (relop union)*                                  = < <= > >= != ≈ and \\in
+    union     := ratio (('\\cup' | 'U' | '\\cap' | '\\setminus') ratio)*     set algebra, left to right
     expr      := [sign] term (('+' | '-' | '\\pm') term)*
     term      := factor (('*' | '/' | implicit) factor)*              2x, 2\\pi, 2\\sqrt{3}
     factor    := ('-' | '+') factor | power
@@ -18,7 +19,13 @@ Grammar, loosest binding first::
 
 Conventions (the comparison policy is documented in `envs.math.compare`): ``i`` is the imaginary unit, ``e`` Euler's number;
 an integer directly followed by a numeric ``\\frac`` is a mixed number (``2\\frac12 = 5/2``);
-units after a quantity are dropped; ``(a, b)`` is a tuple that also matches the open interval.
+units after a quantity are dropped; ``(a, b)`` is a tuple that also matches the open interval;
+sums, products and integer powers of matrices are evaluated (`envs.math.matrices`).
+
+Depth: nested groups (``\\frac{1}{1+\\frac{1}{...}}``, ``\\sqrt{\\sqrt{...}}``, ``((...))``,
+towers ``a^{b^{c^{...}}}``) are parsed innermost first by `fold_groups`, one flat group at a time,
+so the recursion depth does not grow with the nesting; a chain of thousands of signs is read in a
+loop. Only structures that cannot be folded (nested tuples, intervals) are bounded by `MAX_DEPTH`.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
+from envs.math import matrices
 from envs.math import nodes as N
 from envs.math.lexer import ParseError, Token, literal_value, normalize, tokenize
 
@@ -53,13 +61,21 @@ EMPTY_WORDS = re.compile(
 )
 _WORDS = re.compile(r"^[A-Za-z][A-Za-z\s\-']*$")
 _CHOICE = re.compile(r"^\(?\s*([A-Ea-e])\s*\)?$")
+REALS_EXCEPT = re.compile(r"^(?:all\s+)?real\s+numbers?\s+(?:except|other\s+than|but(?:\s+not)?)\s+(?:for\s+)?(?:x\s*=\s*)?(.+)$", re.I)
 REALS_WORDS = re.compile(r"^(?:all\s+real\s+numbers|\\mathbb\s*\{?R\}?|all\s+reals|\(-\\infty,\s*\\infty\))$", re.I)
 
-_KNOWN_WORDS = {"pi": N.PI, "inf": N.OO, "infty": N.OO, "infinity": N.OO}
+_KNOWN_WORDS = {"pi": N.PI, "inf": N.OO, "infty": N.OO, "infinity": N.OO, "infinite": N.OO}
+INFINITY_WORDS = re.compile(r"^(?:\+\s*)?(?:infinity|infinite|infinitely\s+many(?:\s+\w+)?|an?\s+infinite\s+number(?:\s+of\s+\w+)?|infinite(?:ly)?\s+(?:solutions|values|ways))$", re.I)
+"""Words for ∞ (``\\text{infinite}``, "infinitely many")."""
+UNDEFINED_WORDS = re.compile(r"^(?:undefined|not\s+defined|does\s*n[o']t\s+exist|does\s+not\s+exist|dne|no\s+value|it\s+is\s+undefined|the\s+limit\s+does\s+not\s+exist)$", re.I)
+"""Words for an undefined value; all of them mean the same answer, ``Text("undefined")``."""
+_PERCENT_WORDS = {"percent", "pct", "percentage", "percents"}
 _FUNC_ALIASES = {"lg": "log10", "arcsin": "asin", "arccos": "acos", "arctan": "atan"}
 _MATRIX_ENVS = {"pmatrix", "bmatrix", "Bmatrix", "matrix", "smallmatrix", "array", "vmatrix"}
 _SEPARATOR_WORDS = {"or", "and"}
-_RELOPS = {"=", "<", ">", "<=", ">=", "!="}
+_NOT_LABELS = frozenset("""sqrt sin cos tan cot sec csc log ln exp abs arcsin arccos arctan sinh cosh tanh lcm gcd max min
+det deg mod percent pct percentage degrees degree and or""".split())
+_RELOPS = {"=", "<", ">", "<=", ">=", "!=", "≈"}
 
 
 def parse_answer(text: str) -> N.Node:
@@ -78,8 +94,17 @@ def _parse_cached(text: str) -> N.Node:
     words = _strip_text_wrappers(s)
     if EMPTY_WORDS.match(words):
         return N.EmptySet()
+    if INFINITY_WORDS.match(words):
+        return N.OO
+    if UNDEFINED_WORDS.match(words):
+        return N.Text("undefined")
     if REALS_WORDS.match(words):
         return N.Interval(N.neg(N.OO), N.OO, True, True)
+    except_ = REALS_EXCEPT.match(words)
+    if except_:  # "all real numbers except 2 and 5": the reals without those points
+        excluded = _parse_cached(except_.group(1))
+        points = excluded.items if isinstance(excluded, (N.Answers, N.SetOf)) else (excluded,)
+        return N.SetDiff(N.Interval(N.neg(N.OO), N.OO, True, True), N.SetOf(tuple(points)))
     choice = _CHOICE.match(words)
     if choice and ("(" in words or "\\text" in s):  # "(C)" / \text{(C)}: a multiple-choice letter
         return N.Text(choice.group(1).lower())
@@ -132,11 +157,106 @@ def _text_value(s: str) -> str:
     return re.sub(r"\s+", " ", s).strip(" ,")
 
 
-class Parser:
-    """Recursive descent over `Token`s; one instance parses one answer."""
+FOLD_MIN_DEPTH = 8
+"""Groups are folded (`fold_groups`) only in answers nested at least this deep; shallower answers
+are parsed directly (same trees, less work)."""
 
-    def __init__(self, tokens: list[Token]):
-        self.toks = tokens
+_FOLDABLE = {"{": "}", "(": ")"}
+_OPENERS = {"{", "(", "[", "\\{", "<(", "floor(", "ceil("}
+
+
+def fold_groups(tokens: list[Token], nodes: list[N.Node]) -> list[Token]:
+    """Replace every plain ``{...}`` group and every single-item ``(...)`` group by one ``node``
+    token holding its parsed tree, innermost first, in one left-to-right pass (a stack of token
+    lists, no recursion). A group that does not parse on its own (a tuple, an interval such as
+    ``(0, 1]``, a subscript ``x_{12}``) is left as tokens for the ordinary recursive parse."""
+    stack: list[list[Token]] = [[]]
+    openers: list[Token] = []
+    for t in tokens:
+        if t.kind == "open" and t.value in _OPENERS:
+            openers.append(t)
+            stack.append([])
+            continue
+        if t.kind == "close" and openers:
+            opener, inner = openers.pop(), stack.pop()
+            parent = stack[-1]
+            subscript = bool(parent) and parent[-1].kind == "op" and parent[-1].value == "_"
+            lone = opener.value == "{" or not any(x.kind == "op" and x.value in (",", ";") for x in inner)
+            if _FOLDABLE.get(opener.value) == t.value and not subscript and lone:
+                node = _parse_group(opener.value, inner, nodes)
+                if node is not None:
+                    nodes.append(node)
+                    parent.append(Token("node", f"{opener.value}{len(nodes) - 1}", opener.pos))
+                    continue
+            parent.append(opener)
+            parent.extend(inner)
+            parent.append(t)
+            continue
+        stack[-1].append(t)
+    while len(stack) > 1:  # unclosed brackets: the parser reports them
+        inner = stack.pop()
+        stack[-1].append(openers.pop())
+        stack[-1].extend(inner)
+    return stack[0]
+
+
+def _nesting(tokens: list[Token]) -> int:
+    depth = deepest = 0
+    for t in tokens:
+        if t.kind == "open":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif t.kind == "close":
+            depth -= 1
+    return deepest
+
+
+def _parse_group(opener: str, inner: list[Token], nodes: list[N.Node]) -> N.Node | None:
+    """The tree of one group's tokens, exactly as the recursive parser would read the group
+    (``{...}`` as answers, ``(...)`` as one statement), or None when it is not a lone group."""
+    if not inner:
+        return None
+    sub = Parser(list(inner), nodes=nodes)  # a copy: the parser rewrites tokens (\frac12)
+    try:
+        node = sub.answers() if opener == "{" else sub.statement()
+    except (ParseError, RecursionError):
+        return None
+    return node if sub.i == len(inner) else None
+
+
+def _times(a: N.Node, b: N.Node) -> N.Node:
+    return matrices.multiply(a, b) if matrices.is_matrix(a) or matrices.is_matrix(b) else N.mul(a, b)
+
+
+def _divide(a: N.Node, b: N.Node) -> N.Node:
+    if matrices.is_matrix(b):
+        raise ParseError("division by a matrix")
+    return matrices.scale(N.div(N.ONE, b), a) if matrices.is_matrix(a) else N.div(a, b)  # type: ignore[arg-type]
+
+
+def _plus(a: N.Node, b: N.Node) -> N.Node:
+    return matrices.add(a, b) if matrices.is_matrix(a) or matrices.is_matrix(b) else N.add(a, b)
+
+
+def _negate(a: N.Node) -> N.Node:
+    return matrices.scale(N.MINUS_ONE, a) if matrices.is_matrix(a) else N.neg(a)  # type: ignore[arg-type]
+
+
+def _raise(base: N.Node, exp: N.Node) -> N.Node:
+    return matrices.power(base, exp) if matrices.is_matrix(base) else N.power(base, exp)  # type: ignore[arg-type]
+
+
+class Parser:
+    """Recursive descent over `Token`s; one instance parses one answer.
+
+    Deeply nested answers are folded first (`fold_groups`), so the recursion only ever sees flat
+    groups; ``nodes`` holds the trees of folded groups (given: parse these tokens as they are).
+    """
+
+    def __init__(self, tokens: list[Token], nodes: list[N.Node] | None = None):
+        self.nodes: list[N.Node] = [] if nodes is None else nodes
+        deep = nodes is None and _nesting(tokens) >= FOLD_MIN_DEPTH
+        self.toks = fold_groups(tokens, self.nodes) if deep else tokens
         self.i = 0
         self.depth = 0
         self.abs_depth = 0
@@ -148,8 +268,11 @@ class Parser:
         return self.toks[j] if j < len(self.toks) else None
 
     def at(self, kind: str, value: str | None = None, k: int = 0) -> bool:
-        t = self.peek(k)
-        return t is not None and t.kind == kind and (value is None or t.value == value)
+        j = self.i + k
+        if j >= len(self.toks):
+            return False
+        t = self.toks[j]
+        return t.kind == kind and (value is None or t.value == value)
 
     def take(self) -> Token:
         t = self.peek()
@@ -180,23 +303,47 @@ class Parser:
             raise ParseError(f"unexpected {t.value!r} at position {t.pos}")
         return node
 
+    def at_node(self, opener: str | None = None, k: int = 0) -> bool:
+        """Whether the token ``k`` ahead is a folded group (opened by ``opener`` if given)."""
+        t = self.peek(k)
+        return t is not None and t.kind == "node" and (opener is None or t.value.startswith(opener))
+
     def _separator(self) -> bool:
         t = self.peek()
         if t is None:
             return False
-        if t.kind == "op" and t.value in (",", ";"):
+        if t.kind == "op" and t.value == ",":
             return True
         if t.kind == "ident" and t.value.lower() in _SEPARATOR_WORDS:
             return True
         return t.kind == "text" and re.sub(r"[,\s]+", " ", t.value).strip().lower() in _SEPARATOR_WORDS | {""}
 
     def answers(self) -> N.Node:
+        """Solutions separated by ``;``, each a group of answers separated by ``,``/and/or.
+
+        ``-12; -11`` is a list like ``-12, -11``; ``x=1, y=3; x=2, y=5`` is two solutions, each an
+        `Answers` of its own (the comparison reads a group as one ordered solution)."""
+        groups = [self._group()]
+        while self.at("op", ";"):
+            while self.at("op", ";") or self._separator():
+                self.take()
+            if self.peek() is None:
+                break
+            groups.append(self._group())
+        if len(groups) == 1:
+            return groups[0]
+        flat = [x for g in groups for x in (g.items if isinstance(g, N.Answers) else (g,))]
+        if all(not isinstance(g, N.Answers) for g in groups):
+            return N.Answers(tuple(flat))
+        return N.Answers(tuple(groups))
+
+    def _group(self) -> N.Node:
         items = [self.statement()]
         while self._separator():
             self.take()
             while self._separator():  # ", or", ", and"
                 self.take()
-            if self.peek() is None:
+            if self.peek() is None or self.at("op", ";"):
                 break
             items.append(self.statement())
         return items[0] if len(items) == 1 else N.Answers(tuple(items))
@@ -218,14 +365,32 @@ class Parser:
         return terms[0] if not ops else N.Relation(tuple(ops), tuple(terms))
 
     def union(self) -> N.Node:
-        first = self.ratio()
-        if not self.at("op", "cup"):
-            return first
-        items = [first]
-        while self.at("op", "cup"):
-            self.take()
-            items.append(self.ratio())
-        return N.Union_(tuple(items))
+        node = self.ratio()
+        while True:
+            t = self.peek()
+            if t is None or t.kind not in ("op", "ident"):
+                return node
+            if self.at("op", "cup") or self._letter_u_union(node):
+                self.take()
+                rhs = self.ratio()
+                left = node.items if isinstance(node, N.Union_) else (node,)
+                node = N.Union_((*left, rhs))
+            elif self.at("op", "cap"):
+                self.take()
+                rhs = self.ratio()
+                node = N.Intersect((*(node.items if isinstance(node, N.Intersect) else (node,)), rhs))
+            elif self.at("op", "setminus"):
+                self.take()
+                node = N.SetDiff(node, self.ratio())
+            else:
+                return node
+
+    def _letter_u_union(self, node: N.Node) -> bool:
+        """``(-\\infty, 2) U (3, \\infty)``: a capital U between two sets is the union."""
+        if not (self.at("ident", "U") and isinstance(node, (N.Interval, N.Tuple, N.SetOf, N.Union_, N.EmptySet))):
+            return False
+        nxt = self.peek(1)
+        return nxt is not None and (nxt.kind == "open" and nxt.value in ("(", "[", "\\{") or nxt.kind == "node")
 
     def ratio(self) -> N.Node:
         """``3:1`` is the ratio 3/1 (policy: a ratio answer is its quotient)."""
@@ -242,7 +407,7 @@ class Parser:
             node = N.PlusMinus(N.ZERO, self.term())
         elif self.at("op", "-"):
             self.take()
-            node = N.neg(self.term())
+            node = _negate(self.term())
         elif self.at("op", "+"):
             self.take()
         if node is None:
@@ -254,9 +419,9 @@ class Parser:
             self.take()
             rhs = self.term()
             if t.value == "+":
-                node = N.add(node, rhs)
+                node = _plus(node, rhs)
             elif t.value == "-":
-                node = N.add(node, N.neg(rhs))
+                node = _plus(node, _negate(rhs))
             else:
                 node = N.PlusMinus(node, rhs)
         return node
@@ -271,12 +436,12 @@ class Parser:
             if t.kind == "op" and t.value in ("*", "/"):
                 self.take()
                 rhs = self.factor()
-                node = N.mul(node, rhs) if t.value == "*" else N.div(node, rhs)
-            elif self._starts_atom(t):
+                node = _times(node, rhs) if t.value == "*" else _divide(node, rhs)
+            elif self._starts_atom(t) and not self._letter_u_union(node):
                 if isinstance(node, N.Num) and t.kind == "num":
                     raise ParseError(f"two numbers side by side at position {t.pos}")
                 mixed = self._mixed_number(node, t)
-                node = mixed if mixed is not None else N.mul(node, self.factor())
+                node = mixed if mixed is not None else _times(node, self.factor())
             else:
                 break
         return node
@@ -289,13 +454,16 @@ class Parser:
         if prev.kind != "num":
             return None
         start = self.i
-        frac = self.factor()
-        if isinstance(frac, N.Num) and 0 < frac.value < 1:
-            return N.Num(node.value + frac.value if node.value >= 0 else node.value - frac.value)
+        frac = self.atom()
+        if isinstance(frac, N.Num) and 0 < frac.value < 1 and not self.at("op", "^"):
+            # 12\frac{1}{2}\%: the postfix applies to the whole mixed number
+            return self._postfix_ops(N.Num(node.value + frac.value if node.value >= 0 else node.value - frac.value))
         self.i = start
         return None
 
     def _starts_atom(self, t: Token) -> bool:
+        if t.kind == "node":
+            return True
         if t.kind in ("num", "ident", "begin"):
             return t.kind != "ident" or t.value.lower() not in _SEPARATOR_WORDS
         if t.kind == "cmd":
@@ -314,13 +482,32 @@ class Parser:
                 return
             if t.kind == "ident" and t.value.lower() in UNITS and len(t.value) > 1:
                 self.take()
+                while self.at("op", "/") and (nxt := self.peek(1)) is not None and nxt.kind == "ident" and (
+                        nxt.value.lower() in UNITS or nxt.value in UNITS_TEXT_ONLY):
+                    self.take()  # km/h, m/s: a compound unit
+                    self.take()
+            elif t.kind == "ident" and self._trailing_words():  # "15 marbles", "3 red cars": a noun label
+                while self.at("ident"):
+                    self.take()
+                return
             elif t.kind == "text" and (_is_unit_text(t.value) or self._trailing_label(t)):
                 self.take()
             else:
                 return
-            if self.at("op", "^") and (self.at("num", k=1) or self.at("open", "{", k=1)):
+            if self.at("op", "^") and (self.at("num", k=1) or self.at("open", "{", k=1) or self.at_node("{", k=1)):
                 self.take()
                 self.atom()
+
+    def _trailing_words(self) -> bool:
+        """Plain words (3+ letters, not math) running to the end of the answer or a separator."""
+        k = 0
+        while (t := self.peek(k)) is not None and t.kind == "ident":
+            low = t.value.lower()
+            if len(t.value) < 3 or not t.value.isalpha() or low in _KNOWN_WORDS or low in _NOT_LABELS or t.value in _GREEK_NAMES:
+                return False
+            k += 1
+        nxt = self.peek(k)
+        return k > 0 and (nxt is None or nxt.kind == "op" and nxt.value in (",", ";"))
 
     def _trailing_label(self, t: Token) -> bool:
         """A word label closing the answer (``575\text{ students}``): a noun, not math."""
@@ -329,13 +516,11 @@ class Parser:
         return at_end and bool(re.fullmatch(r"[A-Za-z][A-Za-z .]*", t.value.strip())) and t.value.strip().lower() not in _SEPARATOR_WORDS
 
     def factor(self) -> N.Node:
-        if self.at("op", "-"):
-            self.take()
-            return N.neg(self.factor())
-        if self.at("op", "+"):
-            self.take()
-            return self.factor()
-        return self.power()
+        negative = False
+        while self.at("op", "-") or self.at("op", "+"):  # a loop: thousands of signs cost no depth
+            negative ^= self.take().value == "-"
+        node = self.power()
+        return _negate(node) if negative else node
 
     def power(self) -> N.Node:
         base = self.postfix()
@@ -344,15 +529,15 @@ class Parser:
             self.enter()
             exp = self.exponent()
             self.depth -= 1
-            base = self._postfix_ops(N.power(base, exp))
+            base = self._postfix_ops(_raise(base, exp))
         return base
 
     def exponent(self) -> N.Node:
-        if self.at("op", "-"):
-            self.take()
+        negative = False
+        while self.at("op", "-") or self.at("op", "+"):
+            negative ^= self.take().value == "-"
+        if negative:
             return N.neg(self.exponent())
-        if self.at("op", "+"):
-            self.take()
         base = self.atom()
         if self.at("op", "^"):  # right-associative: 2^3^2 = 2^(3^2)
             self.take()
@@ -366,6 +551,9 @@ class Parser:
 
     def _postfix_ops(self, node: N.Node) -> N.Node:
         while True:
+            t = self.peek()
+            if t is None or t.kind not in ("op", "ident", "text"):
+                return node
             if self.at("op", "!"):
                 self.take()
                 node = N.Func("factorial", (node,))
@@ -375,12 +563,16 @@ class Parser:
             elif self.at("op", "°"):
                 self.take()
                 node = N.Degrees(node)
-            elif self.at("ident") and self.peek().value.lower() in ("percent", "degrees", "degree"):
+            elif self.at("ident") and self.peek().value.lower() in _PERCENT_WORDS | {"degrees", "degree"}:
                 word = self.take().value.lower()
-                node = N.Percent(node) if word == "percent" else N.Degrees(node)
-            elif self.at("text") and self.peek().value.strip().lower() in ("%", "percent", "degrees", "degree"):
+                node = N.Percent(node) if word in _PERCENT_WORDS else N.Degrees(node)
+            elif self.at("ident", "per") and self.at("ident", "cent", k=1):
+                self.take()
+                self.take()
+                node = N.Percent(node)
+            elif self.at("text") and self.peek().value.strip().lower() in _PERCENT_WORDS | {"%", "per cent", "degrees", "degree"}:
                 word = self.take().value.strip().lower()
-                node = N.Percent(node) if word in ("%", "percent") else N.Degrees(node)
+                node = N.Percent(node) if word in _PERCENT_WORDS | {"%", "per cent"} else N.Degrees(node)
             else:
                 return node
 
@@ -395,6 +587,8 @@ class Parser:
 
     def _atom(self) -> N.Node:
         t = self.take()
+        if t.kind == "node":
+            return self.nodes[int(t.value[1:])]
         if t.kind == "num":
             return self._number(t)
         if t.kind == "ident":
@@ -441,7 +635,8 @@ class Parser:
             self.take()
             parts = []
             while not self.at("close", "}"):
-                parts.append(self.take().value)
+                t = self.take()
+                parts.append(N.to_text(self.nodes[int(t.value[1:])]) if t.kind == "node" else t.value)
             self.take()
             return "".join(parts)
         return self.take().value
@@ -527,7 +722,9 @@ class Parser:
             elif self.at("op", "_") and name == "log":
                 self.take()
                 base = self.exponent()
-        if self.at("open", "("):
+        if self.at_node():  # \sin(x), \sin{x}: a folded group is the whole argument
+            args = [self.atom()]
+        elif self.at("open", "("):
             self.take()
             args = [self.statement()]
             while self.at("op", ","):
@@ -586,6 +783,9 @@ class Parser:
             if self.at("close", "\\}"):
                 self.take()
                 return N.EmptySet()
+            builder = self._set_builder()
+            if builder is not None:
+                return builder
             items = self._items()
             self.expect("close", "\\}")
             return N.SetOf(tuple(items))
@@ -613,9 +813,39 @@ class Parser:
             return N.Tuple(tuple(items))
         raise ParseError(f"mismatched brackets {opener}...{close.value}")
 
+    def _set_builder(self) -> N.Node | None:
+        """``\\{x \\mid x > 2\\}``, ``\\{x \\in \\mathbb{R} : x > 2\\}``: the set is what the condition
+        defines (several conditions: their intersection). None when the braces list elements."""
+        depth, k = 0, self.i
+        while k < len(self.toks):
+            t = self.toks[k]
+            if t.kind == "open":
+                depth += 1
+            elif t.kind == "close":
+                if depth == 0:
+                    return None
+                depth -= 1
+            elif depth == 0 and t.kind == "op" and t.value in ("|", ":"):
+                break
+            k += 1
+        else:
+            return None
+        head = self.toks[self.i: k]
+        if not head or head[0].kind != "ident" or not (len(head) == 1 or head[1].kind == "op" and head[1].value == "in"):
+            return None
+        domain = Parser(list(head[2:]), nodes=self.nodes).union() if len(head) > 2 else None
+        if domain is not None and domain != N.Interval(N.neg(N.OO), N.OO, True, True):
+            raise ParseError("a set-builder over a domain other than the reals is not supported")
+        self.i = k + 1
+        condition = self.answers()
+        self.expect("close", "\\}")
+        if isinstance(condition, N.Answers):
+            return N.Intersect(condition.items)
+        return condition
+
     def _items(self) -> list[N.Node]:
         items = [self.statement()]
-        while self.at("op", ","):
+        while self.at("op", ",") or self.at("op", ";"):  # (0;-2;6): inside brackets ; separates items
             self.take()
             items.append(self.statement())
         return items
@@ -651,6 +881,7 @@ rho sigma tau upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Sigma
 
 
 def _is_unit_text(text: str) -> bool:
+    text = re.sub(r"\^\s*\{?\s*[23]\s*\}?", "", text)  # m/s^2, cm^3
     words = re.findall(r"[A-Za-z]+", text.lower())
     if not words or re.search(r"[0-9]", text):
         return False

@@ -1,51 +1,137 @@
-"""`rlvr eval --model PATH --task ID`: held-out evaluation with a JSON and Markdown report."""
+"""`rlvr eval --model PATH --task ID`: held-out evaluation with a JSON and Markdown report.
+
+Every option is checked before the model loads. Exit codes: 0 measured, 1 every verification
+failed (error/timeout: the report measures nothing), 2 bad input.
+"""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import re
+import sys
+from pathlib import Path
+
+OPTION_OF = {"n": "--n", "limit": "--limit", "temperature": "--temperature", "top_p": "--top-p",
+             "max_new_tokens": "--max-new-tokens", "verify_workers": "--verify-workers", "verify_kind": "--verify-kind",
+             "verify_timeout_s": "--verify-timeout"}
+"""The command-line option behind each `EvalSettings` field it sets."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a model on a task split (greedy accuracy, mean@k, pass@k, maj@k)")
-    p.add_argument("--model", required=True, help="model directory or Hugging Face id")
+    p.add_argument("--model", required=True, help="model directory (with config.json) or Hugging Face id")
     p.add_argument("--task", required=True, help="task id, e.g. arithmetic-v1")
     p.add_argument("--task-config", default="{}", help="task config as YAML/JSON, e.g. '{max_digits: 2}'")
     p.add_argument("--split", default="test", help="split to evaluate (default: test)")
+    p.add_argument("--env", default=None, help="environment id replacing the task's own verifier (as task.env in training)")
+    p.add_argument("--env-kwargs", default="{}",
+                   help="settings of the environment as YAML/JSON (as task.env_kwargs), merged over the task's own unless --env "
+                        "is given, e.g. '{extraction: lenient}' to grade math answers stated in prose")
     p.add_argument("--n", type=int, default=0, help="samples per problem for mean@k/pass@k/maj@k (default 0: greedy only)")
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy pass")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems")
+    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems (read without loading the rest; needed for an unbounded split)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--verify-workers", type=int, default=0, help="verification processes (0 = inline)")
-    p.add_argument("--out", default=None, help="report directory (default: runs/eval/<task>-<split>)")
+    p.add_argument("--verify-workers", type=int, default=1, help="verification workers (default 1; 0 = inline, one at a time)")
+    p.add_argument("--verify-kind", default="thread", choices=("inline", "thread", "process"),
+                   help="thread (default) or process (kills a hung verifier; the environment must be importable)")
+    p.add_argument("--verify-timeout", type=float, default=30.0, help="budget of one verification in seconds (default 30); over it: a timeout verdict")
+    p.add_argument("--out", default=None, help="report directory (default: runs/eval/<task>-<split>/<model>)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    p.add_argument("--engine", default="hf", help="rollout engine: hf, vllm or vllm_server (default hf)")
+    p.add_argument("--rollout", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="rollout settings of the engine, e.g. vllm.dtype=bfloat16 vllm.server_url=http://host:8000")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import yaml
-
-    import tasks
     from rlvr import UserError
-    from rlvr.eval.runner import EvalSettings, evaluate, write_report
-    from rlvr.models.loading import load_model
-    from rlvr.rollout.hf import HFGenerateEngine
+    from rlvr.eval.runner import EvalSettings, InvalidSetting, evaluate, every_verification_failed, write_report
+
+    if args.threads < 0:
+        raise UserError(f"--threads must be >= 0, got {args.threads}")
+    try:
+        settings = EvalSettings(split=args.split, greedy=not args.no_greedy, n=args.n, temperature=args.temperature, top_p=args.top_p,
+                                max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit,
+                                verify_workers=args.verify_workers, verify_kind=args.verify_kind, verify_timeout_s=args.verify_timeout)
+    except InvalidSetting as e:
+        if e.field == "n" and args.no_greedy and args.n == 0:
+            raise UserError("--no-greedy with --n 0 measures nothing: pass --n K or drop --no-greedy") from None
+        raise UserError(f"{OPTION_OF.get(e.field, e.field)} {e.message}") from None
+    task = _make_task(args)
+    if task.size(args.split) is None and args.limit is None:
+        raise UserError(f"split {args.split!r} of {task.id} is unbounded: pass --limit N")
+    from rlvr.models.paths import resolve_model
+
+    resolve_model(args.model)  # a wrong path is reported now, not after torch has loaded
+    out = Path(args.out) if args.out else default_out_dir(args.model, task.id, args.split)
+
+    from rlvr.config import load_config
+    from rlvr.rollout.config import RolloutConfig
+    from rlvr.rollout.engines import make_engine
     from rlvr.train.common import set_threads
 
     set_threads(args.threads)
-    task_config = yaml.safe_load(args.task_config) or {}
-    if not isinstance(task_config, dict):
-        raise UserError(f"--task-config must be a mapping, got {args.task_config!r}")
-    task = tasks.make(args.task, **task_config)
-    model, tokenizer = load_model(args.model)
-    settings = EvalSettings(split=args.split, greedy=not args.no_greedy, n=args.n, temperature=args.temperature, top_p=args.top_p,
-                            max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit,
-                            verify_workers=args.verify_workers, verify_kind="process" if args.verify_workers else "inline")
-    report = evaluate(HFGenerateEngine(model, tokenizer), task, settings, model_name=args.model)
-    out = args.out or f"runs/eval/{task.id}-{args.split}"
-    json_path, md_path = write_report(report, out, task.problems(args.split))
+    rollout = load_config(RolloutConfig, None, [f"engine={args.engine}", *args.rollout])  # a bad key is named before the model loads
+    report = evaluate(make_engine(rollout, model_path=args.model, seed=args.seed), task, settings, model_name=args.model)
+    report["provenance"] = {"options": {k: v for k, v in vars(args).items() if k != "func"}}
+    json_path, md_path = write_report(report, out)
     print(md_path.read_text())
     print(f"reports: {json_path} {md_path}")
+    if every_verification_failed(report):
+        v = report["verify"]
+        print(f"error: every verification failed ({v['errors']} errors, {v['timeouts']} timeouts; first: {v['first_failure']}): "
+              f"the report measures nothing about {args.model}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _make_task(args: argparse.Namespace):
+    """The task with its environment replaced or re-configured as asked; the environment is built
+    here so that a bad id or keyword argument is reported before the model loads."""
+    import tasks
+    from rlvr import UserError
+
+    config = _mapping(args.task_config, "--task-config")
+    env_kwargs = _mapping(args.env_kwargs, "--env-kwargs")
+    task = tasks.make(args.task, **config)
+    task.check_split(args.split)
+    if args.env:
+        task.env_id, task.env_kwargs = args.env, env_kwargs
+    elif env_kwargs:
+        task.env_kwargs = {**task.env_kwargs, **env_kwargs}
+    try:
+        task.env  # noqa: B018 - build it now
+    except TypeError as e:
+        raise UserError(f"--env-kwargs: environment {task.env_id!r} does not accept {env_kwargs}: {e}") from None
+    return task
+
+
+def _mapping(text: str, option: str) -> dict:
+    import yaml
+
+    from rlvr import UserError
+
+    try:
+        value = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise UserError(f"{option} is not valid YAML/JSON: {str(e).splitlines()[0]}") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{option} must be a mapping, got {text!r}")
+    return value
+
+
+def default_out_dir(model: str, task_id: str, split: str) -> Path:
+    """``runs/eval/<task>-<split>/<model>``: a local model is named by its last two path parts
+    and a short hash of its absolute path (two ``final/`` folders never share a report); a hub id
+    by itself."""
+    local = Path(model).expanduser()
+    if local.exists():
+        resolved = local.resolve()
+        name = "-".join(resolved.parts[-2:]) + "-" + hashlib.sha256(str(resolved).encode()).hexdigest()[:8]
+    else:
+        name = model.replace("/", "--")
+    return Path("runs") / "eval" / f"{task_id}-{split}" / re.sub(r"[^A-Za-z0-9_.-]+", "_", name)

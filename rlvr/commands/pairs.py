@@ -31,6 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--chunk-prompts", type=int, default=32, help="prompts per generate call; verification overlaps the next call")
     b.add_argument("--verify-workers", type=int, default=1, help="verification workers (0 = inline)")
     b.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    b.add_argument("--engine", default="hf", help="rollout engine: hf, vllm or vllm_server (default hf)")
+    b.add_argument("--rollout", nargs="*", default=[], metavar="KEY=VALUE", help="rollout settings of the engine, e.g. vllm.dtype=bfloat16")
     b.add_argument("--out", required=True, help="pairs file to write (JSONL)")
     b.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     b.set_defaults(func=build)
@@ -63,9 +65,11 @@ def build(args: argparse.Namespace) -> int:
     import rlvr
     from envs.pool import VerifierPool
     from rlvr import UserError
-    from rlvr.models.loading import load_model
+    from rlvr.config import load_config
+    from rlvr.models.paths import resolve_model
     from rlvr.rollout.base import SamplingParams
-    from rlvr.rollout.hf import HFGenerateEngine
+    from rlvr.rollout.config import RolloutConfig
+    from rlvr.rollout.engines import make_engine
     from rlvr.train.common import seed_everything, set_threads
     from rlvr.train.pairs import group_pairs, meta_path
     from rlvr.train.sampling import GroupSampler
@@ -84,10 +88,11 @@ def build(args: argparse.Namespace) -> int:
     task.check_split(args.split)
     if args.split in task.heldout_splits:
         raise UserError(f"split {args.split!r} is held out in {task.id}: build pairs from a training split (e.g. --split train)")
+    rollout = load_config(RolloutConfig, None, [f"engine={args.engine}", *args.rollout])  # a bad key is named before the model loads
+    resolve_model(args.model)
     set_threads(args.threads)
     seed_everything(args.seed)
-    model, tokenizer = load_model(args.model)
-    engine = HFGenerateEngine(model, tokenizer)
+    engine = make_engine(rollout, model_path=args.model, seed=args.seed)
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens)
     stream = task.stream(args.split, seed=args.seed)
     problems = []

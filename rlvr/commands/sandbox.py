@@ -28,7 +28,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     info = s.add_parser("info", help="list sandbox backends, whether each can run here, and why not")
     info.add_argument("--json", action="store_true", help="print JSON")
     info.set_defaults(func=show_info)
-    run = s.add_parser("run", help="run a Python file in a sandbox and print what happened")
+    run = s.add_parser("run", help="run a Python file in a sandbox and print what happened",
+                       description="Exit code: the program's own when it ran to its end; 124 when it hit the time limit; "
+                                   "1 for the memory or output limit, a kill signal, or a failure of the sandbox.")
     run.add_argument("file", help="Python file to run ('-' for stdin)")
     run.add_argument("--backend", default="auto", help="backend name (default: best available)")
     run.add_argument("--stdin", default=None, help="file whose content is fed to the program's stdin")
@@ -78,7 +80,7 @@ def show_info(args: argparse.Namespace) -> int:
 def run_file(args: argparse.Namespace) -> int:
     import sandboxes
 
-    code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    code = _read_program(args.file)
     stdin = open(args.stdin, "rb").read() if args.stdin else None
     backend = sandboxes.make_backend(args.backend)
     try:
@@ -93,7 +95,34 @@ def run_file(args: argparse.Namespace) -> int:
         peak = f"{ex.peak_memory_bytes / 2**20:.1f} MiB" if ex.peak_memory_bytes else "n/a"
         print(f"[{ex.backend}] status={ex.status.value} exit={ex.exit_code} wall={ex.wall_s:.3f}s cpu={ex.cpu_s:.3f}s peak={peak}"
               + (f" {ex.info}" if ex.info else ""), file=sys.stderr)
-    return 0 if ex.status is not sandboxes.ExecStatus.ERROR else 1
+    return exit_code(ex)
+
+
+TIMEOUT_EXIT = 124
+"""Exit code of `rlvr sandbox run` when the program hit its time limit (as coreutils ``timeout``)."""
+
+
+def exit_code(ex) -> int:
+    """The program's own exit code when it ran to its end, else non-zero: `TIMEOUT_EXIT` for a
+    time limit, 1 for anything else that stopped it (memory, output, a signal, the sandbox)."""
+    import sandboxes
+
+    if ex.status is sandboxes.ExecStatus.OK:
+        return ex.exit_code if 0 <= (ex.exit_code or 0) <= 255 else 1
+    return TIMEOUT_EXIT if ex.status is sandboxes.ExecStatus.TIMEOUT else 1
+
+
+def _read_program(path: str) -> str:
+    """The program's text ('-': standard input); a file that is not UTF-8 text is a user error."""
+    import rlvr
+
+    data = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        where = "standard input" if path == "-" else path
+        raise rlvr.UserError(f"{where} is not a UTF-8 text file (byte {e.start}: {data[e.start:e.start + 1]!r}); "
+                             "pass a Python source file") from None
 
 
 @_user_errors

@@ -1,4 +1,4 @@
-"""`rlvr tasks list`, `rlvr tasks freeze ID`, `rlvr tasks leakage ID`."""
+"""`rlvr tasks list`, `rlvr tasks freeze ID`, `rlvr tasks leakage ID`, `rlvr tasks export ID`."""
 
 from __future__ import annotations
 
@@ -17,16 +17,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     lk.add_argument("id")
     lk.add_argument("--train-limit", type=int, default=20_000, help="items of an unbounded train stream to check")
     lk.set_defaults(func=leakage)
+    ex = s.add_parser("export", help="write a task split as another framework's rows (verl parquet)")
+    ex.add_argument("id")
+    ex.add_argument("--split", default="train")
+    ex.add_argument("--format", choices=["parquet"], default="parquet", help="parquet: verl's row layout (data_source, prompt, ability, reward_model, extra_info)")
+    ex.add_argument("--out", required=True, help="file to write")
+    ex.add_argument("--limit", type=int, help="first N problems (required for an unbounded split)")
+    ex.add_argument("--task-config", default="{}", help="task config as YAML/JSON, e.g. '{direct_frac: 0.5}'")
+    ex.set_defaults(func=export)
 
 
 def list_tasks(args: argparse.Namespace) -> int:
     import tasks
 
     specs = tasks.TASKS.specs()
-    width = max([len(s.id) for s in specs] + [2])
-    print(f"{'ID':<{width}}  {'ENV':<10}  DESCRIPTION")
-    for s in specs:
-        print(f"{s.id:<{width}}  {getattr(s.load(), 'env_id', ''):<10}  {s.description}")
+    env_ids = [getattr(s.load(), "env_id", "") for s in specs]
+    width, env_width = max([len(s.id) for s in specs] + [2]), max([len(e) for e in env_ids] + [3])
+    print(f"{'ID':<{width}}  {'ENV':<{env_width}}  DESCRIPTION")
+    for s, env_id in zip(specs, env_ids):
+        print(f"{s.id:<{width}}  {env_id:<{env_width}}  {s.description}")
     for err in tasks.TASKS.plugin_errors:
         print(f"warning: {err}")
     return 0
@@ -51,3 +60,28 @@ def leakage(args: argparse.Namespace) -> int:
     report = check_leakage(tasks.make(args.id), train_limit=args.train_limit)
     print(report.summary())
     return 0 if report.clean else 1
+
+
+def export(args: argparse.Namespace) -> int:
+    import yaml
+
+    import tasks
+    from rlvr.interop import verl
+
+    try:
+        config = yaml.safe_load(args.task_config) or {}
+    except yaml.YAMLError as e:
+        raise tasks.TaskError(f"--task-config is not YAML/JSON: {str(e).splitlines()[0]}") from e
+    if not isinstance(config, dict):
+        raise tasks.TaskError(f"--task-config must be a mapping, got {args.task_config!r}")
+    try:
+        task = tasks.make(args.id, **config)
+    except tasks.TaskError:
+        raise
+    except (TypeError, ValueError) as e:  # a task's own check of its config
+        raise tasks.TaskError(f"--task-config: {e}") from e
+    rows = verl.task_rows(task, args.split, limit=args.limit)
+    path = verl.write_parquet(rows, args.out)
+    print(f"wrote {len(rows)} rows of {task.id}:{args.split} to {path}")
+    print(f"verl: data.train_files={path.resolve()} custom_reward_function.path={verl.__file__} custom_reward_function.name=compute_score")
+    return 0

@@ -15,7 +15,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check one response against a gold answer with the math checker and explain the verdict")
     p.add_argument("--gold", required=True, help="the gold answer, e.g. '\\frac{1}{2}'")
     p.add_argument("--response", required=True, help="the model's response text, or '-' to read it from standard input")
-    p.add_argument("--lenient", action="store_true", help="fall back to the last math or number when the response has no explicit answer")
+    p.add_argument("--extraction", choices=("strict", "lenient"), default="strict",
+                   help="strict (default): only a box, an answer marker or a bare one-line answer counts; "
+                        "lenient: otherwise the value stated by the last sentence that states one")
+    p.add_argument("--lenient", action="store_true", help="shorthand for --extraction lenient")
     p.add_argument("--rel-tol", type=float, default=None, help="opt-in relative tolerance for numeric answers (default: exact)")
     p.add_argument("--timeout", type=float, default=1.0, help="time budget of the check in seconds (default 1)")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
@@ -23,16 +26,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import math
+
     import rlvr
     from envs.math import check, warmup
 
-    response = sys.stdin.read() if args.response == "-" else args.response
-    if args.timeout <= 0:
-        raise rlvr.UserError(f"--timeout must be > 0, got {args.timeout}")
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        raise rlvr.UserError(f"--timeout must be > 0 seconds and finite, got {args.timeout}")
+    response = args.response
+    if response == "-":
+        data = sys.stdin.buffer.read()
+        try:
+            response = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise rlvr.UserError(f"--response -: standard input is not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})") from None
     if args.rel_tol is not None and not 0 <= args.rel_tol < 1:
         raise rlvr.UserError(f"--rel-tol must be in [0, 1), got {args.rel_tol}")
     warmup()  # a one-off check should not spend its budget starting sympy
-    verdict = check(response, args.gold, strict=not args.lenient, rel_tol=args.rel_tol, timeout_s=args.timeout)
+    extraction = "lenient" if args.lenient else args.extraction
+    verdict = check(response, args.gold, extraction=extraction, rel_tol=args.rel_tol, timeout_s=args.timeout)
     if args.json:
         print(json.dumps(verdict.to_dict(), indent=2, ensure_ascii=False))
         return 0 if verdict.passed else 1

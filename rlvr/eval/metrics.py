@@ -5,8 +5,11 @@
 - mean@k: mean accuracy over the k samples of each problem, averaged over problems.
 - maj@k: a problem counts as solved when the most frequent extracted answer among its k samples
   is correct (ties broken by first occurrence); samples without an answer do not vote.
-- Confidence intervals: Wilson score interval for a proportion; for per-problem means, a normal
-  interval with the standard error over problems.
+- Confidence intervals (95%): the Wilson score interval. Greedy accuracy: over problems. mean@k:
+  over problems, each problem scored by the mean of its k samples (``successes`` = sum of those
+  means). A score in [0, 1] with mean p has variance at most p(1-p), so treating each problem's
+  mean as one Bernoulli trial is conservative, and unlike a normal interval of the per-problem
+  means it does not collapse to a point when every problem scores 0 (or 1): 0/20 gives 0–0.161.
 """
 
 from __future__ import annotations
@@ -38,27 +41,22 @@ def majority_correct(answers: Sequence[str | None], correct: Sequence[bool]) -> 
     return any(c for a, c in zip(answers, correct) if a == top)
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval for a proportion."""
+def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval for a proportion of ``successes`` out of ``n`` (``successes`` may
+    be fractional: a sum of per-problem scores in [0, 1])."""
     if n == 0:
         return (0.0, 1.0)
     p = successes / n
     denom = 1 + z**2 / n
     centre = (p + z**2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
+    half = z * math.sqrt(max(p * (1 - p), 0.0) / n + z**2 / (4 * n**2)) / denom
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def mean_interval(values: Sequence[float], z: float = 1.96) -> tuple[float, float]:
-    """Normal 95% interval of the mean of per-problem values."""
-    n = len(values)
-    if n < 2:
-        m = values[0] if values else 0.0
-        return (m, m)
-    m = sum(values) / n
-    var = sum((v - m) ** 2 for v in values) / (n - 1)
-    half = z * math.sqrt(var / n)
-    return (max(0.0, m - half), min(1.0, m + half))
+def mean_score_interval(scores: Sequence[float], z: float = 1.96) -> tuple[float, float]:
+    """95% interval of the mean of per-problem scores in [0, 1] (e.g. mean@k): Wilson over the
+    problems (see the module docstring for why that is conservative)."""
+    return wilson_interval(float(sum(scores)), len(scores), z)
 
 
 def ks_up_to(n: int) -> list[int]:

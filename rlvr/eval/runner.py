@@ -1,30 +1,47 @@
 """Evaluate a model on a task split: greedy accuracy, and mean@k / pass@k / maj@k from k samples.
 
-The report records everything needed to reproduce or compare the number: model, task id and
-config, split checksum, sampling parameters, seed, and the rlvr version.
+The report records everything needed to reproduce or compare the number: model (and, once
+written, a hash of its weights), task id and config, the environment that verified it, split
+and problem checksums, sampling and verification parameters, seed, the UTC time, the code's
+commit and library versions. It also says what it could not measure: verifications that failed
+(error/timeout) and problems whose prompt and completion ran past the model's context.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 import rlvr
-from envs.pool import VerifierPool
+from envs.pool import KINDS, VerifierPool
 from envs.types import Problem, Status, Verdict
-from rlvr.eval.metrics import ks_up_to, majority_correct, mean_interval, pass_at_k, wilson_interval
-from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
-from tasks.base import Task
+from rlvr.eval.episodes import episode_section, markdown_rows, prediction_fields
+from rlvr.eval.metrics import ks_up_to, majority_correct, mean_score_interval, pass_at_k, wilson_interval
+from rlvr.eval.provenance import library_versions, model_provenance, project_commit, utc_now
+from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams, verifier_input
+from rlvr.rollout.episodes import generate_for
+from tasks.base import Task, problems_checksum
+
+CI_METHOD = "Wilson score 95%, over problems (mean@k: each problem scored by the mean of its samples)"
+
+
+class InvalidSetting(ValueError):
+    """An `EvalSettings` field out of range; ``field`` names it."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(f"{field_name} {message}")
+        self.field = field_name
+        self.message = message
 
 
 @dataclass
 class EvalSettings:
-    """What to measure.
+    """What to measure. Out-of-range values raise `InvalidSetting` naming the field.
 
     Attributes:
         split: The task split (held-out ``test`` by default).
@@ -33,9 +50,11 @@ class EvalSettings:
         temperature / top_p: Sampling parameters for the n samples.
         max_new_tokens: Longest completion.
         seed: Sampling seed.
-        limit: Evaluate only the first ``limit`` problems (None = the whole split).
+        limit: Evaluate only the first ``limit`` problems, read from the source without loading
+            the rest of the split (None = the whole split; required for an unbounded split).
         chunk_prompts: Prompts per generate call (verification of one chunk overlaps the next).
-        verify_workers / verify_kind: Verification pool (see `envs.pool.VerifierPool`).
+        verify_workers / verify_kind / verify_timeout_s: Verification pool (see
+            `envs.pool.VerifierPool`); every verification is bounded by ``verify_timeout_s``.
     """
 
     split: str = "test"
@@ -47,8 +66,30 @@ class EvalSettings:
     seed: int = 0
     limit: int | None = None
     chunk_prompts: int = 64
-    verify_workers: int = 0
+    verify_workers: int = 1
     verify_kind: str = "thread"
+    verify_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name, ok, message in (
+            ("n", self.n >= 0, f"must be >= 0, got {self.n}"),
+            ("limit", self.limit is None or self.limit >= 1, f"must be >= 1, got {self.limit}"),
+            ("temperature", self.temperature >= 0, f"must be >= 0, got {self.temperature}"),
+            ("temperature", self.n == 0 or self.temperature > 0,
+             f"must be > 0 to draw {self.n} samples per problem (greedy accuracy is measured separately), got {self.temperature}"),
+            ("top_p", 0 < self.top_p <= 1, f"must be in (0, 1], got {self.top_p}"),
+            ("max_new_tokens", self.max_new_tokens >= 1, f"must be >= 1, got {self.max_new_tokens}"),
+            ("chunk_prompts", self.chunk_prompts >= 1, f"must be >= 1, got {self.chunk_prompts}"),
+            ("verify_workers", self.verify_workers >= 0, f"must be >= 0, got {self.verify_workers}"),
+            ("verify_kind", self.verify_kind in KINDS, f"must be one of {', '.join(KINDS)}, got {self.verify_kind!r}"),
+            ("verify_timeout_s", self.verify_timeout_s > 0, f"must be > 0 seconds, got {self.verify_timeout_s}"),
+            ("n", self.greedy or self.n > 0, "is 0 and greedy is off: nothing to measure"),
+        ):
+            if not ok:
+                raise InvalidSetting(name, message)
+
+
+SETTING_NAMES = tuple(f.name for f in fields(EvalSettings))
 
 
 @dataclass
@@ -66,8 +107,8 @@ def _run(engine: RolloutEngine, task: Task, problems: list[Problem], n: int, sam
     bar = tqdm(total=len(problems), desc=desc, unit="prob", disable=not progress, leave=False)
     for start in range(0, len(problems), chunk):
         batch = problems[start: start + chunk]
-        comps = engine.generate([task.env.format_prompt(p) for p in batch], n, sampling)
-        pending.append((comps, pool.submit([p for p in batch for _ in range(n)], [c.text for c in comps])))
+        comps = generate_for(engine, task.env, batch, n, sampling)  # episodes for a multi-turn environment
+        pending.append((comps, pool.submit([p for p in batch for _ in range(n)], [verifier_input(c) for c in comps])))
         bar.update(len(batch))
     bar.close()
     for comps, fut in pending:
@@ -83,36 +124,64 @@ def _failures(verdicts: list[list[Verdict]]) -> dict[str, int]:
     return {s.value: sum(v.status is s for v in flat) for s in (Status.NO_ANSWER, Status.ERROR, Status.TIMEOUT)}
 
 
+def _first_failure(*sets: SampleSet | None) -> str | None:
+    for s in sets:
+        for v in (v for row in (s.verdicts if s else []) for v in row):
+            if v.status.is_failure:
+                detail = v.info.get("error") or f"no verdict within {v.info.get('timeout_s')} s"
+                return f"{v.status.value}: {detail}"
+    return None
+
+
+def _over_context(samples: SampleSet, context_length: int | None) -> list[int]:
+    """Indices of problems with a completion whose prompt plus completion ran past the context."""
+    if not context_length:
+        return []
+    return [i for i, row in enumerate(samples.completions)
+            if any(len(c.prompt_ids) + len(c.token_ids) > context_length for c in row)]
+
+
 def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model_name: str = "", progress: bool = True) -> dict[str, Any]:
-    """Run the evaluation and return the report (a JSON-serialisable dict)."""
-    problems = task.problems(settings.split)
-    full_size = len(problems)
-    if settings.limit is not None:
-        problems = problems[: settings.limit]
+    """Run the evaluation and return the report (a JSON-serialisable dict, except the private
+    ``_``-prefixed entries that `write_report` turns into ``predictions.jsonl``)."""
+    size = task.size(settings.split)
+    problems = task.problems(settings.split, limit=settings.limit)  # only the first `limit` are read
+    context_length = getattr(engine, "context_length", None)
     report: dict[str, Any] = {
         "model": model_name,
-        "task": task.describe(),
+        # the environment's settings (e.g. the math extraction mode) change what a score means
+        "task": {**task.describe(), "env": task.env.id or task.env_id, "env_kwargs": dict(task.env_kwargs)},
         "split": settings.split,
         "problems": len(problems),
-        "split_size": full_size,
-        "data_checksum": task.checksum(settings.split),
+        "split_size": size,
+        "data_checksum": task.checksum(settings.split) if size is not None else None,
+        "problems_checksum": problems_checksum(problems),
         "settings": asdict(settings),
         "rlvr_version": rlvr.__version__,
+        "created_utc": utc_now(),
+        "ci_method": CI_METHOD,
     }
     t0 = time.perf_counter()
-    with VerifierPool(task.env, workers=settings.verify_workers, kind=settings.verify_kind) as pool:  # type: ignore[arg-type]
+    over: set[int] = set()
+    greedy = sampled = None
+    with VerifierPool(task.env, workers=settings.verify_workers, kind=settings.verify_kind,  # type: ignore[arg-type]
+                      timeout_s=settings.verify_timeout_s) as pool:
         if settings.greedy:
             greedy = _run(engine, task, problems, 1, SamplingParams(temperature=0.0, max_new_tokens=settings.max_new_tokens),
                           pool, settings.chunk_prompts, "eval greedy", progress)
             correct = [row[0].passed for row in greedy.verdicts]
             c = sum(correct)
             counts = _failures(greedy.verdicts)
+            over_greedy = _over_context(greedy, context_length)
+            over.update(over_greedy)
             report["greedy"] = {
                 "accuracy": c / max(len(problems), 1),
                 "correct": c,
                 "ci95": wilson_interval(c, len(problems)),
                 "no_answer_rate": counts["no_answer"] / max(len(problems), 1),
                 "errors": counts["error"], "timeouts": counts["timeout"],
+                "over_context": len(over_greedy),
+                **episode_section(greedy.completions, greedy.verdicts),
             }
             report["_greedy_samples"] = greedy
         if settings.n > 0:
@@ -124,60 +193,98 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
             means = [sum(row) / len(row) for row in per_problem]
             counts = _failures(sampled.verdicts)
             total = len(problems) * settings.n
+            over_sampled = _over_context(sampled, context_length)
+            over.update(over_sampled)
             report["sampled"] = {
                 "n": settings.n,
                 f"mean@{settings.n}": sum(means) / max(len(means), 1),
-                f"mean@{settings.n}_ci95": mean_interval(means),
+                f"mean@{settings.n}_ci95": mean_score_interval(means),
                 "pass@k": {str(k): sum(pass_at_k(settings.n, sum(row), k) for row in per_problem) / max(len(per_problem), 1)
                            for k in ks_up_to(settings.n)},
                 f"maj@{settings.n}": sum(majority_correct([v.extracted for v in row], [v.passed for v in row])
                                          for row in sampled.verdicts) / max(len(problems), 1),
                 "no_answer_rate": counts["no_answer"] / max(total, 1),
                 "errors": counts["error"], "timeouts": counts["timeout"],
+                "over_context": len(over_sampled),
+                **episode_section(sampled.completions, sampled.verdicts),
             }
             report["_sampled_samples"] = sampled
-        report["verify"] = asdict(pool.stats)
+        report["verify"] = {**asdict(pool.stats), "kind": pool.kind, "workers": pool.workers, "timeout_s": pool.timeout_s,
+                            "first_failure": _first_failure(greedy, sampled)}
+    report["context"] = {"length": context_length, "problems_over": len(over),
+                         "examples": [problems[i].id for i in sorted(over)[:10]]}
     report["wall_s"] = time.perf_counter() - t0
+    report["_problems"] = problems
     return report
 
 
+def every_verification_failed(report: dict[str, Any]) -> bool:
+    """True when verification ran and not one verdict judged a completion (all error/timeout)."""
+    v = report.get("verify", {})
+    return v.get("verified", 0) > 0 and v.get("errors", 0) + v.get("timeouts", 0) == v["verified"]
+
+
 def write_report(report: dict[str, Any], out_dir: str | Path, problems: list[Problem] | None = None) -> tuple[Path, Path]:
-    """Write ``report.json``, ``report.md`` and ``predictions.jsonl``; returns (json, md) paths."""
+    """Write ``report.json``, ``report.md`` and ``predictions.jsonl`` into ``out_dir`` with the
+    provenance of the model, code and libraries; returns (json, md) paths. ``problems`` defaults to
+    the ones evaluated."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     public = {k: v for k, v in report.items() if not k.startswith("_")}
+    public.setdefault("provenance", {})
+    public["provenance"] = {
+        "created_utc": public.get("created_utc"),
+        "model": model_provenance(public.get("model") or "") if public.get("model") else None,
+        "code": project_commit(),
+        "libraries": library_versions(),
+        "report_dir": str(out.resolve()),
+        "cwd": str(Path.cwd()),
+        **public["provenance"],
+    }
     json_path = out / "report.json"
     json_path.write_text(json.dumps(public, indent=2))
     md_path = out / "report.md"
     md_path.write_text(render_markdown(public))
     greedy: SampleSet | None = report.get("_greedy_samples")
     sampled: SampleSet | None = report.get("_sampled_samples")
+    problems = problems if problems is not None else report.get("_problems")
     if problems is not None and (greedy or sampled):
         with (out / "predictions.jsonl").open("w") as f:
             for i, p in enumerate(problems[: public["problems"]]):
                 row: dict[str, Any] = {"id": p.id, "reference": p.reference}
                 for name, s in (("greedy", greedy), ("samples", sampled)):
                     if s is not None:
-                        row[name] = [{"text": c.text, "reward": v.reward, "status": v.status.value, "extracted": v.extracted}
+                        row[name] = [{"text": c.text, "reward": v.reward, "status": v.status.value, "extracted": v.extracted, **prediction_fields(c)}
                                      for c, v in zip(s.completions[i], s.verdicts[i])]
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
     return json_path, md_path
 
 
 def render_markdown(r: dict[str, Any]) -> str:
+    prov = r.get("provenance", {})
+    model = prov.get("model") or {}
+    weights = model.get("weights_sha256") or model.get("hub_revision")
+    code = prov.get("code") or {}
+    commit = code.get("commit")
+    verify = r.get("verify", {})
     lines = [
         f"# Evaluation: {r['task']['id']} ({r['split']})", "",
-        f"- model: `{r['model']}`",
-        f"- task config: `{json.dumps(r['task']['config'])}`",
-        f"- problems: {r['problems']} of {r['split_size']}; data checksum `{r['data_checksum']}`",
+        f"- model: `{model.get('path') or r['model']}`" + (f" (weights `{weights[:19]}`)" if weights else ""),
+        f"- task config: `{json.dumps(r['task']['config'])}`; verified by `{r['task']['env']}`"
+        + (f" with `{json.dumps(r['task']['env_kwargs'])}`" if r["task"].get("env_kwargs") else ""),
+        f"- problems: {r['problems']} of {r['split_size'] if r['split_size'] is not None else 'an unbounded split'}; "
+        f"data checksum `{r['data_checksum'] or r['problems_checksum']}`",
         f"- sampling: {json.dumps({k: r['settings'][k] for k in ('n', 'temperature', 'top_p', 'max_new_tokens', 'seed')})}",
-        f"- rlvr {r['rlvr_version']}; wall time {r['wall_s']:.1f} s", "",
+        f"- verification: {verify.get('kind')} x{verify.get('workers')}, {verify.get('timeout_s', 0):g} s per item",
+        f"- rlvr {r['rlvr_version']}" + (f" at `{commit[:12]}`{' (uncommitted changes)' if code.get('dirty') else ''}" if commit else "")
+        + f"; {r.get('created_utc', '')}; wall time {r['wall_s']:.1f} s", "",
         "| metric | value | 95% CI |", "|---|---:|---|",
     ]
     if "greedy" in r:
         g = r["greedy"]
         lines.append(f"| greedy accuracy | {g['accuracy']:.3f} ({g['correct']}/{r['problems']}) | {g['ci95'][0]:.3f}–{g['ci95'][1]:.3f} |")
         lines.append(f"| greedy no-answer rate | {g['no_answer_rate']:.3f} | |")
+        lines += markdown_rows("greedy", g)
     if "sampled" in r:
         s, n = r["sampled"], r["sampled"]["n"]
         ci = s[f"mean@{n}_ci95"]
@@ -186,7 +293,15 @@ def render_markdown(r: dict[str, Any]) -> str:
             lines.append(f"| pass@{k} | {v:.3f} | |")
         lines.append(f"| maj@{n} | {s[f'maj@{n}']:.3f} | |")
         lines.append(f"| sampled no-answer rate | {s['no_answer_rate']:.3f} | |")
+        lines += markdown_rows("sampled", s)
+    lines += ["", f"Intervals: {r.get('ci_method', CI_METHOD)}."]
     errs = sum(r.get(x, {}).get("errors", 0) + r.get(x, {}).get("timeouts", 0) for x in ("greedy", "sampled"))
     if errs:
-        lines += ["", f"**{errs} verifications failed (error/timeout) and were scored as wrong.**"]
+        lines += ["", f"**{errs} verifications failed (error/timeout) and were scored as wrong** "
+                      f"(first: {verify.get('first_failure')})."]
+    context = r.get("context") or {}
+    if context.get("problems_over"):
+        lines += ["", f"**{context['problems_over']} of {r['problems']} problems ran past the model's context of "
+                      f"{context['length']} tokens (prompt + completion)**: their completions are unreliable "
+                      f"(e.g. {', '.join(context['examples'][:3])})."]
     return "\n".join(lines) + "\n"

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from rlvr import UserError
+from rlvr.models.paths import resolve_model
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -17,19 +15,15 @@ def load_model(name_or_path: str, dtype: str = "float32", trust_remote_code: boo
     """``(model, tokenizer)`` from a local directory or a hub id (hub only when online)."""
     if dtype not in DTYPES:
         raise UserError(f"model.dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    local = Path(name_or_path).expanduser()
-    if not local.exists() and (name_or_path.startswith((".", "/", "~")) or os.environ.get("HF_HUB_OFFLINE") == "1"):
-        raise UserError(
-            f"model {name_or_path!r} not found: no such directory"
-            + (" and the hub is offline (HF_HUB_OFFLINE=1)" if os.environ.get("HF_HUB_OFFLINE") == "1" else "")
-            + "; train one with `rlvr sft CONFIG` or pass a model directory"
-        )
-    source = str(local) if local.exists() else name_or_path
+    source = resolve_model(name_or_path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype], trust_remote_code=trust_remote_code)
     except OSError as e:
-        raise UserError(f"could not load model {name_or_path!r}: {e}") from e
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"could not load model {name_or_path!r}: {first}") from e
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+

@@ -2,17 +2,59 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from rlvr.config import help_field
 
 
 @dataclass
+class VLLMConfig:
+    """vLLM engine settings (`rollout.vllm.*`), read when rollout.engine is vllm or vllm_server.
+
+    The engine always reports log-probs of the distribution it sampled from (vLLM's
+    ``logprobs_mode=processed_logprobs``: after temperature and top-k/top-p), the distribution
+    importance ratios need; `rlvr.algos.correction.truncated_logprobs` gives the trainer's side.
+    """
+
+    dtype: str = help_field("auto", "Engine dtype: auto (the checkpoint's), float32, bfloat16, float16")
+    max_model_len: int = help_field(0, "Longest prompt + completion in tokens (0 = the model's maximum)")
+    tensor_parallel_size: int = help_field(
+        1, "GPUs per engine. Colocated (engine=vllm): run under torchrun; each group of this many ranks shares one engine")
+    gpu_memory_utilization: float = help_field(0.3, "Share of each GPU's memory the engine may take (weights + KV cache); the rest is the trainer's")
+    kv_cache_gb: int = help_field(1, "KV-cache size in GiB on CPU (VLLM_CPU_KVCACHE_SPACE); unused on GPUs")
+    prefix_caching: bool = help_field(True, "Reuse the KV cache of shared prompt prefixes (the n samples of a prompt share it); cleared after every weight update")
+    enforce_eager: bool = help_field(True, "Skip graph capture and compilation: starts in seconds, decodes slower (set false for long GPU runs)")
+    sleep_level: Literal[0, 1, 2] = help_field(
+        0, "Free the engine's memory between generations: 0 off, 1 offload weights to CPU and drop the KV cache, "
+           "2 drop both; the trainer's weights are pushed again at every wake-up (GPU builds only)")
+    server_url: str = help_field("http://127.0.0.1:8000", "engine=vllm_server: address of `rlvr rollout serve`")
+    weight_transfer: Literal["http", "nccl"] = help_field(
+        "http", "engine=vllm_server: how weights reach the server: http (safetensors in request bodies; any machine, CPU too) "
+                "or nccl (a broadcast from the trainer's GPU to the server's GPUs)")
+    http_chunk_mb: int = help_field(512, "weight_transfer=http: largest request body in MiB (a model is sent in chunks)")
+    nccl_address: str = help_field("127.0.0.1", "weight_transfer=nccl: address of the trainer machine, as the server reaches it")
+    nccl_port: int = help_field(29551, "weight_transfer=nccl: TCP port of the rendezvous on the trainer machine")
+    request_timeout_s: float = help_field(600.0, "engine=vllm_server: timeout of one request in seconds")
+
+
+@dataclass
+class SyncProbeConfig:
+    """The check, after every weight sync and wake-up, that the engine generates with the trainer's weights."""
+
+    completions: int = help_field(4, "Fixed probe sequences scored by the engine and by the trainer")
+    max_gap: float = help_field(
+        0.05, "Largest allowed mean |engine - trainer| log-prob over the probe's tokens; above it the run stops "
+              "(float32 on both sides measured 5e-7 on CPU; a lower-precision engine needs its gap measured first)")
+
+
+@dataclass
 class RolloutConfig:
     """Generation of the groups."""
 
-    engine: Literal["hf"] = help_field("hf", "Rollout engine: hf (Hugging Face generate)")
+    engine: Literal["hf", "vllm", "vllm_server"] = help_field(
+        "hf", "Rollout engine: hf (Hugging Face generate on the trainer's model), vllm (vLLM in the training process), "
+              "vllm_server (vLLM behind `rlvr rollout serve`, on other GPUs or another machine)")
     prompts_per_step: int = help_field(32, "Prompts per training step (per process)", gt=0)
     group_size: int = help_field(8, "Completions per prompt (G)", gt=0)
     temperature: float = help_field(1.0, "Sampling temperature", gt=0)
@@ -21,3 +63,5 @@ class RolloutConfig:
     max_new_tokens: int = help_field(128, "Longest completion in tokens", gt=0)
     chunk_prompts: int = help_field(16, "Prompts per generate call; verification of one chunk overlaps generation of the next", gt=0)
     max_batch_sequences: int = help_field(256, "Sequences per generate call (memory bound)", gt=0)
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    probe: SyncProbeConfig = field(default_factory=SyncProbeConfig)

@@ -1,8 +1,9 @@
 """Rollouts with Hugging Face ``generate``: the embedded default, on CPU or GPU.
 
 The engine shares the trainer's model object, so there is nothing to sync after an optimizer
-step. Log-probs come from the logits ``generate`` returns, scaled by the temperature, so they are
-the log-probs of the distribution the tokens were actually drawn from.
+step. Log-probs come from the logits ``generate`` returns, scaled by the temperature and truncated
+by top-k/top-p as the sampler does, so they are the log-probs of the distribution the tokens were
+actually drawn from (as vLLM's ``processed_logprobs``).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria, StoppingCriteriaList
 
 from envs.types import Message
+from rlvr.algos.correction import truncated_logprobs
 from rlvr.rollout.base import Completion, SamplingParams
 
 
@@ -21,6 +23,11 @@ def render_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[Message
     if isinstance(prompt, str):
         return prompt
     return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+
+
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[Message]) -> list[int]:
+    """The token ids a prompt is generated from (chat messages through the chat template)."""
+    return tokenizer(render_prompt(tokenizer, prompt))["input_ids"]
 
 
 def token_char_ends(tokenizer: PreTrainedTokenizerBase, ids: list[int], text_len: int) -> list[int]:
@@ -44,26 +51,54 @@ class HFGenerateEngine:
         model: The policy (shared with the trainer).
         tokenizer: Its tokenizer; prompts are left-padded for generation.
         max_batch_sequences: Sequences per ``generate`` call (bounds memory).
+        synced: The model is sharded across processes (FSDP): every forward is a collective, so
+            each process keeps stepping until all of them have finished (``synced_gpus``).
     """
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_batch_sequences: int = 256):
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_batch_sequences: int = 256, synced: bool = False):
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_sequences = max_batch_sequences
+        self.synced = synced
         if tokenizer.pad_token_id is None:  # many causal LMs ship without one
             tokenizer.pad_token = tokenizer.eos_token
+
+    @property
+    def context_length(self) -> int | None:
+        """Longest sequence (prompt + completion) the model was built for, from its config."""
+        config = getattr(self.model, "config", None)
+        for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+            value = getattr(config, key, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
 
     def load_weights(self, model: object) -> None:
         """Nothing to do: the engine generates with the trainer's own model object."""
 
-    @torch.inference_mode()
+    def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]:
+        from rlvr.rollout.sync import trainer_logprobs
+
+        return trainer_logprobs(self.model, prompt_ids, completion_ids, self.tokenizer.pad_token_id)
+
     def generate(self, prompts: Sequence[str | list[Message]], n: int, sampling: SamplingParams) -> list[Completion]:
-        texts = [render_prompt(self.tokenizer, p) for p in prompts]
-        jobs = [(i, t) for i, t in enumerate(texts) for _ in range(n)]
+        encoded = [encode_prompt(self.tokenizer, p) for p in prompts]
+        return self._generate([(i, ids) for i, ids in enumerate(encoded) for _ in range(n)], sampling)
+
+    def generate_ids(self, prompt_ids: Sequence[list[int]], sampling: SamplingParams) -> list[Completion]:
+        """One completion per token-id prompt (continues multi-turn episodes without re-tokenizing)."""
+        return self._generate(list(enumerate(prompt_ids)), sampling)
+
+    def _generate(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         was_training = self.model.training
         self.model.eval()
+        # a sharded model's gathered weights are reused by training, so they must not become inference tensors
+        with torch.no_grad() if self.synced else torch.inference_mode():
+            return self._generate_jobs(jobs, sampling, was_training)
+
+    def _generate_jobs(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams, was_training: bool) -> list[Completion]:
         try:
             out: list[Completion] = []
             for start in range(0, len(jobs), self.max_batch_sequences):
@@ -72,43 +107,85 @@ class HFGenerateEngine:
         finally:
             self.model.train(was_training)
 
-    def _generate_chunk(self, jobs: list[tuple[int, str]], sampling: SamplingParams) -> list[Completion]:
+    def _generate_chunk(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
         tok = self.tokenizer
-        enc = tok([t for _, t in jobs], return_tensors="pt", padding=True, padding_side="left")
         device = next(self.model.parameters()).device
-        enc = {k: v.to(device) for k, v in enc.items()}
+        width = max(len(ids) for _, ids in jobs)
+        input_ids = torch.full((len(jobs), width), tok.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(jobs), width), dtype=torch.long)
+        for row, (_, ids) in enumerate(jobs):  # left padding: generation appends on the right
+            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            attention_mask[row, width - len(ids):] = 1
         kwargs = dict(do_sample=False) if sampling.greedy else dict(
             do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,  # 0 = off
         )
+        stops = StopStrings(tok, sampling.stop, width) if sampling.stop else None
         result = self.model.generate(
-            **enc, **kwargs, max_new_tokens=sampling.max_new_tokens,
-            pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-            output_logits=True, return_dict_in_generate=True,
+            input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **kwargs,
+            max_new_tokens=sampling.max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+            stopping_criteria=StoppingCriteriaList([stops]) if stops else None,
+            output_logits=True, return_dict_in_generate=True, synced_gpus=self.synced,
         )
-        width = enc["input_ids"].shape[1]
         new_tokens = result.sequences[:, width:]  # [B, steps]
-        logits = torch.stack(result.logits, dim=1).float()  # [B, steps, V], before any processing
-        if not sampling.greedy:
-            logits = logits / sampling.temperature
-        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
+        logits = torch.stack(result.logits, dim=1)  # [B, steps, V], before any processing
+        # the distribution each token was drawn from: tempered, then top-k/top-p truncated and renormalised
+        t, p, k = (1.0, 1.0, 0) if sampling.greedy else (sampling.temperature, sampling.top_p, sampling.top_k)
+        logprobs = truncated_logprobs(logits, new_tokens, t, p, k)
 
         is_eos = new_tokens == tok.eos_token_id
         has_eos = is_eos.any(dim=1)
         # length includes the first eos; sequences without one run to the last step
         lengths = torch.where(has_eos, is_eos.int().argmax(dim=1) + 1, torch.full_like(has_eos, new_tokens.shape[1], dtype=torch.long))
         completions = []
-        for row, (prompt_index, _) in enumerate(jobs):
+        for row, (prompt_index, prompt_ids) in enumerate(jobs):
             n_tok = int(lengths[row])
+            stop_string = None
+            if stops is not None and row in stops.hits and stops.hits[row][0] <= n_tok:
+                n_tok, stop_string = stops.hits[row]
             ids = new_tokens[row, :n_tok].tolist()
-            prompt_ids = enc["input_ids"][row][enc["attention_mask"][row].bool()].tolist()
             text = tok.decode(ids, skip_special_tokens=True)
             completions.append(Completion(
                 prompt_index=prompt_index,
-                prompt_ids=prompt_ids,
+                prompt_ids=list(prompt_ids),
                 token_ids=ids,
                 logprobs=logprobs[row, :n_tok].tolist(),
                 text=text,
-                truncated=not bool(has_eos[row]),
+                truncated=not bool(has_eos[row]) and stop_string is None,
                 char_ends=token_char_ends(tok, ids, len(text)),
+                stop_string=stop_string,
             ))
         return completions
+
+
+class StopStrings(StoppingCriteria):
+    """Ends each sequence once its generated text contains a stop string, and records where.
+
+    Only the newest tokens are decoded each step (a window long enough to hold any stop string),
+    so the cost per step does not grow with the length of the completion. A stop string found in
+    the window is new at this step: had it been complete a step earlier, the sequence would have
+    stopped then.
+
+    Attributes:
+        hits: ``{row: (tokens generated up to and including the stop string, the stop string)}``.
+    """
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, stops: Sequence[str], prompt_width: int):
+        if any(not s for s in stops):
+            raise ValueError("stop strings must be non-empty")
+        self.tokenizer = tokenizer
+        self.stops = tuple(stops)
+        self.prompt_width = prompt_width
+        self.window = max(len(s) for s in stops) + 4  # a token decodes to at least one character
+        self.hits: dict[int, tuple[int, str]] = {}
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        steps = input_ids.shape[1] - self.prompt_width
+        tails = self.tokenizer.batch_decode(input_ids[:, max(self.prompt_width, input_ids.shape[1] - self.window):].tolist(), skip_special_tokens=True)
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        for row, tail in enumerate(tails):
+            if row not in self.hits:
+                found = next((s for s in self.stops if s in tail), None)
+                if found is not None:
+                    self.hits[row] = (steps, found)
+            done[row] = row in self.hits
+        return done

@@ -95,6 +95,7 @@ class RunConfig:
     output_dir: str = help_field("runs", "Parent folder of run directories")
     seed: int = help_field(0, "Seed for sampling, shuffling and initialisation")
     threads: int = help_field(0, "Torch CPU threads per process (0 = OMP_NUM_THREADS or torch's default)", ge=0)
+    distributed: Literal["ddp", "fsdp"] = help_field("ddp", "With several processes: replicate trainable models (ddp) or shard them (fsdp: accelerate's FSDP2, also on CPUs under torchrun)")
     resume: bool = help_field(False, "Continue the run in output_dir/name from its latest checkpoint, with the run's own config.yaml (command-line overrides apply on top)")
     overwrite: bool = help_field(False, "Delete an existing run directory output_dir/name and start again (without it, an existing run is refused)")
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -112,7 +113,7 @@ class RunConfig:
 class VerifyConfig:
     """Reward computation."""
 
-    workers: int = help_field(1, "Verifier workers (0 = inline in the training thread)", ge=0)
+    workers: int = help_field(1, "Verifier workers (0 = one item at a time in a supervised thread; every kind is bounded by timeout_s)", ge=0)
     kind: Literal["inline", "thread", "process"] = help_field("thread", "thread for fast verifiers, process for slow or unsafe ones")
     timeout_s: float = help_field(30.0, "Per-completion verification budget; over it the verdict is 'timeout'", gt=0)
     on_failure: Literal["drop", "zero"] = help_field("drop", "Verdicts with status error/timeout: drop the sample from the update, or score it 0")

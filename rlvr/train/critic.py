@@ -32,6 +32,7 @@ class ValueModel(nn.Module):
     def __init__(self, backbone: nn.Module, head: nn.Linear):
         super().__init__()
         self.backbone, self.head = backbone, head
+        self._no_split_modules = getattr(backbone, "_no_split_modules", None)  # FSDP shards the backbone's blocks
 
     @classmethod
     def from_pretrained(cls, path: str, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False, key: str = "algo.critic.init") -> ValueModel:
@@ -135,10 +136,11 @@ class Critic:
         model = self.part.model
         was_training = model.training
         model.eval()
-        for micro in rows[torch.argsort(batch.lengths[rows], stable=True)].split(self.micro_batch_size):
+        for micro, real in self.harness.micro_batches(rows, self.micro_batch_size, batch.lengths, collective=self.harness.sharded):
             sub = tokens.select(micro).to(self.harness.device)
             values = model(sub.input_ids, sub.attention_mask)[:, :-1]
-            out[micro, : values.shape[1]] = values.float().cpu()
+            if real:
+                out[micro, : values.shape[1]] = values.float().cpu()
         model.train(was_training)
         return out, {}
 

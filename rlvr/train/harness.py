@@ -97,27 +97,61 @@ class TrainableModel:
     accel: Any
     max_grad_norm: float
     tokenizer: Any = None
+    sharded: bool = False  # FSDP: the weights and optimizer state are split across processes
     updates: int = 0
 
     OPTIM_FILE = "optimizer.pt"
+    SHARDED_OPTIM_DIR = "optimizer_shards"
 
     @property
     def unwrapped(self) -> torch.nn.Module:
         return self.accel.unwrap_model(self.model)
 
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """Every weight in full, on every process (gathers a sharded model: a collective)."""
+        from torch.distributed.tensor import DTensor
+
+        state_dict = self.accel.get_state_dict(self.model)
+        # on CPUs torch's full state dict can still hold DTensors: gather them here
+        full = {k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in state_dict.items()}
+        # gathered copies of tied weights (an LM head sharing the embedding) no longer share storage: keep one name
+        seen: dict[int, str] = {}
+        for name, param in self.unwrapped.named_parameters(remove_duplicate=False):
+            if id(param) in seen and name in full:
+                del full[name]
+            seen.setdefault(id(param), name)
+        return full
+
     def save(self, directory: Path) -> None:
-        state_dict = self.accel.get_state_dict(self.model)  # gathers sharded weights; a collective
+        state_dict = self.full_state_dict()
+        if self.sharded:  # every process writes its shard of the optimizer state (torch.distributed.checkpoint)
+            import torch.distributed.checkpoint as dcp
+            from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+            dcp.save({"optimizer": get_optimizer_state_dict(self.model, self.optimizer)}, checkpoint_id=str(directory / self.SHARDED_OPTIM_DIR))
         if self.accel.is_main_process:
             self.unwrapped.save_pretrained(directory, state_dict=state_dict)
             if self.tokenizer is not None:
                 self.tokenizer.save_pretrained(directory)
-            torch.save({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "updates": self.updates},
-                       directory / self.OPTIM_FILE)
+            optimizer = None if self.sharded else self.optimizer.state_dict()
+            torch.save({"optimizer": optimizer, "scheduler": self.scheduler.state_dict(), "updates": self.updates}, directory / self.OPTIM_FILE)
 
     def load(self, directory: Path) -> None:
         """Optimizer, scheduler and update count (the weights were loaded from `Harness.source`)."""
         state = torch.load(directory / self.OPTIM_FILE, weights_only=False)
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self.sharded:
+            import torch.distributed.checkpoint as dcp
+            from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+
+            if not (directory / self.SHARDED_OPTIM_DIR).is_dir():
+                raise UserError(f"{directory} was saved without sharding (distributed=ddp); resume it with distributed=ddp")
+            sharded = {"optimizer": get_optimizer_state_dict(self.model, self.optimizer)}  # the layout to read into
+            dcp.load(sharded, checkpoint_id=str(directory / self.SHARDED_OPTIM_DIR))
+            set_optimizer_state_dict(self.model, self.optimizer, sharded["optimizer"])
+        elif state["optimizer"] is None:
+            raise UserError(f"{directory} was saved sharded (distributed=fsdp); resume it with distributed=fsdp and as many processes")
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.updates = state.get("updates", 0)
 
@@ -204,6 +238,14 @@ class StatsAccumulator:
         return out | self.extremes
 
 
+def _fsdp_plugin():
+    """Accelerate's FSDP2: every transformer block a shard unit, full state dicts for checkpoints and engine syncs."""
+    from accelerate.utils import FullyShardedDataParallelPlugin
+
+    return FullyShardedDataParallelPlugin(fsdp_version=2, reshard_after_forward=True, auto_wrap_policy="transformer_based_wrap",
+                                          state_dict_type="FULL_STATE_DICT", cpu_ram_efficient_loading=False)
+
+
 def merge_stats(many: list[dict[str, float]]) -> dict[str, float]:
     """Statistics of several optimizer steps: means (also of ``_sum`` keys: each step's total),
     extremes for ``_min``/``_max`` keys."""
@@ -242,7 +284,9 @@ class Harness:
 
         self.cfg = cfg
         set_threads(cfg.threads)
-        self.accel = Accelerator(cpu=not torch.cuda.is_available())
+        self.accel = Accelerator(cpu=not torch.cuda.is_available(), fsdp_plugin=_fsdp_plugin() if cfg.distributed == "fsdp" else None)
+        self.sharded = cfg.distributed == "fsdp" and self.accel.num_processes > 1
+        self._route_fsdp()
         seed_everything(cfg.seed + self.accel.process_index)
         self.run_dir = cfg.run_dir
         self.checkpoint_dir = self.run_dir / "checkpoints"
@@ -257,6 +301,16 @@ class Harness:
         self.stop_requested = False
 
     # -- run directory --------------------------------------------------------------------------
+
+    def _route_fsdp(self) -> None:
+        """accelerate routes FSDP only on accelerators; on CPUs (torchrun, gloo) the same FSDP2 code
+        path runs when the state says FSDP (re-asserted after each ``prepare``, which resets it there)."""
+        if self.sharded and self.accel.distributed_type.value != "FSDP":
+            from accelerate.utils import DistributedType
+
+            self.accel.state.distributed_type = DistributedType.FSDP
+            if getattr(self.accel.state, "fsdp_plugin", None) is None:
+                self.accel.state.fsdp_plugin = _fsdp_plugin()
 
     def _prepare_run_dir(self) -> None:
         """Refuse to write into an existing run unless it is resumed or overwritten (every process
@@ -343,7 +397,8 @@ class Harness:
         prepared by accelerate and registered for checkpoints under ``name``."""
         optimizer, scheduler = make_optimizer(model, optim, total_steps)
         model, optimizer, scheduler = self.accel.prepare(model, optimizer, scheduler)
-        part = TrainableModel(name, model, optimizer, scheduler, self.accel, optim.max_grad_norm, tokenizer)
+        self._route_fsdp()
+        part = TrainableModel(name, model, optimizer, scheduler, self.accel, optim.max_grad_norm, tokenizer, sharded=self.sharded)
         self.register(name, part)
         return part
 
@@ -373,20 +428,19 @@ class Harness:
                 return None
             rows, weight = torch.zeros(1, dtype=torch.long), 0.0
         totals = self.reduce_sum(objective.totals(rows).float() * weight)
-        if lengths is not None:
-            rows = rows[torch.argsort(lengths[rows], stable=True)]
-        micros = list(rows.split(micro_batch_size))
+        micros = self.micro_batches(rows, micro_batch_size, lengths, collective=self.sharded)
         part.model.train()
         stats, loss_sum = StatsAccumulator(), 0.0
-        for i, micro in enumerate(micros):
+        for i, (micro, real) in enumerate(micros):
+            w = weight if real else 0.0
             sync = accel.no_sync(part.model) if i < len(micros) - 1 and self.num_processes > 1 else nullcontext()
             with sync:
                 loss, micro_stats, micro_weight = objective.loss(micro, totals)
-                accel.backward(loss * (weight * self.num_processes))
-            loss_sum += float(loss.detach())
-            if weight:
+                accel.backward(loss * (w * self.num_processes))
+            loss_sum += float(loss.detach()) * w
+            if w:
                 stats.add(micro_stats, micro_weight)
-        out = stats.result() | {"loss": loss_sum * weight}
+        out = stats.result() | {"loss": loss_sum}
         if part.max_grad_norm > 0:
             out["grad_norm"] = float(accel.clip_grad_norm_(part.model.parameters(), part.max_grad_norm))
         part.optimizer.step()
@@ -395,6 +449,20 @@ class Harness:
         part.updates += 1
         out["lr"] = part.scheduler.get_last_lr()[0]
         return out
+
+    def micro_batches(self, rows: torch.Tensor, size: int, lengths: torch.Tensor | None = None,
+                      collective: bool = False) -> list[tuple[torch.Tensor, bool]]:
+        """``rows`` in micro-batches of ``size`` (sorted by ``lengths`` when given, which cuts
+        padding), each with whether it is real. With ``collective`` (a sharded model: every
+        forward is a collective) every process gets as many micro-batches as the busiest one, the
+        extra ones a placeholder row to be given weight 0."""
+        if lengths is not None and len(rows):
+            rows = rows[torch.argsort(lengths[rows], stable=True)]
+        micros = [(m, True) for m in rows.split(size)]
+        if collective and self.num_processes > 1:
+            most = max(self.gather_counts(len(micros)))
+            micros += [(torch.zeros(1, dtype=torch.long), False)] * (most - len(micros))
+        return micros
 
     # -- checkpoints ----------------------------------------------------------------------------
 
@@ -505,7 +573,7 @@ class Harness:
 
     def save_model(self, part: TrainableModel, directory: Path) -> Path:
         """``part``'s weights (and tokenizer) in Hugging Face format, without optimizer state."""
-        state_dict = self.accel.get_state_dict(part.model)
+        state_dict = part.full_state_dict()
         if self.is_main:
             part.unwrapped.save_pretrained(directory, state_dict=state_dict)
             if part.tokenizer is not None:

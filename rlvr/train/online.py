@@ -42,7 +42,7 @@ class GroupSource:
     def __init__(self, cfg: TrainConfig, task: Task, policy: TrainableModel, tokenizer: Any, harness: Harness,
                  group_filter: GroupFilter, sampling_budget: float):
         self.cfg, self.task, self.policy, self.harness = cfg, task, policy, harness
-        self.engine = HFGenerateEngine(policy.unwrapped, tokenizer, cfg.rollout.max_batch_sequences)
+        self.engine = HFGenerateEngine(policy.unwrapped, tokenizer, cfg.rollout.max_batch_sequences, synced=harness.sharded)
         self.engine_updates = 0  # the policy's optimizer steps the engine has seen
         self.pool = VerifierPool(task.env, workers=cfg.verify.workers, kind=cfg.verify.kind, timeout_s=cfg.verify.timeout_s)
         self.sampling = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.top_k, cfg.rollout.max_new_tokens)
@@ -108,7 +108,8 @@ class GroupSource:
         cfg = self.cfg
         self.sync()
         settings = EvalSettings(split=cfg.eval.split, greedy=True, n=0, max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
-                                limit=cfg.eval.limit, chunk_prompts=max(cfg.rollout.max_batch_sequences, 1))
+                                limit=cfg.eval.limit, chunk_prompts=max(cfg.rollout.max_batch_sequences, 1),
+                                verify_workers=cfg.verify.workers, verify_kind=cfg.verify.kind, verify_timeout_s=cfg.verify.timeout_s)
         report = evaluate(self.engine, self.task, settings, progress=False)
         return {"eval/accuracy": report["greedy"]["accuracy"], "eval/no_answer_rate": report["greedy"]["no_answer_rate"]}
 

@@ -100,8 +100,8 @@ class PolicyGradient:
         optimizer_steps = cfg.update.steps * self.epochs * self.minibatches
 
         model, self.tokenizer = harness.load_model(harness.source("policy", cfg.model.name_or_path), "policy")
+        self.reference = self._reference(model) if self.algo.needs_reference else None  # before the policy is wrapped or sharded
         self.policy = harness.trainable("policy", model, cfg.optim, optimizer_steps, tokenizer=self.tokenizer)
-        self.reference = self._reference() if self.algo.needs_reference else None
         self.prm = self._prm(micro) if self.algo.prm else None
         self.critic = self._critic(micro, optimizer_steps) if self.algo.critic else None
 
@@ -122,9 +122,9 @@ class PolicyGradient:
             warnings.warn(f"algo.critic.warmup_steps={self.algo.critic.warmup_steps} >= update.steps={cfg.update.steps}: the policy is never updated",
                           UserWarning, stacklevel=2)
 
-    def _reference(self) -> torch.nn.Module:
+    def _reference(self, policy: torch.nn.Module) -> torch.nn.Module:
         """The frozen reference: the policy's starting weights (refreshed every N steps when asked)."""
-        return frozen_reference(self.harness, self.policy, self.cfg.model.name_or_path, refreshed=bool(self.algo.ref_update_every),
+        return frozen_reference(self.harness, policy, self.cfg.model.name_or_path, refreshed=bool(self.algo.ref_update_every),
                                 needed_for=f"algo.kl_mode={self.algo.kl_mode}{' with a PRM' if self.algo.prm else ''}")
 
     def _prm(self, micro: int) -> ImplicitPRM:
@@ -207,7 +207,7 @@ class PolicyGradient:
             metrics["batch/masked_truncated"] = float((r.truncated & r.valid).sum())
             rows = torch.nonzero(mask.sum(-1) > 0).squeeze(1)
         single_step = self.epochs == 1 and self.minibatches == 1
-        old_logp = None if single_step else self._logp(self.policy.unwrapped, r, rows)
+        old_logp = None if single_step else self._logp(self.policy.unwrapped, r, rows, collective=self.harness.sharded)
         if old_logp is not None:
             metrics["rollout/logprob_gap"] = _masked_mean((old_logp - r.rollout_logp).abs(), mask)
         objective = PolicyObjective(self.policy.model, r.batch, mask, advantages, old_logp, ref_logp, r.rollout_logp, self._parts(),
@@ -255,7 +255,7 @@ class PolicyGradient:
         labels = r.passed.float()
         # the PRM reads log-probs at temperature 1; reuse the reference's when they are the same numbers
         shared = self.prm_shares_reference and self.cfg.rollout.temperature in (0, 1) and ref_logp is not None
-        batch = ScoringBatch(r.batch, rows, r.mask, r.lengths, ref_logp if shared else prm.reference_logp(r.batch, rows))
+        batch = ScoringBatch(r.batch, rows, r.mask, r.lengths, ref_logp if shared else prm.reference_logp(r.batch, rows, r.lengths))
         if mode == "before":
             metrics |= {f"prm/{k}": v for k, v in prm.update(batch, labels).items()}
         rewards, scored = prm.score(batch, labels)
@@ -285,8 +285,9 @@ class PolicyGradient:
             out += list(order.tensor_split(self.minibatches))
         return out
 
-    def _logp(self, model: torch.nn.Module, r: Rollouts, rows: torch.Tensor) -> torch.Tensor:
-        return frozen_logprobs(model, r.batch, rows, self.cfg.update.micro_batch_size, self.harness.device, self.cfg.rollout.temperature)
+    def _logp(self, model: torch.nn.Module, r: Rollouts, rows: torch.Tensor, collective: bool = False) -> torch.Tensor:
+        micros = self.harness.micro_batches(rows, self.cfg.update.micro_batch_size, r.lengths, collective)
+        return frozen_logprobs(model, r.batch, micros, self.harness.device, self.cfg.rollout.temperature)
 
     # -- evaluation, final model, state ---------------------------------------------------------
 

@@ -37,7 +37,7 @@ from rlvr.algos.preference import (PAIR_STATS, PREFERENCE_LOSSES, UNPAIRED_STATS
                                    mismatched_partners, pair_objective, unpaired_objective)
 from rlvr.algos.presets import Algorithm, PreferenceSettings, resolve_algorithm
 from rlvr.config import help_field
-from rlvr.rollout.hf import render_prompt
+from rlvr.rollout.hf import encode_prompt
 from rlvr.train.batch import TokenBatch, build_token_batch, token_logprobs
 from rlvr.train.config import TrainConfig
 from rlvr.train.harness import Harness, merge_stats
@@ -72,10 +72,14 @@ class PreferenceTrainConfig(TrainConfig):
 
 # -- batches and their objectives ---------------------------------------------------------------
 
-def sequence_logps(model: torch.nn.Module, batch: TokenBatch, micro_batch_size: int, device: torch.device) -> torch.Tensor:
-    """``[B]`` summed log-probs of each sequence's completion under a model that is not being trained."""
-    rows = torch.arange(batch.input_ids.shape[0])
-    return (frozen_logprobs(model, batch, rows, micro_batch_size, device) * batch.completion_mask).sum(-1)
+def sequence_logps(model: torch.nn.Module, batch: TokenBatch, harness: Harness, micro_batch_size: int, rows: torch.Tensor | None = None,
+                   collective: bool = False) -> torch.Tensor:
+    """``[B]`` summed log-probs of the completions of ``rows`` (default: all; 0 elsewhere) under a
+    model that is not being trained, in micro-batches of similar length. ``collective``: the model
+    is sharded, so every process joins as many forwards (`Harness.micro_batches`)."""
+    rows = torch.arange(batch.input_ids.shape[0]) if rows is None else rows
+    micros = harness.micro_batches(rows, micro_batch_size, batch.attention_mask.sum(-1), collective)
+    return (frozen_logprobs(model, batch, micros, harness.device) * batch.completion_mask).sum(-1)
 
 
 @dataclass
@@ -188,7 +192,7 @@ class OfflinePairs:
         self.prompts, self.chosen, self.rejected, usable = [], [], [], []
         eos = [tokenizer.eos_token_id]
         for pair in source.pairs:
-            prompt = tokenizer(render_prompt(tokenizer, pair.prompt))["input_ids"]
+            prompt = encode_prompt(tokenizer, pair.prompt)
             chosen = tokenizer(pair.chosen, add_special_tokens=False)["input_ids"] + eos
             rejected = tokenizer(pair.rejected, add_special_tokens=False)["input_ids"] + eos
             longest = len(prompt) + max(len(chosen), len(rejected))
@@ -246,7 +250,7 @@ class OfflinePairs:
         for start in range(0, len(self), 512):
             idx = torch.arange(start, min(start + 512, len(self)))
             b = self.batch(idx)
-            logps = sequence_logps(model, b.tokens, micro_batch_size, self.harness.device)
+            logps = sequence_logps(model, b.tokens, self.harness, micro_batch_size)
             out[idx, 0], out[idx, 1] = logps[: len(idx)], logps[len(idx):]
         return out
 
@@ -285,18 +289,19 @@ class PreferenceRecipe:
         pairs_file = None if self.online else read_pairs(cfg.pairs.path, cfg.pairs.on_bad_row)  # bad data is reported before any model loads
 
         model, self.tokenizer = harness.load_model(harness.source("policy", cfg.model.name_or_path), "policy")
-        self.policy = harness.trainable("policy", model, cfg.optim, cfg.update.steps * self.epochs * self.minibatches, tokenizer=self.tokenizer)
-        self.groups = GroupSource(cfg, self.task, self.policy, self.tokenizer, harness, self.algo.group_filter, self.algo.sampling_budget)
         self.pairs: OfflinePairs | None = None
         self.reference: torch.nn.Module | None = None
         if not self.online:
             max_length = cfg.pairs.max_length or getattr(model.config, "max_position_embeddings", None)
             self.pairs = OfflinePairs(pairs_file, cfg, self.tokenizer, max_length, harness)
+        # the reference (or its cached log-probs) comes from the loaded weights, before the policy is wrapped or sharded
         if self.online or not self.settings.reference_cache:
-            self.reference = frozen_reference(harness, self.policy, cfg.model.name_or_path, refreshed=self.refreshes,
+            self.reference = frozen_reference(harness, model, cfg.model.name_or_path, refreshed=self.refreshes,
                                               needed_for=f"algo.preset={self.algo.preset}")
         else:
-            self.pairs.ref = self._cached_reference_logps()
+            self.pairs.ref = self._cached_reference_logps(model)
+        self.policy = harness.trainable("policy", model, cfg.optim, cfg.update.steps * self.epochs * self.minibatches, tokenizer=self.tokenizer)
+        self.groups = GroupSource(cfg, self.task, self.policy, self.tokenizer, harness, self.algo.group_filter, self.algo.sampling_budget)
 
     def _check_settings(self) -> None:
         cfg = self.cfg
@@ -311,8 +316,9 @@ class PreferenceRecipe:
             raise UserError(f"algo.preset={self.algo.preset} trains on a pairs file: set pairs.path=FILE "
                             "(build one with `rlvr pairs build --model M --task T --out pairs.jsonl`), or use algo.preset=online_dpo")
 
-    def _cached_reference_logps(self) -> torch.Tensor:
-        """The reference log-probs of every pair (see the module docstring for the cache)."""
+    def _cached_reference_logps(self, policy: torch.nn.Module) -> torch.Tensor:
+        """The reference log-probs of every pair (see the module docstring for the cache), from the
+        loaded ``policy`` when it still holds the starting weights."""
         harness, pairs, path = self.harness, self.pairs, self.cfg.model.name_or_path
         cache = self.cfg.run_dir / CACHE_FILE
         fingerprint = pairs.fingerprint(path)
@@ -323,7 +329,7 @@ class PreferenceRecipe:
             harness.print(f"{cache} was computed for other pairs or another reference: computing it again")
         t0 = time.perf_counter()
         if harness.resume_from is None:  # the policy still holds the starting weights
-            logps = pairs.score_all(self.policy.unwrapped, self.micro)
+            logps = pairs.score_all(policy.to(harness.device), self.micro)
         else:
             model, _ = harness.load_model(path, "reference (log-probs recomputed, then released)")
             logps = pairs.score_all(harness.frozen(model), self.micro)
@@ -410,7 +416,7 @@ class PreferenceRecipe:
                              torch.ones(1, dtype=torch.bool), None, None)
 
     def _reference_logps(self, tokens: TokenBatch) -> torch.Tensor:
-        return sequence_logps(self.reference, tokens, self.micro, self.harness.device)
+        return sequence_logps(self.reference, tokens, self.harness, self.micro)
 
     # -- the update -----------------------------------------------------------------------------
 
@@ -443,12 +449,14 @@ class PreferenceRecipe:
         """KTO's ``z_ref`` for a minibatch: the mean log-ratio of its rows' mismatched sequences
         over all processes (every process joins the sum, with or without rows)."""
         total = torch.zeros(2)
-        if batch.mismatched is not None and len(rows):
-            sub = batch.mismatched.select(rows)
-            with torch.no_grad():
-                policy = sequence_logps(self.policy.unwrapped, sub, self.micro, self.harness.device)
-            r = SequenceLogps(policy, batch.mismatched_ref[rows], sub.completion_mask.sum(-1)).logratio(self.settings.length_norm)
-            total = torch.tensor([float(r.sum()), float(len(rows))])
+        usable = batch.mismatched is not None and len(rows) > 0
+        if usable or self.harness.sharded:  # a sharded policy's forward is a collective: every process joins it
+            source = batch.mismatched if batch.mismatched is not None else batch.tokens
+            policy = sequence_logps(self.policy.unwrapped, source, self.harness, self.micro, rows if usable else rows[:0], self.harness.sharded)
+            if usable:
+                tokens = source.completion_mask[rows].sum(-1)
+                r = SequenceLogps(policy[rows], batch.mismatched_ref[rows], tokens).logratio(self.settings.length_norm)
+                total = torch.tensor([float(r.sum()), float(len(rows))])
         total = self.harness.reduce_sum(total)
         return kto_reference_point(float(total[0]), float(total[1]))
 

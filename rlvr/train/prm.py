@@ -69,13 +69,14 @@ class ImplicitPRM:
         self.part, self.ref_model, self.harness = part, ref_model, harness
         self.beta, self.micro_batch_size = beta, micro_batch_size
 
-    def reference_logp(self, tokens: TokenBatch, rows: torch.Tensor) -> torch.Tensor:
-        return frozen_logprobs(self.ref_model, tokens, rows, self.micro_batch_size, self.harness.device)
+    def reference_logp(self, tokens: TokenBatch, rows: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return frozen_logprobs(self.ref_model, tokens, self.harness.micro_batches(rows, self.micro_batch_size, lengths), self.harness.device)
 
     def score(self, batch: ScoringBatch, labels: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
         """Token rewards ``[B, T]`` of ``batch.rows`` (0 elsewhere); with ``labels``, the PRM's
         ``loss`` and ``accuracy`` on them as it scores."""
-        logp = frozen_logprobs(self.part.model, batch.tokens, batch.rows, self.micro_batch_size, self.harness.device)
+        micros = self.harness.micro_batches(batch.rows, self.micro_batch_size, batch.lengths, collective=self.harness.sharded)
+        logp = frozen_logprobs(self.part.model, batch.tokens, micros, self.harness.device)
         rewards = implicit_process_rewards(logp, batch.ref_logp, batch.mask, self.beta)
         if labels is None:
             return rewards, {}

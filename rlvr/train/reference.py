@@ -7,12 +7,13 @@ import copy
 import torch
 
 from rlvr import UserError
-from rlvr.train.harness import FrozenModel, Harness, TrainableModel
+from rlvr.train.harness import FrozenModel, Harness
 
 
-def frozen_reference(harness: Harness, policy: TrainableModel, path: str, *, refreshed: bool, needed_for: str) -> torch.nn.Module:
-    """The policy's starting weights (``path``, i.e. ``model.name_or_path``), frozen: a copy of the
-    policy when the run starts, loaded from ``path`` when it resumes. A reference that is
+def frozen_reference(harness: Harness, policy: torch.nn.Module, path: str, *, refreshed: bool, needed_for: str) -> torch.nn.Module:
+    """The policy's starting weights (``path``, i.e. ``model.name_or_path``), frozen: a copy of
+    ``policy`` (the loaded model, before it is wrapped or sharded) when the run starts, loaded from
+    ``path`` when it resumes. A reference that is
     ``refreshed`` from the policy during the run is a checkpointed component (``reference``), so
     a resumed run reads against the same weights. ``needed_for`` names the setting that needs the
     reference, for the error when it cannot be loaded."""
@@ -20,7 +21,7 @@ def frozen_reference(harness: Harness, policy: TrainableModel, path: str, *, ref
         model, _ = harness.load_model(harness.source("reference", path), "reference")
         harness.register("reference", FrozenModel("reference", model, harness.accel))
     elif harness.resume_from is None:
-        model = copy.deepcopy(policy.unwrapped)
+        model = copy.deepcopy(policy)
         harness.record_model("reference", path, model)
     else:
         try:

@@ -9,16 +9,17 @@ from rlvr.train.batch import TokenBatch, token_logprobs
 
 
 @torch.no_grad()
-def frozen_logprobs(model: torch.nn.Module, batch: TokenBatch, rows: torch.Tensor, micro_batch_size: int,
+def frozen_logprobs(model: torch.nn.Module, batch: TokenBatch, micro_batches: list[tuple[torch.Tensor, bool]],
                     device: torch.device, temperature: float = 1.0) -> torch.Tensor:
-    """Log-probs ``[B, T]`` of the sampled tokens of ``rows`` (0 elsewhere), in eval mode, in
-    micro-batches of rows of similar length (less padding)."""
+    """Log-probs ``[B, T]`` of the sampled tokens of the rows in ``micro_batches`` (0 elsewhere), in
+    eval mode. ``micro_batches`` come from `rlvr.train.harness.Harness.micro_batches`: placeholder
+    ones (``False``) only keep a sharded model's collectives in step and are discarded."""
     out = torch.zeros_like(batch.completion_mask)
     was_training = model.training
     model.eval()
-    lengths = batch.attention_mask[rows].sum(-1)
-    for micro in rows[torch.argsort(lengths, stable=True)].split(micro_batch_size):
+    for micro, real in micro_batches:
         logp, _ = token_logprobs(model, batch.select(micro).to(device), temperature)
-        out[micro, : logp.shape[1]] = logp.float().cpu()
+        if real:
+            out[micro, : logp.shape[1]] = logp.float().cpu()
     model.train(was_training)
     return out

@@ -8,6 +8,7 @@ harness, so it checkpoints, resumes (``resume=true``) and stops cleanly on a sig
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +21,9 @@ import tasks
 from rlvr import UserError
 from rlvr.config import help_field
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
-from rlvr.rollout.hf import HFGenerateEngine, render_prompt
-from rlvr.train.batch import TokenBatch, build_token_batch
+from rlvr.rollout.episodes import TokenizedDemonstration, tokenize_demonstration
+from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.train.batch import TokenBatch, build_token_batch, scatter_completion_values
 from rlvr.train.config import EvalConfig, OptimConfig, RunConfig
 from rlvr.train.harness import Harness
 
@@ -77,7 +79,7 @@ class SFTRecipe:
             harness.accel.wait_for_everyone()
         model, self.tokenizer = harness.load_model(harness.source("policy", init), "policy")
         self.policy = harness.trainable("policy", model, cfg.optim, cfg.steps, tokenizer=self.tokenizer)
-        self.engine = HFGenerateEngine(self.policy.unwrapped, self.tokenizer)
+        self.engine = HFGenerateEngine(self.policy.unwrapped, self.tokenizer, synced=harness.sharded)
         self.position = 0
         self.total_steps = cfg.steps
         self.title = f"sft {cfg.name} on {self.task.id}"
@@ -85,9 +87,11 @@ class SFTRecipe:
         self.last_eval: dict[str, float] = {}
 
     def step(self, step: int) -> dict[str, float]:
-        prompts, targets = self._examples(self.cfg.batch_size)
-        batch = build_token_batch(prompts, targets, self.tokenizer.pad_token_id)
-        stats = self.harness.optimizer_step(self.policy, torch.arange(len(prompts)),
+        demos = self._examples(self.cfg.batch_size)
+        batch = build_token_batch([d.prompt_ids for d in demos], [d.token_ids for d in demos], self.tokenizer.pad_token_id)
+        if any(0 in d.loss_mask for d in demos):  # observations (tool output) are context, not targets
+            batch = dataclasses.replace(batch, completion_mask=batch.completion_mask * scatter_completion_values([d.loss_mask for d in demos], batch))
+        stats = self.harness.optimizer_step(self.policy, torch.arange(len(demos)),
                                             NextTokenObjective(self.policy.model, batch, self.harness.device),
                                             self.cfg.micro_batch_size, lengths=batch.attention_mask.sum(-1))
         metrics = {"sft/loss": stats["loss"], "optim/lr": stats["lr"], "data/position": float(self.position),
@@ -96,26 +100,24 @@ class SFTRecipe:
             metrics["optim/grad_norm"] = stats["grad_norm"]
         return metrics
 
-    def _examples(self, count: int) -> tuple[list[list[int]], list[list[int]]]:
-        """Token ids of this process's ``count`` (prompt, solution + eos) pairs: the processes read
-        one stream and take consecutive shares of ``count x processes`` problems with solutions."""
+    def _examples(self, count: int) -> list[TokenizedDemonstration]:
+        """This process's ``count`` demonstrations, tokenized with their loss masks (an episode's
+        observations are 0): the processes read one stream and take consecutive shares of
+        ``count x processes`` problems that have a demonstration."""
         world, rank = self.harness.num_processes, self.harness.rank
         stream = self.task.stream(self.cfg.task.split, start=self.position)
-        pairs, skipped = [], 0
-        while len(pairs) < count * world:
+        demos, skipped = [], 0
+        while len(demos) < count * world:
             problem = next(stream)
             self.position += 1
-            solution = self.task.solution(problem)
-            if not solution:
+            turns = self.task.demonstration(problem)
+            if not turns:
                 skipped += 1
-                if skipped > 1000 and not pairs:
+                if skipped > 1000 and not demos:
                     raise UserError(f"task {self.task.id} provides no worked solutions in split {self.cfg.task.split!r}; it cannot be used for SFT")
                 continue
-            pairs.append((problem, solution))
-        mine = pairs[rank * count:(rank + 1) * count]
-        prompts = [self.tokenizer(render_prompt(self.tokenizer, self.task.env.format_prompt(p)))["input_ids"] for p, _ in mine]
-        targets = [self.tokenizer(s, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id] for _, s in mine]
-        return prompts, targets
+            demos.append((problem, turns))
+        return [tokenize_demonstration(self.tokenizer, self.task.env.format_prompt(p), turns) for p, turns in demos[rank * count:(rank + 1) * count]]
 
     def evaluate(self) -> dict[str, float]:
         from rlvr.eval.runner import EvalSettings, evaluate
@@ -130,9 +132,9 @@ class SFTRecipe:
         unless the loop just did)."""
         final = self.harness.save_model(self.policy, self.cfg.run_dir / "final")
         every = self.cfg.eval.every
+        if not (every and self.total_steps % every == 0):  # every process: a sharded model generates in step
+            self.harness.log(self.total_steps, self.evaluate())
         if self.harness.is_main:
-            if not (every and self.total_steps % every == 0):
-                self.harness.log(self.total_steps, self.evaluate())
             acc = self.last_eval.get("eval/accuracy", float("nan"))
             tqdm.write(f"sft: {self.total_steps} steps in {time.perf_counter() - self.t0:.0f} s; "
                        f"greedy accuracy on {self.cfg.eval.split}: {acc:.3f}; model in {final}")

@@ -43,7 +43,7 @@ def test_algos_list_prints_every_preset_and_its_settings(capsys):
     (["train", "quickstart", "optim.lrr=1"], "unknown key 'optim.lrr' (did you mean 'optim.lr'?)"),
     (["train", "quickstart", "update.steps=many"], "'update.steps' must be int"),
     (["train", "no-such-config"], "neither a file nor a built-in config"),
-    (["envs", "check", "mth-v1"], "unknown environment 'mth-v1'. Did you mean: math-v1?"),
+    (["envs", "check", "mth-v1"], "unknown environment 'mth-v1'. Did you mean: math-v1"),
     (["eval", "--model", "/nonexistent/model", "--task", "arithmetic-v1"], "not found"),
     (["eval", "--model", "x", "--task", "arithmetic-v9"], "registered versions of 'arithmetic': arithmetic-v1"),
 ])

@@ -1,9 +1,8 @@
 import itertools
-import math
 
 import pytest
 
-from rlvr.eval.metrics import ks_up_to, majority_correct, mean_interval, pass_at_k, wilson_interval
+from rlvr.eval.metrics import ks_up_to, majority_correct, mean_score_interval, pass_at_k, wilson_interval
 
 
 @pytest.mark.parametrize("n,c", [(8, 0), (8, 1), (8, 3), (8, 8), (5, 2)])
@@ -28,6 +27,17 @@ def test_intervals():
     lo, hi = wilson_interval(50, 100)
     assert lo == pytest.approx(0.4038, abs=1e-3) and hi == pytest.approx(0.5962, abs=1e-3)
     assert wilson_interval(0, 0) == (0.0, 1.0)
-    lo, hi = mean_interval([0.0, 1.0] * 50)
-    assert (lo + hi) / 2 == pytest.approx(0.5) and hi - lo == pytest.approx(2 * 1.96 * math.sqrt(0.25 * 100 / 99 / 100), rel=1e-6)
+    # mean@k over 100 problems scoring 0 and 1 alternately: Wilson over the 100 problems
+    assert mean_score_interval([0.0, 1.0] * 50) == pytest.approx(wilson_interval(50, 100))
     assert ks_up_to(8) == [1, 2, 4, 8] and ks_up_to(5) == [1, 2, 4, 5] and ks_up_to(1) == [1]
+
+
+def test_mean_score_interval_does_not_collapse_at_zero_or_one():
+    # 0/20: the normal interval of per-problem means read 0.000-0.000
+    lo, hi = mean_score_interval([0.0] * 20)
+    assert lo == 0.0 and hi == pytest.approx(0.1611, abs=1e-4)
+    lo, hi = mean_score_interval([1.0] * 20)
+    assert hi == 1.0 and lo == pytest.approx(1 - 0.1611, abs=1e-4)
+    # fractional scores (mean@4 of 0.25 on each problem) sit inside [0, 1] around their mean
+    lo, hi = mean_score_interval([0.25] * 40)
+    assert lo < 0.25 < hi and (lo, hi) == pytest.approx(wilson_interval(10, 40))

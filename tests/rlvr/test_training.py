@@ -49,6 +49,22 @@ def test_grpo_raises_heldout_accuracy_and_writes_the_run_directory(sft_base, tmp
         assert AutoModelForCausalLM.from_pretrained(model_dir).num_parameters() > 0
 
 
+def test_ppo_learns_and_its_critic_explains_the_returns(sft_base, tmp_path, rl_overrides):
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "algo.preset=ppo", "update.steps=10", "eval.every=10",
+                                                              "log.tensorboard=false"))
+    result = train(cfg)
+    assert result.status == "completed"
+    rows = metrics(result.run_dir)
+    evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
+    assert evals[10] >= evals[0] + 0.10, evals
+    explained = [r["critic/explained_variance"] for r in rows if "critic/explained_variance" in r]
+    assert explained[0] < 0.1 and max(explained[-5:]) > 0.2, explained  # the critic starts blind and learns
+    assert all(r["critic/value_loss"] > 0 and "advantage/std" in r for r in rows if "reward/mean" in r)
+    resources = json.loads((result.run_dir / "resources.json").read_text())
+    assert [m["role"] for m in resources["models"]] == ["policy", "reference", "critic"]
+    assert set(resources["optimizer_state_bytes"]) == {"policy", "critic"}
+
+
 def _train_process(rl_overrides, tmp_path: Path, base: Path, *extra: str) -> subprocess.Popen:
     args = rl_overrides(tmp_path, base, "update.steps=6", "log.checkpoint_every=2", "eval.every=0", "eval.at_start=false",
                         "rollout.prompts_per_step=8", "rollout.group_size=4", "log.tensorboard=false", *extra)

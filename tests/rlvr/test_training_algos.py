@@ -5,9 +5,13 @@ checkpoints its implicit PRM, and the per-step metrics every run promises are lo
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from rlvr.algos.presets import PRESETS, resolve_algorithm
 from rlvr.config import load_config
@@ -128,7 +132,7 @@ def test_verifier_process_rewards_train_end_to_end(sft_base, tmp_path, rl_overri
     assert result.status == "completed"
     rows = metrics(result.run_dir)
     evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
-    assert evals[10] >= evals[0] + 0.05, evals
+    assert evals[10] >= evals[0] + 0.10, evals
     assert all(r["verify/steps_per_completion"] > 0 for r in rows if "reward/mean" in r)
     samples = [json.loads(line) for line in (result.run_dir / "samples.jsonl").read_text().splitlines()]
     with_steps = [s for s in samples if s.get("steps")]
@@ -178,3 +182,30 @@ def test_bad_critic_and_reference_inputs_are_named_before_training(sft_base, tmp
     shutil.rmtree(base)
     with pytest.raises(UserError, match=r"reference model .* algo.kl_mode=loss"):
         train(load_config(TrainConfig, "quickstart", [*grpo, "update.steps=2", "resume=true"]))
+
+
+def test_two_processes_shard_the_policy_with_fsdp_and_match_ddp(sft_base, tmp_path, rl_overrides):
+    """FSDP2 through accelerate under torchrun (gloo): the same step as DDP (same samples, same
+    update up to float rounding), sharded optimizer state in the checkpoint, and a resume."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def run(name: str, *extra: str) -> subprocess.CompletedProcess:
+        args = rl_overrides(tmp_path, sft_base, f"name={name}", "update.steps=1", "update.minibatches=2", "rollout.prompts_per_step=4",
+                            "rollout.group_size=4", "optim.warmup_steps=0", *SMALL, *extra)
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "rlvr.cli", "train", "quickstart", *args]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        return proc
+
+    run("ddp", "distributed=ddp")
+    run("fsdp", "distributed=fsdp")
+    assert (tmp_path / "fsdp" / "checkpoints" / "step-1" / "policy" / "optimizer_shards").is_dir()
+    from safetensors.torch import load_file
+
+    ddp, fsdp, base = (load_file(p / "model.safetensors") for p in (tmp_path / "ddp" / "final", tmp_path / "fsdp" / "final", sft_base))
+    assert ddp.keys() == fsdp.keys()
+    assert all(torch.allclose(ddp[k], fsdp[k], atol=1e-5) for k in ddp)
+    assert any(not torch.allclose(ddp[k], base[k]) for k in ddp)  # and the step did change the weights
+    resumed = run("fsdp", "distributed=fsdp", "update.steps=2", "resume=true")
+    assert "resumed from" in resumed.stdout + resumed.stderr
+    assert [r["step"] for r in metrics(tmp_path / "fsdp")] == [1, 2]

@@ -20,3 +20,12 @@ def test_verify_fails_with_exit_code_1_and_json_output(capsys):
 def test_verify_rejects_bad_arguments_without_traceback(capsys):
     assert main(["verify", "--gold", "3", "--response", "x", "--timeout", "0"]) == 2
     assert "--timeout must be > 0" in capsys.readouterr().err
+
+
+def test_verify_extraction_mode_is_selectable(capsys):
+    prose = "We add both parts.\nAltogether there are 82 stamps."
+    assert main(["verify", "--gold", "82", "--response", prose]) == 1  # strict: no explicit answer
+    assert "no_answer" in capsys.readouterr().out
+    assert main(["verify", "--gold", "82", "--response", prose, "--extraction", "lenient"]) == 0
+    assert "via sentence" in capsys.readouterr().out
+    assert main(["verify", "--gold", "82", "--response", prose, "--lenient"]) == 0

@@ -1,6 +1,6 @@
 import pytest
 
-from envs.code import FunctionTest, StdioTest, TestSuite, UnconvertibleTests, parse_asserts
+from envs.code import FunctionTest, ProgramTest, StdioTest, TestSuite, UnconvertibleTests, parse_asserts, split_test_program
 from envs.code.extract import extract_code
 from envs.code.testcases import normalise_stdout
 
@@ -64,3 +64,64 @@ def test_code_extraction():
     text = "a\n```\ny = 1\n```"
     found = extract_code(text)
     assert text[found.start:found.end] == found.code == "y = 1\n"
+
+
+def test_arguments_that_are_objects_are_evaluated_next_to_the_candidate_only_when_asked():
+    src = "assert chain([Pair(5, 24), Pair(15, 25)], 2) == 1\nassert drop((1, 2.5), int) == [2.5]\nassert f([1, 2]) == 3"
+    with pytest.raises(UnconvertibleTests, match="not a literal"):
+        parse_asserts(src, {"chain", "drop", "f"})
+    pair, typed, plain = parse_asserts(src, {"chain", "drop", "f"}, evaluated_args=True)
+    assert (pair.args, pair.evaluated, pair.expected) == ("[Pair(5, 24), Pair(15, 25)], 2", True, 1)
+    assert typed.evaluated and typed.args == "(1, 2.5), int" and not plain.evaluated
+    assert FunctionTest.from_dict(pair.to_dict()) == pair and "evaluated" not in plain.to_dict()
+    with pytest.raises(ValueError, match="expression list"):
+        FunctionTest("x y", 1, evaluated=True)
+    # the expected value must still be a literal: it is what stays on the trusted side
+    with pytest.raises(UnconvertibleTests, match="expected value"):
+        parse_asserts("assert f(root) == g(root)", {"f"}, evaluated_args=True)
+
+
+def test_a_bare_name_statement_is_ignored():  # HumanEval/129 has a stray `print` without a call
+    assert [t.args for t in parse_asserts("def check(candidate):\n    print\n    assert candidate(1) == 2\n", {"candidate"})] == ["1"]
+
+
+def test_program_suites_validate_and_round_trip():
+    suite = TestSuite("program", (ProgramTest("assert candidate(1) == 2"), ProgramTest("for i in range(3):\n    assert f(i) == i + 1")),
+                      entry_point="f", prefix="def f(x):\n", tester_setup="import math", test_setup="K = 1")
+    assert TestSuite.from_dict(suite.to_dict()) == suite
+    assert suite.tests[1].label("f") == "for i in range(3):"
+    with pytest.raises(ValueError, match="statements"):
+        ProgramTest("assert (")
+    with pytest.raises(ValueError, match="tester_setup"):
+        TestSuite("program", (ProgramTest("assert f(1)"),), entry_point="f", tester_setup="def (")
+    with pytest.raises(ValueError, match="holds FunctionTests"):
+        TestSuite("program", (FunctionTest("1", 2),), entry_point="f")
+    with pytest.raises(ValueError, match="kind"):
+        TestSuite.from_dict({"kind": "shell", "tests": []})
+
+
+def test_test_programs_are_cut_into_one_test_per_assert():
+    humaneval = ("METADATA = {'author': 'x'}\n\n\ndef check(candidate):\n    import random\n    assert candidate(0, 1) == 1\n"
+                 "    assert True, 'no-op'\n    for i in range(100):\n        x, y = random.randint(0, 9), random.randint(0, 9)\n"
+                 "        assert candidate(x, y) == x + y\n    lst = list(range(5))\n    total = sum(lst)\n"
+                 "    assert candidate(total, 0) == 10\n    print('done')\n\ncheck(add)\n")
+    setup, tests = split_test_program(humaneval)
+    assert setup == "METADATA = {'author': 'x'}"  # the call of check is dropped: the tester runs the body
+    assert [t.code for t in tests] == [
+        "import random\nassert candidate(0, 1) == 1",
+        "assert True, 'no-op'\nfor i in range(100):\n    x, y = (random.randint(0, 9), random.randint(0, 9))\n    assert candidate(x, y) == x + y",
+        "lst = list(range(5))\ntotal = sum(lst)\nassert candidate(total, 0) == 10\nprint('done')",
+    ]
+    mbpp_setup, mbpp = split_test_program("assert f(1) == sys.getsizeof(1)\nassert int(f(2)) == 3")
+    assert mbpp_setup == "" and len(mbpp) == 2
+
+
+@pytest.mark.parametrize("src, reason", [
+    ("def check(candidate):\n    x = candidate(1)\n", "no assert"),
+    ("def check(fn):\n    assert fn(1) == 2\n", "one parameter named 'candidate'"),
+    ("def check(candidate):\n    if candidate(1) is None:\n        return\n    assert candidate(1) == 2\n", "module level"),
+    ("def check(candidate):\n    assert candidate(1) == (\n", "does not parse"),
+])
+def test_test_programs_that_cannot_run_in_the_tester_are_refused(src, reason):
+    with pytest.raises(UnconvertibleTests, match=reason):
+        split_test_program(src)

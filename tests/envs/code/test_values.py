@@ -63,3 +63,17 @@ def test_type_aware_comparison():
     assert eq(math.nan, math.nan) and not eq(math.inf, -math.inf) and not eq(math.inf, 1e308)
     assert eq(1.0, 1.05, abs_tol=0.1, rel_tol=0) and not eq(1.0, 1.2, abs_tol=0.1, rel_tol=0)
     assert not eq(Opaque("x"), Opaque("x"))
+
+
+def test_strict_decoding_refuses_what_is_not_data():  # the tester's side of the channel
+    from envs.code import decoder, encoder
+
+    assert decoder.MAX_DEPTH == encoder._RLVR_MAX_DEPTH
+    with pytest.raises(decoder.NotData, match="generator"):
+        decode(encode([1, (x for x in ())]), opaque=False)
+    deep: list = []
+    for _ in range(100):
+        deep = [deep]
+    with pytest.raises(decoder.NotData, match="too deep"):  # the encoder cuts it off: never data
+        decode(encode(deep), opaque=False)
+    assert decode(encode({"a": (1, b"x")}), opaque=False) == {"a": (1, b"x")}

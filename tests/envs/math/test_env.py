@@ -29,7 +29,8 @@ def test_strictness_is_configurable():
     p = Problem("p", "q", "14")
     prose = "We double 7 and get 14.\nThat is all."
     assert MathEnv().verify(p, prose).status is Status.NO_ANSWER
-    assert MathEnv(strict=False).verify(p, prose).passed
+    assert MathEnv(extraction="lenient").verify(p, prose).passed
+    assert envs.make("math-v1", extraction="lenient").extraction == "lenient"  # selectable by env_kwargs
 
 
 def test_arguments_are_validated():
@@ -37,8 +38,17 @@ def test_arguments_are_validated():
         MathEnv(timeout_s=0)
     with pytest.raises(ValueError, match="rel_tol"):
         MathEnv(rel_tol=2)
-    with pytest.raises(TypeError, match="response"):
-        check(None, "1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="extraction must be one of strict, lenient"):
+        MathEnv(extraction="loose")
+
+
+def test_check_never_raises_bad_arguments_are_error_verdicts():
+    for response, gold, kwargs, field in [
+        (None, "1", {}, "response"), ("\\boxed{1}", None, {}, "gold"), ("\\boxed{1}", "1", {"extraction": "loose"}, "extraction"),
+        (b"\\boxed{1}", "1", {}, "response"),
+    ]:
+        v = check(response, gold, **kwargs)  # type: ignore[arg-type]
+        assert v.status is Status.ERROR and not v.passed and field in v.info["error"]
 
 
 def test_unparseable_gold_is_an_error_not_a_silent_zero():
@@ -59,7 +69,7 @@ def test_amc_style_float_gold():
 
 def test_env_pickles_and_verifies_in_process_and_thread_pools():
     env = envs.make("math-v1")
-    assert pickle.loads(pickle.dumps(env)).strict
+    assert pickle.loads(pickle.dumps(env)).extraction == "strict"
     problems = [Problem(f"p{k}", "q", g) for k, g in enumerate(["3", "\\frac{1}{\\sqrt2}", "x^2+2x+1", "(1,2)"] * 3)]
     completions = ["\\boxed{3}", "\\boxed{\\frac{\\sqrt2}{2}}", "\\boxed{(x+1)^2}", "\\boxed{(2,1)}"] * 3
     expected = [True, True, True, False] * 3

@@ -1,3 +1,5 @@
+import pytest
+
 from envs.math.extract import boxed_answers, extract_answer
 
 
@@ -43,12 +45,17 @@ def test_span_points_into_the_completion():
     assert text[found.start:found.end] == "18"
 
 
-def test_strict_has_no_answer_without_marker_lenient_guesses():
+def test_strict_has_no_answer_without_marker_lenient_reads_the_last_statement():
     prose = "First we add 3 and 4 to get 7.\nThen we double it to get 14."
     assert extract_answer(prose) is None
-    guess = extract_answer(prose, strict=False)
-    assert guess.answer == "14" and guess.method == "last_number"
-    assert extract_answer("we get $x=3$ and then\n$y = 4$", strict=False).answer == "y = 4"
+    found = extract_answer(prose, extraction="lenient")
+    assert found.answer == "14" and found.method == "sentence"
+    assert extract_answer("we get $x=3$ and then\n$y = 4$", extraction="lenient").answer == "y = 4"
+
+
+def test_unknown_extraction_mode_is_refused_naming_the_choices():
+    with pytest.raises(ValueError, match="strict, lenient"):
+        extract_answer("\\boxed{1}", extraction="loose")
 
 
 def test_bare_one_line_answer_is_its_own_answer():
@@ -61,3 +68,28 @@ def test_megabyte_completion_is_scanned_linearly():
     junk = "\\boxed{" * 100_000 + "x" * 500_000 + "\nthe answer is " * 50_000
     text = junk + "\n\\boxed{41}"
     assert extract_answer(text).answer == "41"
+
+
+@pytest.mark.parametrize("text,answer", [
+    ("The answer is 42. Let me double check.", "42"),
+    ("Final Answer: The final answer is 14400. I hope it is correct.", "14400"),
+    ("Final Answer: The largest $n$ is 34.", "34"),
+    ("Final Answer: The smallest prime is 11, not 13.", "11"),
+    ("The answer is 5. No wait, the answer is 7.", "7"),
+    ("The answer is 3.75. Done.", "3.75"),
+    ('Final Answer: The final answer is \\"$12 $ and $13 $\\". I hope it is correct.', "12, 13"),
+    ("Final answer is B", "B"),
+])
+def test_marker_answers_end_at_their_sentence(text, answer):
+    assert extract_answer(text).answer == answer
+
+
+def test_a_judgement_about_an_answer_is_not_an_answer():
+    text = "So $a = \\boxed{-5}$.\nMultiplying out confirms it, so the answer is correct."
+    assert extract_answer(text).answer == "-5"
+
+
+def test_box_labels_are_kept_when_boxes_are_merged():
+    found = extract_answer("\\( y_1 = \\boxed{x + 1} \\) and \\( y_2 = \\boxed{2x} \\)")
+    assert found.answer == "y_1 = x + 1, y_2 = 2x"
+    assert extract_answer("so $x = \\boxed{5}$.").answer == "5"  # a single box keeps only its content

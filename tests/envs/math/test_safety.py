@@ -74,7 +74,8 @@ def test_pathological_inputs_are_answered_not_hung():
         ("\\boxed{9^{9^{9^9}}}", "9^{9^{9^9}}", True),
         ("\\boxed{" + "(" * 5000 + "1" + ")" * 5000 + "}", "1", True),  # redundant grouping
         ("\\boxed{" + "(" * 5000 + "1" + ")" * 5000 + "}", "2", False),
-        ("\\boxed{" + "\\frac{1}{" * 200 + "2" + "}" * 200 + "}", "2", False),  # refused: too deep
+        ("\\boxed{" + "\\frac{1}{" * 200 + "2" + "}" * 200 + "}", "2", True),  # deep, parsed innermost first
+        ("\\boxed{" + "\\frac{1}{" * 201 + "2" + "}" * 201 + "}", "2", False),
         ("\\boxed{" + "1+" * 3000 + "1}", "3001", True),
         ("\\boxed{" + "1+" * 6000 + "1}", "6001", False),  # longer than the parser accepts (MAX_ANSWER_CHARS)
         ("x" * 1_000_000 + "\\boxed{3}", "3", True),

@@ -1,0 +1,35 @@
+"""`rlvr rollout serve`: a vLLM rollout server for trainers with rollout.engine=vllm_server."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rollout", help="rollout engines: serve vLLM for remote trainers (rollout.engine=vllm_server)")
+    s = p.add_subparsers(dest="rollout_command", metavar="ACTION", required=True)
+    serve = s.add_parser("serve", help="serve generation, scoring and weight updates over HTTP (needs the vllm package)",
+                         description="Key=value settings are the trainer's rollout.* keys, e.g. vllm.tensor_parallel_size=2 "
+                                     "vllm.weight_transfer=nccl vllm.sleep_level=1 (see `rlvr train --show-config`).")
+    serve.add_argument("--model", required=True, help="checkpoint directory or Hugging Face id the engine starts from")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; the server trusts its clients)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    serve.add_argument("--seed", type=int, default=0, help="seed of the engine's sampler")
+    serve.add_argument("settings", nargs="*", metavar="KEY=VALUE", help="rollout settings, e.g. vllm.dtype=bfloat16")
+    serve.set_defaults(func=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from rlvr import UserError
+    from rlvr.config import load_config
+    from rlvr.rollout.config import RolloutConfig
+
+    cfg = load_config(RolloutConfig, None, args.settings)
+    if importlib.util.find_spec("vllm") is None:
+        raise UserError("`rlvr rollout serve` needs the vllm package: scripts/setup_vllm_env.sh on CPUs, pip install -e '.[gpu]' on GPUs")
+    from rlvr.rollout.server import serve
+
+    serve(args.model, cfg.vllm, host=args.host, port=args.port, seed=args.seed)
+    return 0

@@ -1,0 +1,81 @@
+"""What an evaluation report records about where its number came from: when (UTC), which weights
+(a hash of the weight files), which code (rlvr version and git commit), which libraries, and
+absolute paths — enough to tell two reports of "the same" model apart."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import platform
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import rlvr
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+"""Files whose bytes are the model's weights."""
+
+LIBRARIES = ("torch", "transformers", "datasets", "tokenizers", "accelerate", "sympy")
+"""Libraries whose version changes what an evaluation measures."""
+
+
+def utc_now() -> str:
+    """The current time in ISO 8601, UTC, to the second (``2025-01-31T12:00:00+00:00``)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def weights_sha256(model_dir: str | Path, chunk: int = 1 << 20) -> str | None:
+    """sha256 over the model's weight files (name and bytes, in name order); None if the
+    directory holds none."""
+    files = sorted(p for p in Path(model_dir).iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.name.encode() + b"\0")
+        with path.open("rb") as f:
+            while block := f.read(chunk):
+                h.update(block)
+    return "sha256:" + h.hexdigest()
+
+
+def model_provenance(name_or_path: str, model: Any = None) -> dict[str, Any]:
+    """``{"name", "path", "weights_sha256"}`` for a local directory; for a hub id, the hub
+    revision the weights were loaded from (when transformers recorded it)."""
+    local = Path(name_or_path).expanduser()
+    if local.is_dir():
+        return {"name": name_or_path, "path": str(local.resolve()), "weights_sha256": weights_sha256(local)}
+    revision = getattr(getattr(model, "config", None), "_commit_hash", None)
+    return {"name": name_or_path, "path": None, "hub_revision": revision}
+
+
+def project_commit() -> dict[str, Any]:
+    """The git commit of the checkout rlvr runs from, and whether it had uncommitted changes
+    (``{"commit": None}`` outside a git checkout or without git)."""
+    root = Path(rlvr.__file__).resolve().parents[1]
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": None}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def library_versions() -> dict[str, str | None]:
+    """Versions of Python, rlvr and the libraries in `LIBRARIES` (None when not installed)."""
+    versions: dict[str, str | None] = {"python": platform.python_version(), "rlvr": rlvr.__version__}
+    for name in LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions

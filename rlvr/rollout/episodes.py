@@ -1,0 +1,200 @@
+"""Multi-turn episodes over a rollout engine, turn by turn, and demonstrations as tokens.
+
+`run_episodes` plays a batch of episodes of a `envs.MultiTurnEnvironment`: one batched generate
+call per turn for the episodes still going, each model turn stopping at the environment's stop
+strings (a tool call's end marker); the step functions of all of them run at once
+(`envs.episode.StepRunner`), so one slow tool call does not serialise the others; each
+observation is tokenized alone and its ids appended to the context. Nothing is ever re-tokenized:
+the ids the trainer scores are exactly the ones sampled and appended, so the loss mask cannot
+shift at a turn boundary.
+
+Each episode becomes one `Completion` whose ``token_ids`` hold model and observation tokens
+after the prompt, with ``logprobs`` (0.0 on observation tokens), ``loss_mask`` (1 = sampled by
+the model, 0 = observation), ``text`` (the transcript), ``char_ends`` and ``episode`` (the turns,
+tool calls and why it ended; what the verifier judges, see `rlvr.rollout.base.verifier_input`).
+
+`tokenize_demonstration` turns a written episode (`envs.Turn`s) into the same layout for
+supervised warm-up, so a demonstration and a rollout of the same episode give the same tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from envs.base import Environment
+from envs.episode import End, EpisodeLimits, EpisodeRecorder, MultiTurnEnvironment, Role, StepRunner, Turn
+from envs.types import Message, Problem
+from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams, TokenRolloutEngine
+from rlvr.rollout.hf import encode_prompt, token_char_ends
+
+
+@dataclass
+class _Live:
+    """One episode being played: its recorder and the token layout built so far."""
+
+    problem_index: int
+    problem: Problem
+    prompt_ids: list[int]
+    recorder: EpisodeRecorder
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    char_ends: list[int] = field(default_factory=list)
+    text: str = ""
+    truncated: bool = False
+    observation_tokens: int = 0
+
+    def append(self, ids: list[int], logprobs: list[float], text: str, char_ends: list[int], model: bool) -> None:
+        start = len(self.text)
+        self.ids += ids
+        self.logprobs += logprobs
+        self.mask += [int(model)] * len(ids)
+        self.char_ends += [start + e for e in char_ends]
+        self.text += text
+        self.observation_tokens += 0 if model else len(ids)
+
+
+@dataclass
+class EpisodeTimings:
+    """Where the time of one `run_episodes` call went (seconds)."""
+
+    generate_s: float = 0.0
+    step_s: float = 0.0
+    turns: int = 0
+
+
+def run_episodes(engine: TokenRolloutEngine, env: MultiTurnEnvironment, problems: Sequence[Problem], n: int, sampling: SamplingParams,
+                 *, limits: EpisodeLimits | None = None, step_runner: StepRunner | None = None,
+                 timings: EpisodeTimings | None = None) -> list[Completion]:
+    """Play ``n`` episodes per problem; one `Completion` per episode, grouped like
+    `RolloutEngine.generate` (problem 0's n episodes first).
+
+    Args:
+        engine: Any engine with ``tokenizer`` and ``generate_ids`` (`TokenRolloutEngine`).
+        env: The multi-turn environment (its ``stop`` strings end a model turn for its ``step``).
+        sampling: Sampling of every model turn; ``max_new_tokens`` bounds one turn, ``seed``
+            seeds the first turn's call (later turns continue the engine's generator).
+        limits: Episode limits (default: ``env.limits``); ``max_tokens`` counts model and
+            observation tokens after the prompt.
+        step_runner: Runs step functions concurrently (default: a new one for this call).
+        timings: Filled with the time spent generating and stepping, if given.
+    """
+    if not hasattr(engine, "generate_ids") or not hasattr(engine, "tokenizer"):
+        raise TypeError(f"{type(engine).__name__} cannot continue token sequences (needs `tokenizer` and `generate_ids`); "
+                        "multi-turn environments need such an engine, e.g. rlvr.rollout.hf.HFGenerateEngine")
+    limits = limits or env.limits
+    tok = engine.tokenizer
+    timings = timings if timings is not None else EpisodeTimings()
+    prompts = [encode_prompt(tok, env.format_prompt(p)) for p in problems]
+    live = [_Live(i, p, prompts[i], EpisodeRecorder(limits)) for i, p in enumerate(problems) for _ in range(n)]
+    stop = tuple(dict.fromkeys((*sampling.stop, *env.stop)))
+    own_runner = step_runner is None
+    runner = step_runner or StepRunner()
+    try:
+        for turn in range(limits.max_turns):
+            active = [e for e in live if not e.recorder.done]
+            if not active:
+                break
+            room = [limits.max_tokens - len(e.ids) for e in active]
+            params = dataclasses.replace(sampling, stop=stop, max_new_tokens=min(sampling.max_new_tokens, max(room)),
+                                         seed=sampling.seed if turn == 0 else None)
+            t = time.perf_counter()
+            outs = engine.generate_ids([e.prompt_ids + e.ids for e in active], params)
+            timings.generate_s += time.perf_counter() - t
+            timings.turns += 1
+            for e, out, budget in zip(active, outs, room):
+                _add_model_turn(e, out, budget, tok)
+            stepping = [e for e in active if e.recorder.wants_step]
+            t = time.perf_counter()
+            outcomes = runner.run(env, [(e.problem, e.recorder.turns) for e in stepping], limits.step_timeout_s)
+            timings.step_s += time.perf_counter() - t
+            for e, outcome in zip(stepping, outcomes):
+                observation = e.recorder.stepped(outcome)
+                if observation is not None:
+                    _add_observation(e, observation, tok, limits.max_tokens)
+    finally:
+        if own_runner:
+            runner.close()
+    for e in live:
+        if not e.recorder.done:
+            e.recorder.stop(End.MAX_TURNS)
+    return [_completion(e) for e in live]
+
+
+def _add_model_turn(e: _Live, out: Completion, budget: int, tok: Any) -> None:
+    ids, logprobs, text, ends = out.token_ids, out.logprobs, out.text, out.char_ends
+    over = len(ids) > budget  # the batch's call allowed more tokens than this episode had left
+    if over:
+        ids, logprobs = ids[:budget], logprobs[:budget]
+        text = tok.decode(ids, skip_special_tokens=True)
+    if over or len(ends) != len(ids):
+        ends = token_char_ends(tok, ids, len(text))
+    e.append(ids, logprobs, text, ends, model=True)
+    e.recorder.model_turn(text, at_stop=out.stop_string is not None and not over)
+    if over or out.truncated:  # the turn was cut: by the episode's budget, or by the per-turn limit
+        e.truncated = True
+        e.recorder.stop(End.MAX_TOKENS if len(e.ids) >= e.recorder.limits.max_tokens else End.TRUNCATED)
+
+
+def _add_observation(e: _Live, observation: str, tok: Any, max_tokens: int) -> None:
+    ids = tok(observation, add_special_tokens=False)["input_ids"]
+    if len(e.ids) + len(ids) >= max_tokens:  # no room left for the model to answer after it
+        e.recorder.stop(End.MAX_TOKENS)
+        return
+    text = tok.decode(ids, skip_special_tokens=True)  # the observation as the model sees it
+    e.append(ids, [0.0] * len(ids), text, token_char_ends(tok, ids, len(text)), model=False)
+    e.recorder.observation(text)
+
+
+def _completion(e: _Live) -> Completion:
+    episode = e.recorder.episode()
+    episode.info.update(observation_tokens=e.observation_tokens, model_tokens=len(e.ids) - e.observation_tokens)
+    return Completion(
+        prompt_index=e.problem_index, prompt_ids=list(e.prompt_ids), token_ids=e.ids, logprobs=e.logprobs, text=e.text,
+        truncated=e.truncated, char_ends=e.char_ends, loss_mask=e.mask, episode=episode,
+    )
+
+
+def generate_for(engine: RolloutEngine, env: Environment, problems: Sequence[Problem], n: int, sampling: SamplingParams,
+                 **episode_options: Any) -> list[Completion]:
+    """``n`` completions per problem: episodes for a multi-turn environment (`run_episodes`),
+    one generate call otherwise. What trainers and evaluation call instead of ``engine.generate``."""
+    if isinstance(env, MultiTurnEnvironment):
+        return run_episodes(engine, env, problems, n, sampling, **episode_options)  # type: ignore[arg-type]
+    return engine.generate([env.format_prompt(p) for p in problems], n, sampling)
+
+
+@dataclass(frozen=True)
+class TokenizedDemonstration:
+    """A demonstration laid out as a rollout of the same episode would be.
+
+    Attributes:
+        prompt_ids: The prompt's ids (as `encode_prompt`).
+        token_ids: Model and observation tokens after the prompt, then end-of-sequence.
+        loss_mask: 1 on the model's tokens (end-of-sequence included), 0 on observation tokens.
+    """
+
+    prompt_ids: list[int]
+    token_ids: list[int]
+    loss_mask: list[int]
+
+
+def tokenize_demonstration(tokenizer: Any, prompt: str | list[Message], turns: Sequence[Turn], *, eos: bool = True) -> TokenizedDemonstration:
+    """Tokenize a written episode for supervised warm-up: each turn alone (as the runner appends
+    observations; never the joined transcript, whose tokens may merge across a boundary), model
+    turns masked 1, observations 0, and an end-of-sequence token after the last turn."""
+    if not turns or turns[0].role is not Role.MODEL:
+        raise ValueError("a demonstration starts with a model turn")
+    ids: list[int] = []
+    mask: list[int] = []
+    for turn in turns:
+        piece = tokenizer(turn.text, add_special_tokens=False)["input_ids"]
+        ids += piece
+        mask += [int(turn.role is Role.MODEL)] * len(piece)
+    if eos:
+        ids.append(tokenizer.eos_token_id)
+        mask.append(1)
+    return TokenizedDemonstration(encode_prompt(tokenizer, prompt), ids, mask)

@@ -1,0 +1,136 @@
+"""Proof that a weight sync arrived: score a small fixed probe of completions with the engine and
+with the trainer's model and compare the log-probs token by token.
+
+Two checks, both raising `WeightSyncError`:
+
+- the gap: mean |engine - trainer| log-prob over the probe's tokens above ``max_gap``
+  (``rollout.probe.max_gap``) means the engine is not running the trainer's weights;
+- staleness: when the trainer's weights moved since the last check and the engine's log-probs
+  are closer to the trainer's previous ones than to its current ones, the update did not arrive,
+  however small the step (a loose threshold alone would let small steps slip through).
+
+The trainer calls `SyncProbe.check` after every sync and every wake-up, and logs `ProbeResult.metrics`.
+With FSDP every rank must call it (the trainer's forward is a collective).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from rlvr.rollout.base import Completion
+from rlvr.rollout.weights import WeightSyncError
+
+SETTING = "rollout.probe.max_gap"
+
+
+class ScoringEngine(Protocol):
+    def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]:
+        ...
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One comparison.
+
+    Attributes:
+        mean_gap / max_gap: Mean and largest |engine - trainer| log-prob over the probe's tokens.
+        tokens: Probe tokens compared.
+        trainer_moved: Mean |trainer now - trainer at the previous check| (None at the first check).
+        previous_gap: Mean |engine - trainer at the previous check| (None at the first check).
+    """
+
+    mean_gap: float
+    max_gap: float
+    tokens: int
+    trainer_moved: float | None = None
+    previous_gap: float | None = None
+
+    def metrics(self) -> dict[str, float]:
+        out = {"sync/logprob_gap_mean": self.mean_gap, "sync/logprob_gap_max": self.max_gap}
+        if self.trainer_moved is not None:
+            out["sync/trainer_moved"] = self.trainer_moved
+        return out
+
+
+def trainer_logprobs(model: torch.nn.Module, prompt_ids: Sequence[list[int]], completion_ids: Sequence[list[int]], pad_id: int = 0) -> list[list[float]]:
+    """The trainer model's log-probs (temperature 1) of each completion token, one list per completion."""
+    from rlvr.train.batch import build_token_batch, token_logprobs
+
+    batch = build_token_batch(list(prompt_ids), list(completion_ids), pad_id)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            logp, _ = token_logprobs(model, batch.to(device))
+    finally:
+        model.train(was_training)
+    mask = batch.completion_mask.bool()
+    return [row[m].tolist() for row, m in zip(logp.cpu(), mask)]
+
+
+class SyncProbe:
+    """A fixed set of (prompt ids, completion ids) scored after every sync.
+
+    Args:
+        prompt_ids / completion_ids: The probe sequences (completions must be non-empty).
+        max_gap: Largest allowed mean |engine - trainer| log-prob (``rollout.probe.max_gap``).
+        stale_margin: Staleness is called when the gap to the current weights exceeds this many
+            times the gap to the previous ones (and the trainer moved more than float noise).
+    """
+
+    def __init__(self, prompt_ids: Sequence[list[int]], completion_ids: Sequence[list[int]], max_gap: float, stale_margin: float = 2.0):
+        if not prompt_ids or len(prompt_ids) != len(completion_ids) or not all(completion_ids):
+            raise ValueError("a sync probe needs at least one prompt, each with a non-empty completion")
+        self.prompt_ids = [list(p) for p in prompt_ids]
+        self.completion_ids = [list(c) for c in completion_ids]
+        self.max_gap = max_gap
+        self.stale_margin = stale_margin
+        self._previous: torch.Tensor | None = None  # the trainer's probe log-probs at the last passed check
+
+    @classmethod
+    def from_completions(cls, completions: Sequence[Completion], max_gap: float, k: int = 4) -> SyncProbe:
+        """The first ``k`` non-empty completions of a batch (e.g. the first one generated)."""
+        chosen = [c for c in completions if c.token_ids][:k]
+        return cls([c.prompt_ids for c in chosen], [c.token_ids for c in chosen], max_gap)
+
+    @classmethod
+    def from_texts(cls, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]], max_gap: float) -> SyncProbe:
+        """``(prompt, completion)`` texts, tokenized as the engines tokenize prompts."""
+        prompts = [tokenizer(p).input_ids for p, _ in pairs]
+        completions = [tokenizer(c, add_special_tokens=False).input_ids for _, c in pairs]
+        return cls(prompts, completions, max_gap)
+
+    def measure(self, engine: ScoringEngine, model: torch.nn.Module, pad_id: int = 0) -> tuple[ProbeResult, torch.Tensor]:
+        """The comparison without judging it, and the trainer's log-probs ``[N]`` (flat over probe tokens)."""
+        engine_lp = torch.tensor([x for row in engine.score(self.prompt_ids, self.completion_ids) for x in row], dtype=torch.float64)
+        trainer_lp = torch.tensor([x for row in trainer_logprobs(model, self.prompt_ids, self.completion_ids, pad_id) for x in row],
+                                  dtype=torch.float64)
+        gap = (engine_lp - trainer_lp).abs()
+        moved = previous_gap = None
+        if self._previous is not None:
+            moved = float((trainer_lp - self._previous).abs().mean())
+            previous_gap = float((engine_lp - self._previous).abs().mean())
+        return ProbeResult(float(gap.mean()), float(gap.max()), len(gap), moved, previous_gap), trainer_lp
+
+    def check(self, engine: ScoringEngine, model: torch.nn.Module, pad_id: int = 0) -> ProbeResult:
+        """Measure and judge; raises `WeightSyncError` (naming the setting) when the sync failed."""
+        result, trainer_lp = self.measure(engine, model, pad_id)
+        if result.mean_gap > self.max_gap:
+            raise WeightSyncError(
+                f"engine and trainer disagree on the sync probe: mean |log-prob gap| {result.mean_gap:.3g} "
+                f"(max {result.max_gap:.3g}) over {result.tokens} tokens exceeds {SETTING}={self.max_gap:g}; "
+                "the engine is not generating with the trainer's weights (raise the setting only for a known precision gap)")
+        noise = 1e-6  # below this the trainer did not move in float32
+        if (result.previous_gap is not None and result.trainer_moved is not None and result.trainer_moved > noise
+                and result.mean_gap > self.stale_margin * max(result.previous_gap, noise)):
+            raise WeightSyncError(
+                f"the weight update did not arrive: the engine's probe log-probs match the trainer's previous weights "
+                f"(gap {result.previous_gap:.3g}) better than its current ones (gap {result.mean_gap:.3g}; "
+                f"the trainer moved {result.trainer_moved:.3g})")
+        self._previous = trainer_lp
+        return result

@@ -1,0 +1,113 @@
+#!/usr/bin/env python
+"""Rollout throughput: Hugging Face generate beside vLLM on the same model, prompts and sampling.
+
+Both engines are built by `rlvr.rollout.engines.make_engine` and run in their own subprocess, one
+after the other, with the same thread count; each does one untimed warm-up call, then ``--repeats``
+timed calls of ``--prompts`` arithmetic prompts x ``--n`` samples. Reports completion tokens per
+second (median over repeats), engine start-up and warm-up time; prints a table, writes JSON.
+Needs the vLLM environment (scripts/setup_vllm_env.sh); uses the GPU when torch sees one.
+
+    .venv-vllm/bin/python scripts/bench_rollout.py --model runs/quickstart/sft/final
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def run_engine(name: str, model: str, args: argparse.Namespace) -> dict:
+    import torch
+
+    import tasks
+    from rlvr.models.loading import load_model
+    from rlvr.rollout.base import SamplingParams
+    from rlvr.rollout.config import RolloutConfig
+    from rlvr.rollout.engines import make_engine
+
+    torch.set_num_threads(args.threads)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    task = tasks.make("arithmetic-v1")
+    prompts = [task.env.format_prompt(p) for p in task.problems("validation")[: args.prompts]]
+    t = time.perf_counter()
+    if name == "hf":
+        m, tok = load_model(model, dtype=args.dtype)
+        engine = make_engine(RolloutConfig(), m.to(device), tok)
+    else:
+        cfg = RolloutConfig(engine="vllm")
+        cfg.vllm.dtype, cfg.vllm.enforce_eager = args.dtype, device == "cpu"
+        engine = make_engine(cfg, model_path=model, seed=args.seed)
+    startup = time.perf_counter() - t
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=args.max_new_tokens, seed=args.seed)
+    t = time.perf_counter()
+    engine.generate(prompts, args.n, sampling)
+    warmup = time.perf_counter() - t
+    walls, tokens = [], []
+    for r in range(args.repeats):
+        sampling = SamplingParams(temperature=1.0, max_new_tokens=args.max_new_tokens, seed=args.seed + 1 + r)
+        t = time.perf_counter()
+        comps = engine.generate(prompts, args.n, sampling)
+        walls.append(time.perf_counter() - t)
+        tokens.append(sum(len(c.token_ids) for c in comps))
+    rates = [k / w for k, w in zip(tokens, walls)]
+    return {"engine": name, "device": device, "startup_s": startup, "warmup_s": warmup, "wall_s": walls,
+            "completion_tokens": tokens, "tokens_per_s": rates, "median_tokens_per_s": statistics.median(rates),
+            "mean_completion_len": sum(tokens) / (len(tokens) * args.prompts * args.n)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="runs/quickstart/sft/final", help="model directory (default: the quickstart's SFT base)")
+    p.add_argument("--engines", default="hf,vllm")
+    p.add_argument("--prompts", type=int, default=64)
+    p.add_argument("--n", type=int, default=8, help="samples per prompt")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="bench_results/rollout")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not Path(args.model).exists():
+        print(f"no model at {args.model}: build one with `rlvr sft sft_quickstart` or pass --model")
+        return 2
+
+    if args.worker:  # one engine, in its own process
+        (out / f"{args.worker}.json").write_text(json.dumps(run_engine(args.worker, args.model, args)))
+        return 0
+
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    rows = []
+    for name in args.engines.split(","):
+        print(f"running {name} ...", flush=True)
+        cmd = [sys.executable, __file__, "--worker", name, *sys.argv[1:]]
+        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        rows.append(json.loads((out / f"{name}.json").read_text()))
+
+    print(f"\n{args.prompts} arithmetic prompts x {args.n} samples, up to {args.max_new_tokens} new tokens, "
+          f"temperature 1, {args.dtype}, {args.threads} threads, device {rows[0]['device']}, median of {args.repeats}")
+    header = f"{'engine':8} {'tokens/s':>10} {'wall s':>8} {'tokens':>8} {'mean len':>9} {'start-up s':>11} {'warm-up s':>10}"
+    print(header + "\n" + "-" * len(header))
+    for r in rows:
+        print(f"{r['engine']:8} {r['median_tokens_per_s']:10.0f} {statistics.median(r['wall_s']):8.2f} "
+              f"{statistics.median(r['completion_tokens']):8.0f} {r['mean_completion_len']:9.1f} {r['startup_s']:11.1f} {r['warmup_s']:10.1f}")
+    by = {r["engine"]: r for r in rows}
+    if {"hf", "vllm"} <= set(by):
+        print(f"\nvLLM / HF generate: {by['vllm']['median_tokens_per_s'] / by['hf']['median_tokens_per_s']:.2f}x tokens/s")
+    summary = {"settings": {k: v for k, v in vars(args).items() if k != "worker"}, "rows": rows}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(f"wrote {out / 'summary.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

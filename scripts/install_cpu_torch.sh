@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install the CPU build of torch 2.13.0 into a virtual environment unless it is there already.
+# A local wheel (PIP_FIND_LINKS, e.g. /opt/wheels) wins; otherwise the PyTorch CPU index, so a
+# machine without a GPU never downloads the multi-GB CUDA build. Usage: install_cpu_torch.sh VENV TAG
+set -euo pipefail
+VENV=$1
+TAG=${2:-setup}
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+if "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
+  exit 0
+fi
+if ls "${PIP_FIND_LINKS:-/opt/wheels}"/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
+  echo "[$TAG] installing torch 2.13.0 (CPU build) from ${PIP_FIND_LINKS:-/opt/wheels}"
+  "${PIP[@]}" install -q --find-links "${PIP_FIND_LINKS:-/opt/wheels}" "torch==2.13.0"
+else
+  echo "[$TAG] installing torch 2.13.0 (CPU build) from the PyTorch CPU index"
+  "${PIP[@]}" install -q "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
+fi

@@ -1,0 +1,56 @@
+"""`envs.checks.check_environment` judges the verifier, not only its verdicts: errors, malformed
+verdicts and hangs fail the checks (and a hang stops them after one budget)."""
+
+from __future__ import annotations
+
+import pytest
+
+import envs
+import tasks
+from envs.checks import check_environment
+from envs.testing import BadVerdictEnv, FlakyEnv, HangingEnv
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return tasks.make("arithmetic-v1").problems("train", limit=4)
+
+
+def test_a_working_verifier_passes(problems):
+    report = check_environment(envs.make("math-v1"), problems)
+    assert report.passed and not report.hung
+    assert [r.name for r in report.results][-1] == "verifier works"
+
+
+def test_a_verifier_that_always_raises_fails_every_check(problems):
+    report = check_environment(FlakyEnv(always_raise=True), problems)
+    assert not report.passed
+    failed = {r.name: r.detail for r in report.results if not r.passed}
+    assert set(failed) == {"gold passes", "perturbed answers fail", "empty answer fails", "deterministic", "verifier works"}
+    assert "was not judged (error: RuntimeError: flaky verifier failed" in failed["empty answer fails"]
+
+
+def test_a_nan_verdict_is_an_error_not_a_determinism_failure(problems):
+    report = check_environment(BadVerdictEnv(bad="nan"), problems)
+    assert not report.passed
+    detail = {r.name: r.detail for r in report.results}
+    assert "invalid verdict: reward must be finite, got nan" in detail["verifier works"]
+    assert "differ" not in detail["deterministic"]
+
+
+def test_a_hanging_verifier_stops_the_checks_after_one_budget(problems):
+    report = check_environment(HangingEnv(every=1), problems, timeout_s=0.5)
+    assert report.hung and not report.passed
+    last = report.results[-1]
+    assert last.name == "verification finishes" and "did not finish within 0.5 s" in last.detail
+    assert "not run: gold passes, perturbed answers fail" in last.detail
+
+
+def test_self_check_hooks_that_raise_are_failures_not_crashes(problems):
+    class BadHooks(FlakyEnv):
+        def gold_completion(self, problem):
+            raise KeyError("no gold")
+
+    report = check_environment(BadHooks(raise_every=0), problems)
+    gold = next(r for r in report.results if r.name == "gold passes")
+    assert not gold.passed and "gold_completion() raised KeyError" in gold.detail

@@ -1,0 +1,147 @@
+"""Mismatch correction parts against values computed by hand."""
+
+import math
+
+import pytest
+import torch
+
+from rlvr.algos.correction import CORRECTIONS, log_ratio, truncated_logprobs
+
+L = math.log
+# two sequences of three tokens; the second has two real tokens. rho = pi_trainer / pi_rollout.
+RHO = [[3.0, 0.5, 1.0], [1.5, 4.0, 1.0]]
+MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+ROLLOUT = torch.log(torch.tensor([[0.2, 0.4, 0.3], [0.1, 0.2, 0.5]]))
+TRAINER = ROLLOUT + torch.log(torch.tensor(RHO))
+TRAINER[1, 2] = -math.inf  # padding may hold anything
+
+
+def test_log_ratio_levels():
+    tok = log_ratio(TRAINER, ROLLOUT, MASK, "token")
+    assert torch.allclose(tok, torch.tensor([[L(3), L(0.5), 0.0], [L(1.5), L(4), 0.0]]), atol=1e-6)
+    seq = log_ratio(TRAINER, ROLLOUT, MASK, "sequence")  # log(3 * 0.5 * 1) = log 1.5; log(1.5 * 4) = log 6
+    assert torch.allclose(seq, torch.tensor([[L(1.5)] * 3, [L(6), L(6), 0.0]]), atol=1e-6)
+    geo = log_ratio(TRAINER, ROLLOUT, MASK, "geometric")
+    assert torch.allclose(geo, torch.tensor([[L(1.5) / 3] * 3, [L(6) / 2, L(6) / 2, 0.0]]), atol=1e-6)
+    with pytest.raises(ValueError, match="level"):
+        log_ratio(TRAINER, ROLLOUT, MASK, "sentence")
+
+
+def test_token_tis_caps_the_weight_and_counts_corrections():
+    c = CORRECTIONS.get("tis")(TRAINER, ROLLOUT, MASK, level="token", cap=2.0)
+    assert torch.allclose(c.weights, torch.tensor([[2.0, 0.5, 1.0], [1.5, 2.0, 0.0]]), atol=1e-6)
+    assert torch.equal(c.mask, MASK)
+    assert c.stats["corrected_frac"] == pytest.approx(2 / 5)  # 3.0 and 4.0 of five tokens
+    assert c.stats["masked_frac"] == 0.0
+    assert c.stats["ratio_max"] == pytest.approx(4.0) and c.stats["ratio_min"] == pytest.approx(0.5)
+    assert c.stats["ratio_mean"] == pytest.approx((3 + 0.5 + 1 + 1.5 + 4) / 5)
+    # KL(rollout || trainer): k1 = mean(-log rho), k3 = mean(rho - 1 - log rho)
+    logs = [L(r) for r in (3, 0.5, 1, 1.5, 4)]
+    assert c.stats["kl_k1"] == pytest.approx(-sum(logs) / 5, abs=1e-6)
+    assert c.stats["kl_k3"] == pytest.approx(sum(math.exp(x) - 1 - x for x in logs) / 5, abs=1e-6)
+
+
+def test_sequence_tis_weights_whole_sequences():
+    c = CORRECTIONS.get("tis")(TRAINER, ROLLOUT, MASK, level="sequence", cap=2.0)
+    assert torch.allclose(c.weights, torch.tensor([[1.5] * 3, [2.0, 2.0, 0.0]]), atol=1e-6)
+    assert c.stats["corrected_frac"] == pytest.approx(2 / 5)  # sequence 1 (rho 6), both of its tokens
+
+
+def test_tis_of_a_huge_sequence_ratio_stays_finite():
+    long_mask = torch.ones(1, 400)
+    c = CORRECTIONS.get("tis")(torch.zeros(1, 400), torch.full((1, 400), -1.0), long_mask, level="sequence", cap=5.0)
+    assert torch.allclose(c.weights, torch.full((1, 400), 5.0))  # rho = e^400 overflows float32
+
+
+def test_token_mis_drops_tokens_outside_the_band():
+    c = CORRECTIONS.get("mis")(TRAINER, ROLLOUT, MASK, level="token", low=0.6, high=2.0)
+    assert torch.equal(c.mask, torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]))
+    assert torch.allclose(c.weights, torch.tensor([[0.0, 0.0, 1.0], [1.5, 0.0, 0.0]]), atol=1e-6)
+    assert c.stats["masked_frac"] == pytest.approx(3 / 5)
+    rejected = CORRECTIONS.get("mis")(TRAINER, ROLLOUT, MASK, level="token", low=0.6, high=2.0, reweight=False)
+    assert torch.equal(rejected.weights, rejected.mask)
+
+
+def test_sequence_and_geometric_mis_drop_whole_sequences():
+    seq = CORRECTIONS.get("mis")(TRAINER, ROLLOUT, MASK, level="sequence", low=0.5, high=2.0)
+    assert torch.equal(seq.mask, torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]]))  # rho 1.5 kept, 6 dropped
+    assert torch.allclose(seq.weights[0], torch.full((3,), 1.5))
+    assert seq.stats["masked_frac"] == pytest.approx(2 / 5)
+    # geometric: 1.5^(1/3) = 1.145 and 6^(1/2) = 2.449; a band up to 2.5 keeps both
+    geo = CORRECTIONS.get("mis")(TRAINER, ROLLOUT, MASK, level="geometric", low=0.5, high=2.5)
+    assert torch.equal(geo.mask, MASK)
+    assert geo.weights[1, 0].item() == pytest.approx(6 ** 0.5, rel=1e-5)
+
+
+def test_none_measures_without_changing_anything():
+    c = CORRECTIONS.get("none")(TRAINER, ROLLOUT, MASK)
+    assert torch.equal(c.weights, torch.ones_like(MASK)) and torch.equal(c.mask, MASK)
+    assert c.stats["kl_k3"] > 0 and c.stats["masked_frac"] == 0.0
+    same = CORRECTIONS.get("tis")(ROLLOUT, ROLLOUT, MASK, cap=2.0)
+    assert same.stats["kl_k1"] == 0.0 and same.stats["kl_k3"] == 0.0 and same.stats["corrected_frac"] == 0.0
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="cap"):
+        CORRECTIONS.get("tis")(TRAINER, ROLLOUT, MASK, cap=0.0)
+    with pytest.raises(ValueError, match="band"):
+        CORRECTIONS.get("mis")(TRAINER, ROLLOUT, MASK, low=2.0, high=1.0)
+    with pytest.raises(ValueError, match="top_p"):
+        truncated_logprobs(torch.zeros(1, 1, 3), torch.zeros(1, 1, dtype=torch.long), top_p=0.0)
+
+
+# one position, vocabulary of 5: probabilities 0.4, 0.3, 0.15, 0.1, 0.05 at temperature 1
+PROBS = torch.tensor([0.4, 0.3, 0.15, 0.1, 0.05])
+LOGITS = torch.log(PROBS).view(1, 1, 5)
+
+
+def lp(target, **kw):
+    return truncated_logprobs(LOGITS, torch.tensor([[target]]), **kw).item()
+
+
+def test_no_truncation_is_the_tempered_softmax():
+    assert lp(1) == pytest.approx(L(0.3), abs=1e-6)
+    # temperature 2: p_i ~ sqrt(p_i)
+    z = PROBS.sqrt().sum().item()
+    assert lp(1, temperature=2.0) == pytest.approx(L(0.3 ** 0.5 / z), abs=1e-6)
+    assert lp(1, temperature=0.0) == pytest.approx(L(0.3), abs=1e-6)  # greedy: logits unchanged
+
+
+def test_top_k_renormalises_over_the_k_largest():
+    assert lp(1, top_k=2) == pytest.approx(L(0.3 / 0.7), abs=1e-6)
+    assert lp(2, top_k=3) == pytest.approx(L(0.15 / 0.85), abs=1e-6)
+    assert lp(0, top_k=5) == pytest.approx(L(0.4), abs=1e-6)  # k = V: off
+
+
+def test_top_p_keeps_the_smallest_set_reaching_the_mass():
+    # mass above each token: 0, 0.4, 0.7, 0.85, 0.95. top_p 0.7 keeps {0.4, 0.3}: 0.15 has 0.7 above it
+    assert lp(0, top_p=0.7) == pytest.approx(L(0.4 / 0.7), abs=1e-5)
+    # top_p 0.75 keeps three tokens (mass 0.85)
+    assert lp(2, top_p=0.75) == pytest.approx(L(0.15 / 0.85), abs=1e-5)
+
+
+def test_top_k_then_top_p_on_the_renormalised_mass():
+    # top_k 3 -> 0.4/0.85, 0.3/0.85, 0.15/0.85 = 0.4706, 0.3529, 0.1765; above: 0, 0.4706, 0.8235
+    # top_p 0.8 keeps the first two (0.8235 >= 0.8 drops the third)
+    assert lp(1, top_k=3, top_p=0.8) == pytest.approx(L(0.3 / 0.7), abs=1e-5)
+    # at temperature 2 the order is the same; top_k 2 then renormalise sqrt-probabilities
+    s = PROBS.sqrt()
+    assert lp(0, temperature=2.0, top_k=2) == pytest.approx(L((s[0] / (s[0] + s[1])).item()), abs=1e-6)
+
+
+def test_the_sampled_token_is_always_kept():
+    # token 4 is outside top_k=2, but it was sampled, so it joins the kept set {0, 1, 4}
+    assert lp(4, top_k=2) == pytest.approx(L(0.05 / 0.75), abs=1e-6)
+
+
+def test_truncated_logprobs_are_differentiable_and_batched():
+    logits = torch.randn(2, 3, 7, requires_grad=True)
+    targets = torch.randint(0, 7, (2, 3))
+    out = truncated_logprobs(logits, targets, temperature=0.7, top_p=0.9, top_k=4)
+    assert out.shape == (2, 3) and torch.isfinite(out).all() and (out <= 0).all()
+    out.sum().backward()
+    assert torch.isfinite(logits.grad).all()
+    full = truncated_logprobs(logits, targets, temperature=0.7)
+    expected = torch.log_softmax(logits / 0.7, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    assert torch.allclose(full, expected, atol=1e-6)
+    assert (out >= full - 1e-6).all()  # renormalising over fewer tokens never lowers a kept token's log-prob

@@ -1,0 +1,42 @@
+"""End to end on a reasoning-gym generator: the embedded model is warmed up on
+``reasoning-gym/sum-chain-v1`` (`sft_sum_chain`, half the demonstrations skip the running totals),
+then GRPO rewarded by math-v1 (`sum_chain`) raises its greedy accuracy on the held-out validation
+split. The built-in configs as they are (about 160 s of CPU on one core), with a shorter SFT-end
+evaluation and no checkpoints.
+
+Measured with the same configs: greedy accuracy 0.165 -> 0.270 on validation and 0.160 -> 0.234 on
+the frozen test split; the gain is the model working the sums out instead of guessing (see README).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlvr.config import load_config
+from rlvr.train import TrainConfig, train
+from rlvr.train.sft import SFTConfig, sft
+
+pytestmark = pytest.mark.slow
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_grpo_on_a_reasoning_gym_task_raises_heldout_accuracy(tmp_path, rl_overrides):
+    base = sft(load_config(SFTConfig, "sft_sum_chain", [
+        f"output_dir={tmp_path}", "name=sft", "log.progress=false", "log.tensorboard=false", "threads=1", "eval.limit=50",
+    ]))
+    cfg = load_config(TrainConfig, "sum_chain", rl_overrides(tmp_path, base, "log.tensorboard=false", "log.checkpoint_every=0", "log.plot=false"))
+    assert cfg.task.id == "reasoning-gym/sum-chain-v1" and cfg.task.make().env_id == "math-v1"
+    result = train(cfg)
+    assert result.status == "completed" and result.steps == cfg.update.steps
+    rows = metrics(result.run_dir)
+    evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
+    # learning, measured on the held-out validation split (200 sums never trained on), greedy, from the same base
+    assert evals[cfg.update.steps] >= evals[0] + 0.05, evals
+    train_rows = [r for r in rows if "reward/mean" in r]
+    assert sum(r["verify/errors"] + r["verify/timeouts"] for r in train_rows) == 0

@@ -1,0 +1,233 @@
+"""The vLLM engines on the real engine (vLLM's CPU build here), against Hugging Face generate and the
+trainer's own log-probs. They run in the vLLM environment: scripts/test_vllm.sh.
+
+Tolerance: float32 on both sides; the engine's and the trainer's log-probs of the same tokens agree
+to 1e-4 (measured here: about 1e-5 at most, 5e-7 on average)."""
+
+import copy
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import tasks
+from rlvr import UserError
+from rlvr.algos.correction import truncated_logprobs
+from rlvr.eval.runner import EvalSettings, evaluate
+from rlvr.models.loading import load_model
+from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.config import RolloutConfig
+from rlvr.rollout.engines import make_engine
+from rlvr.rollout.sync import SyncProbe
+from rlvr.rollout.weights import WeightSyncError
+from rlvr.train.batch import build_token_batch, scatter_completion_values
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                       reason="vLLM is not installed in this environment: scripts/test_vllm.sh runs these tests in .venv-vllm"),
+]
+
+TOL = 1e-4
+
+
+def vllm_config(**vllm) -> RolloutConfig:
+    cfg = RolloutConfig(engine="vllm")
+    cfg.vllm.dtype = "float32"  # the trainer's dtype: exact comparisons
+    for key, value in vllm.items():
+        setattr(cfg.vllm, key, value)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def task():
+    return tasks.make("arithmetic-v1")
+
+
+@pytest.fixture(scope="module")
+def prompts(task):
+    return [task.env.format_prompt(p) for p in task.problems("validation")[:48]]
+
+
+@pytest.fixture(scope="module")
+def engine(sft_base):
+    return make_engine(vllm_config(), model_path=sft_base, seed=0)
+
+
+@pytest.fixture
+def trainer(sft_base):
+    return load_model(str(sft_base))
+
+
+def logprob_gap(model, tok, comps, temperature=1.0, top_p=1.0, top_k=0) -> float:
+    """Largest |engine - trainer| log-prob over the completions' tokens, the trainer's taken under the
+    same (truncated) sampling distribution."""
+    batch = build_token_batch([c.prompt_ids for c in comps], [c.token_ids for c in comps], tok.pad_token_id)
+    with torch.no_grad():
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+    trainer = truncated_logprobs(logits, batch.input_ids[:, 1:], temperature, top_p, top_k)
+    rollout = scatter_completion_values([c.logprobs for c in comps], batch)
+    return float((trainer - rollout)[batch.completion_mask.bool()].abs().max())
+
+
+def test_greedy_output_is_identical_to_hf_generate(engine, trainer, prompts):
+    model, tok = trainer
+    hf = make_engine(RolloutConfig(), model, tok)
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=64)
+    ours, theirs = engine.generate(prompts, 1, greedy), hf.generate(prompts, 1, greedy)
+    assert [c.prompt_ids for c in ours] == [c.prompt_ids for c in theirs]
+    assert [c.token_ids for c in ours] == [c.token_ids for c in theirs]
+    assert [c.text for c in ours] == [c.text for c in theirs] and any("Answer:" in c.text for c in ours)
+    assert [c.truncated for c in ours] == [c.truncated for c in theirs]
+    assert logprob_gap(model, tok, ours) < TOL
+
+
+@pytest.mark.parametrize("temperature,top_p,top_k", [(1.0, 1.0, 0), (0.7, 1.0, 0), (1.0, 0.9, 0), (0.8, 0.95, 20)])
+def test_sampled_logprobs_equal_the_trainers(engine, trainer, prompts, temperature, top_p, top_k):
+    model, tok = trainer
+    sampling = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=64, seed=3)
+    comps = engine.generate(prompts[:12], 4, sampling)
+    assert [c.prompt_index for c in comps] == [i for i in range(12) for _ in range(4)]
+    assert all(len(c.logprobs) == len(c.token_ids) > 0 for c in comps)
+    assert all(c.token_ids[-1] == tok.eos_token_id or c.truncated for c in comps)
+    assert logprob_gap(model, tok, comps, temperature, top_p, top_k) < TOL
+    if top_p < 1 or top_k:  # the engine reports the truncated distribution, not the full softmax
+        assert logprob_gap(model, tok, comps, temperature) > 1e-2
+    again = engine.generate(prompts[:12], 4, sampling)
+    assert [c.token_ids for c in again] == [c.token_ids for c in comps]  # a seeded call is reproducible
+    assert len({tuple(c.token_ids) for c in comps}) > 12  # the n samples of a prompt differ
+
+
+def test_prefix_caching_is_on_and_eval_through_the_factory_matches_hf(engine, trainer, task):
+    assert engine.llm.llm_engine.vllm_config.cache_config.enable_prefix_caching
+    model, tok = trainer
+    settings = EvalSettings(limit=60, max_new_tokens=64)
+    ours = evaluate(engine, task, settings, progress=False)
+    theirs = evaluate(make_engine(RolloutConfig(), model, tok), task, settings, progress=False)
+    assert ours["greedy"]["correct"] == theirs["greedy"]["correct"] and ours["problems"] == 60
+    texts = [[c.text for c in row] for row in ours["_greedy_samples"].completions]
+    assert texts == [[c.text for c in row] for row in theirs["_greedy_samples"].completions]
+
+
+def _optimizer_step(model, tok, comps, lr=1e-3):
+    """One AdamW step raising the log-likelihood of the given completions: the policy moves."""
+    batch = build_token_batch([c.prompt_ids for c in comps], [c.token_ids for c in comps], tok.pad_token_id)
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+    logp = torch.log_softmax(logits.float(), -1).gather(-1, batch.input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    loss = -(logp * batch.completion_mask).sum() / batch.completion_mask.sum()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+
+
+def test_after_an_optimizer_step_and_a_sync_the_engine_matches_the_new_weights(engine, trainer, prompts):
+    model, tok = trainer
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=64, seed=5)
+    comps = engine.generate(prompts[:12], 4, sampling)  # also fills the prefix cache with these prompts
+    probe = SyncProbe.from_completions(comps, max_gap=0.05, k=6)
+    assert probe.check(engine, model).mean_gap < 1e-5
+    original = copy.deepcopy(model.state_dict())
+    _optimizer_step(model, tok, comps)
+
+    with pytest.raises(WeightSyncError, match="rollout.probe.max_gap"):  # no sync yet: caught
+        probe.check(engine, model)
+    version = engine.weights_version
+    engine.load_weights(model)
+    assert engine.weights_version == version + 1
+    result = probe.check(engine, model)
+    assert result.mean_gap < 1e-5 and result.trainer_moved > 0.05
+    after = engine.generate(prompts[:12], 4, sampling)  # cached prefixes must not serve the old weights
+    assert logprob_gap(model, tok, after) < TOL
+    engine.load_weights(original)  # a state dict works too; back to the base for the other tests
+    model.load_state_dict(original)
+    assert probe.check(engine, model).mean_gap < 1e-5
+
+
+def test_an_update_that_misses_parameters_is_refused(engine, trainer):
+    model, _ = trainer
+    partial = {k: v for k, v in model.state_dict().items() if ".layers.0." not in k}
+    with pytest.raises(WeightSyncError, match="without new values.*model.layers.0"):
+        engine.load_weights(partial)
+    with pytest.raises(WeightSyncError, match="refused the weights"):
+        engine.load_weights({"base_model.model.lora_A.weight": torch.zeros(2, 2)})  # e.g. adapter names
+    engine.load_weights(model)  # leave it whole
+
+
+def test_sleep_and_wake_push_the_current_weights(sft_base, trainer, prompts):
+    model, tok = trainer
+    for level in (1, 2):
+        try:
+            engine = make_engine(vllm_config(sleep_level=level), model, tok, model_path=sft_base)
+        except UserError as e:
+            pytest.skip(f"no sleep mode in this vLLM build (CPU): {e}")
+        comps = engine.generate(prompts[:4], 2, SamplingParams(max_new_tokens=32, seed=0))
+        probe = SyncProbe.from_completions(comps, max_gap=0.05)
+        engine.load_weights(model)
+        probe.check(engine, model)
+        engine.sleep()
+        _optimizer_step(model, tok, comps)  # the trainer moves while the engine sleeps
+        engine.load_weights(model)  # a sync while asleep wakes the weights first
+        engine.wake()  # ... and the wake-up pushes them again
+        probe.check(engine, model)
+        engine.sleep()
+        engine.wake()
+        assert logprob_gap(model, tok, engine.generate(prompts[:4], 2, SamplingParams(max_new_tokens=32, seed=1))) < 1e-2
+        del engine
+
+
+@pytest.fixture(scope="module")
+def server(sft_base):
+    """`rlvr rollout serve` in its own process, on a free port."""
+    proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "rollout", "serve", "--model", str(sft_base), "--port", "0",
+                             "vllm.dtype=float32"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 300
+        url = None
+        while url is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line and proc.poll() is not None:
+                raise RuntimeError(f"rollout server exited with {proc.returncode}")
+            m = re.search(r"ready on (http://\S+)", line)
+            url = m.group(1) if m else None
+        assert url, "rollout server did not start in 300 s"
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def test_server_mode_generates_and_takes_weight_updates_over_http(server, trainer, prompts):
+    model, tok = trainer
+    cfg = RolloutConfig(engine="vllm_server")
+    cfg.vllm.server_url, cfg.vllm.http_chunk_mb = server, 1  # the 4 MB model travels in several chunks
+    client = make_engine(cfg, model, tok)
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=64)
+    hf = make_engine(RolloutConfig(), model, tok)
+    assert [c.text for c in client.generate(prompts[:16], 1, greedy)] == [c.text for c in hf.generate(prompts[:16], 1, greedy)]
+    comps = client.generate(prompts[:8], 4, SamplingParams(temperature=0.9, top_p=0.95, max_new_tokens=64, seed=2))
+    assert logprob_gap(model, tok, comps, 0.9, 0.95) < TOL
+
+    probe = SyncProbe.from_completions(comps, max_gap=0.05)
+    probe.check(client, model)
+    _optimizer_step(model, tok, comps)
+    with pytest.raises(WeightSyncError):
+        probe.check(client, model)  # the server still has the old weights
+    client.load_weights(model)
+    assert client.weights_version == 1
+    assert probe.check(client, model).mean_gap < 1e-5
+    after = client.generate(prompts[:8], 4, SamplingParams(temperature=1.0, max_new_tokens=64, seed=4))
+    assert logprob_gap(model, tok, after) < TOL
+
+    with pytest.raises(WeightSyncError, match="without new values"):
+        client.load_weights({k: v for k, v in model.state_dict().items() if ".layers.1." not in k})
+    other = make_engine(cfg, model, tok)  # a second trainer pushes: the first one's count no longer matches
+    other.load_weights(model)
+    with pytest.raises(WeightSyncError, match="another trainer"):
+        client.load_weights(model)
