@@ -1,6 +1,6 @@
 """The policy objective: one pure function over registered parts, returning ``(loss, stats)``.
 
-    ratio -> policy loss (surrogate) -> + KL to the reference -> - entropy bonus -> aggregation
+    ratio -> policy loss (surrogate) x correction weights -> + KL to the reference -> - entropy bonus -> aggregation
 
 Policy losses live in the `POLICY_LOSSES` registry. Each maps a `PolicyLossInputs` (``[B, T]``
 tensors) and the clip settings to a ``[B, T]`` token loss and statistics:
@@ -144,6 +144,8 @@ class ObjectiveInputs:
         norm: Whole-batch totals for the aggregation.
         ref_logp: Reference log-probs (no grad), or None when no reference is loaded.
         entropy: Entropy of each next-token distribution (with grad when ``entropy_coef != 0``).
+        weights: Per-token weights of the policy loss (no grad), e.g. a rollout/trainer mismatch
+            correction (`rlvr.algos.correction`); None = 1.
     """
 
     logp: Tensor
@@ -153,6 +155,7 @@ class ObjectiveInputs:
     norm: Normalizer
     ref_logp: Tensor | None = None
     entropy: Tensor | None = None
+    weights: Tensor | None = None
 
 
 def policy_objective(inp: ObjectiveInputs, parts: ObjectiveParts) -> tuple[Tensor, dict[str, float]]:
@@ -164,6 +167,8 @@ def policy_objective(inp: ObjectiveInputs, parts: ObjectiveParts) -> tuple[Tenso
     ratio = RATIOS.get(parts.ratio)(inp.logp, inp.old_logp, mask)
     surrogate, stats = POLICY_LOSSES.get(parts.policy_loss)(
         PolicyLossInputs(inp.logp, inp.old_logp, ratio, inp.advantages, mask), parts.clip_low, parts.clip_high, parts.dual_clip)
+    if inp.weights is not None:
+        surrogate = surrogate * inp.weights
     aggregate = AGGREGATIONS.get(parts.aggregation)
     total = surrogate
     n = mask.sum().clamp(min=1)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rlvr.algos.advantages import ADVANTAGES, estimator_parameters
+from rlvr.algos.correction import CORRECTIONS
 from rlvr.algos.aggregation import AGGREGATIONS
 from rlvr.algos.filters import GroupFilter
 from rlvr.algos.kl import KL_ESTIMATORS
@@ -107,6 +108,7 @@ class Algorithm:
     prm: PRMSettings | None
     critic: CriticSettings | None
     preference: PreferenceSettings | None
+    correction: CorrectionConfig
 
     @property
     def kl_active(self) -> bool:
@@ -262,6 +264,24 @@ class PreferenceConfig:
 
 
 @dataclass
+class CorrectionConfig:
+    """Correcting the mismatch between the engine that sampled and the trainer (`rlvr.algos.correction`):
+    a reweighting of the policy loss by the trainer/engine probability ratio of the sampled tokens."""
+
+    kind: str = help_field("none", "none (measure the mismatch only) | tis (truncated importance sampling: weight min(rho, cap)) | "
+                                   "mis (masked importance sampling: drop what leaves [low, high], weight the rest by rho)")
+    level: Literal["token", "sequence", "geometric"] = help_field("token", "Ratio per token, per sequence (product), or geometric (mean log ratio per sequence)")
+    cap: float = help_field(2.0, "tis: largest weight", gt=0)
+    low: float = help_field(0.5, "mis: lowest kept ratio", ge=0)
+    high: float = help_field(2.0, "mis: highest kept ratio", gt=0)
+
+    def kwargs(self) -> dict[str, Any]:
+        """The registered function's keyword arguments for this kind."""
+        return {"level": self.level, **({"cap": self.cap} if self.kind == "tis" else {}),
+                **({"low": self.low, "high": self.high} if self.kind == "mis" else {})}
+
+
+@dataclass
 class AlgoConfig:
     """Which algorithm, and any settings that override its preset (None = the preset's value)."""
 
@@ -288,6 +308,7 @@ class AlgoConfig:
     prm: PRMConfig = field(default_factory=PRMConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
     preference: PreferenceConfig = field(default_factory=PreferenceConfig)
+    correction: CorrectionConfig = field(default_factory=CorrectionConfig)
 
 
 _SCORERS = {"prm": (PRMSettings, PRM_DEFAULTS), "critic": (CriticSettings, CRITIC_DEFAULTS)}
@@ -323,6 +344,8 @@ def resolve_algorithm(cfg: AlgoConfig) -> Algorithm:
     if unknown:
         raise ConfigError(f"algo.advantage_kwargs: {', '.join(unknown)} not accepted by the {settings['advantage']} estimator (it takes: {', '.join(accepted) or 'nothing'})")
     _validate(settings)
+    if settings["correction"].kind not in CORRECTIONS:
+        raise ConfigError(f"algo.correction.kind {settings['correction'].kind!r} is not registered; choose one of {', '.join(CORRECTIONS.ids())}")
     band = settings["accuracy_band"]
     settings["accuracy_band"] = None if band is None or tuple(band) == (0.0, 1.0) else (float(band[0]), float(band[1]))
     algo = Algorithm(preset=cfg.preset, **settings)
@@ -351,7 +374,8 @@ def _resolve_preference(cfg: AlgoConfig, preset: dict[str, Any]) -> PreferenceSe
             raise ConfigError(f"algo.preference.{next(iter(user))} is set but algo.preset={cfg.preset} runs the {preset['recipe']} recipe; "
                               f"preference settings belong to the presets {', '.join(n for n, p in PRESETS.items() if p['preference'])}")
         return None
-    foreign = [f.name for f in dataclasses.fields(cfg) if f.name not in (*_PREFERENCE_KEYS, *_SCORERS) and getattr(cfg, f.name) is not None]
+    foreign = [f.name for f in dataclasses.fields(cfg) if f.name not in (*_PREFERENCE_KEYS, *_SCORERS, "correction") and getattr(cfg, f.name) is not None]
+    foreign += [f"correction.kind" for _ in [0] if cfg.correction.kind != "none"]
     foreign += [f"{name}.{f.name}" for name in _SCORERS for f in dataclasses.fields(getattr(cfg, name)) if getattr(getattr(cfg, name), f.name) is not None]
     if foreign:
         raise ConfigError(f"algo.{foreign[0]} has no effect with algo.preset={cfg.preset} (the preference recipe has no advantage, ratio, "
@@ -450,7 +474,8 @@ def preset_rows() -> list[tuple[str, dict[str, Any]]]:
         rows = []
         for name in PRESETS:
             algo = resolve_algorithm(AlgoConfig(preset=name))
-            settings = {k: v for k, v in algo.__dict__.items() if k not in ("preset", "preference", *_SCORERS)}
+            settings = {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
+                        for k, v in algo.__dict__.items() if k not in ("preset", "preference", *_SCORERS)}
             for scorer in _SCORERS:  # a learned scorer: whether it is on, then its settings
                 value = getattr(algo, scorer)
                 settings[scorer] = {"enabled": value is not None, **(dataclasses.asdict(value) if value is not None else {})}

@@ -25,7 +25,7 @@ from rlvr.rollout.config import RolloutConfig
 ENGINES: Registry = Registry("rollout engine", versioned=False)
 
 def make_engine(cfg: RolloutConfig, model: Any = None, tokenizer: Any = None, *, model_path: str | Path | None = None,
-                seed: int = 0, synced: bool = False) -> RolloutEngine:
+                seed: int = 0, synced: bool = False, private: bool = False) -> RolloutEngine:
     """The engine ``cfg.engine`` names.
 
     Args:
@@ -38,14 +38,23 @@ def make_engine(cfg: RolloutConfig, model: Any = None, tokenizer: Any = None, *,
         seed: Seed of the engine's sampler.
         synced: ``hf`` only: the model is sharded across processes (FSDP), so generation steps in
             lockstep (see `HFGenerateEngine`).
+        private: ``hf`` only: generate with a copy of ``model`` that `load_weights` updates, so
+            generation may run while the trainer updates ``model`` (the vLLM engines always have
+            their own weights).
     """
     if model is None and tokenizer is None and model_path is None:
         raise UserError("make_engine needs a model or a model_path")
-    return ENGINES.get(cfg.engine)(cfg, model, tokenizer, None if model_path is None else str(model_path), seed, synced)
+    return ENGINES.get(cfg.engine)(cfg, model, tokenizer, None if model_path is None else str(model_path), seed, synced, private)
+
+
+def has_own_weights(engine: RolloutEngine) -> bool:
+    """Whether ``engine`` generates from its own copy of the weights (so it must be synced, and the
+    sync can be checked), rather than from the trainer's model object."""
+    return getattr(engine, "private", True)
 
 
 @ENGINES.register("hf")
-def _hf(cfg: RolloutConfig, model: Any, tokenizer: Any, model_path: str | None, seed: int, synced: bool) -> RolloutEngine:
+def _hf(cfg: RolloutConfig, model: Any, tokenizer: Any, model_path: str | None, seed: int, synced: bool, private: bool) -> RolloutEngine:
     """Hugging Face generate on the trainer's model object."""
     from rlvr.models.loading import load_model
     from rlvr.rollout.hf import HFGenerateEngine
@@ -54,11 +63,11 @@ def _hf(cfg: RolloutConfig, model: Any, tokenizer: Any, model_path: str | None, 
         loaded, loaded_tok = load_model(model_path)  # type: ignore[arg-type]
         model = loaded if model is None else model
         tokenizer = loaded_tok if tokenizer is None else tokenizer
-    return HFGenerateEngine(model, tokenizer, cfg.max_batch_sequences, synced=synced)
+    return HFGenerateEngine(model, tokenizer, cfg.max_batch_sequences, synced=synced, private=private)
 
 
 @ENGINES.register("vllm")
-def _vllm(cfg: RolloutConfig, model: Any, tokenizer: Any, model_path: str | None, seed: int, synced: bool) -> RolloutEngine:
+def _vllm(cfg: RolloutConfig, model: Any, tokenizer: Any, model_path: str | None, seed: int, synced: bool, private: bool) -> RolloutEngine:
     """vLLM in the training process; weights pushed in place."""
     try:
         from rlvr.rollout.vllm_engine import VLLMEngine
@@ -70,7 +79,7 @@ def _vllm(cfg: RolloutConfig, model: Any, tokenizer: Any, model_path: str | None
 
 
 @ENGINES.register("vllm_server")
-def _vllm_server(cfg: RolloutConfig, model: Any, tokenizer: Any, model_path: str | None, seed: int, synced: bool) -> RolloutEngine:
+def _vllm_server(cfg: RolloutConfig, model: Any, tokenizer: Any, model_path: str | None, seed: int, synced: bool, private: bool) -> RolloutEngine:
     """Client of `rlvr rollout serve`; weights sent over HTTP or NCCL."""
     from transformers import AutoTokenizer
 

@@ -8,6 +8,8 @@ actually drawn from (as vLLM's ``processed_logprobs``).
 
 from __future__ import annotations
 
+import copy
+
 from typing import Sequence
 
 import torch
@@ -53,10 +55,14 @@ class HFGenerateEngine:
         max_batch_sequences: Sequences per ``generate`` call (bounds memory).
         synced: The model is sharded across processes (FSDP): every forward is a collective, so
             each process keeps stepping until all of them have finished (``synced_gpus``).
+        private: Generate with a copy of the weights instead of the trainer's own model object, so
+            that generation can run while the trainer updates (`load_weights` copies them in).
     """
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_batch_sequences: int = 256, synced: bool = False):
-        self.model = model
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_batch_sequences: int = 256, synced: bool = False,
+                 private: bool = False):
+        self.private = private
+        self.model = copy.deepcopy(model).requires_grad_(False) if private else model
         self.tokenizer = tokenizer
         self.max_batch_sequences = max_batch_sequences
         self.synced = synced
@@ -74,7 +80,12 @@ class HFGenerateEngine:
         return None
 
     def load_weights(self, model: object) -> None:
-        """Nothing to do: the engine generates with the trainer's own model object."""
+        """A private copy takes ``model``'s weights (an ``nn.Module`` or a state dict); otherwise
+        nothing to do: the engine generates with the trainer's own model object."""
+        if self.private:
+            state = model.state_dict() if isinstance(model, torch.nn.Module) else model
+            with torch.no_grad():
+                self.model.load_state_dict(state)
 
     def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]:
         from rlvr.rollout.sync import trainer_logprobs

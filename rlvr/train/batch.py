@@ -60,15 +60,23 @@ def scatter_completion_values(values: list[list[float]], batch: TokenBatch) -> T
 
 
 def token_logprobs(model: torch.nn.Module, batch: TokenBatch, temperature: float = 1.0, entropy: bool = False,
-                   entropy_grad: bool = False) -> tuple[Tensor, Tensor | None]:
-    """Log-probs ``[B, L-1]`` of each next token (logits divided by ``temperature``), and optionally
-    the entropy ``[B, L-1]`` of each next-token distribution (differentiable only with ``entropy_grad``)."""
+                   entropy_grad: bool = False, top_p: float = 1.0, top_k: int = 0) -> tuple[Tensor, Tensor | None]:
+    """Log-probs ``[B, L-1]`` of each next token under the distribution a sampler with these
+    settings draws from (logits divided by ``temperature``; with ``top_p < 1`` or ``top_k > 0``
+    renormalised over the kept tokens, `rlvr.algos.correction.truncated_logprobs`, so importance
+    ratios against a truncated sampler are unbiased), and optionally the entropy ``[B, L-1]`` of
+    each untruncated next-token distribution (differentiable only with ``entropy_grad``)."""
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
     if temperature not in (0, 1):
         logits = logits / temperature
     logz = torch.logsumexp(logits, dim=-1)
     targets = batch.input_ids[:, 1:]
-    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz
+    if top_p < 1 or top_k > 0:
+        from rlvr.algos.correction import truncated_logprobs
+
+        logp = truncated_logprobs(logits, targets, 1.0, top_p, top_k)
+    else:
+        logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logz
     ent = None
     if entropy:
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):

@@ -471,6 +471,7 @@ class Harness:
         (written under a temporary name and renamed, so a kill never leaves half a checkpoint)."""
         final = self.checkpoint_dir / f"step-{step}"
         tmp = final.with_name(final.name + ".tmp")
+        recipe_state = recipe.state_dict()  # first: a recipe may finish work in flight (which moves the RNG) before it is saved
         if self.is_main:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
@@ -483,7 +484,7 @@ class Harness:
         self.accel.wait_for_everyone()
         if self.is_main:
             torch.save({"step": step, "components": list(self.components), "processes": self.num_processes,
-                        "recipe": recipe.state_dict()}, tmp / STATE_FILE)
+                        "recipe": recipe_state}, tmp / STATE_FILE)
             shutil.rmtree(final, ignore_errors=True)
             tmp.rename(final)
             prune_checkpoints(self.checkpoint_dir, self.cfg.log.keep_checkpoints)

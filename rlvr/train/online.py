@@ -1,24 +1,39 @@
 """The rollout side of an online recipe: groups of verified completions from the current policy.
 
 `GroupSource` holds what every recipe that learns from its own samples needs (the policy-gradient
-recipe and the online preference recipes): the rollout engine, synced with the policy after its
-optimizer steps; the verifier pool; the streaming `rlvr.train.sampling.GroupSampler` with the
-algorithm's group filter; this process's place in the prompt stream that all processes share;
-the decision to skip a step whose verifications all failed (and to stop after several); and
-held-out evaluation with the same engine.
+recipe and the online preference recipes):
+
+- the rollout engine (`rlvr.rollout.engines.make_engine`: ``rollout.engine`` = hf, vllm or
+  vllm_server), synced with the policy after its optimizer steps and, when it holds its own
+  weights, proven in sync by a fixed probe scored by engine and trainer after every sync and
+  wake-up (`rlvr.rollout.sync.SyncProbe`; above ``rollout.probe.max_gap`` the run stops);
+- episodes for multi-turn environments (`rlvr.rollout.episodes.generate_for`), verified from the
+  model's own turns;
+- the verifier pool and the streaming `rlvr.train.sampling.GroupSampler` with the algorithm's
+  group filter; this process's place in the prompt stream that all processes share;
+- with ``rollout.overlap``, the next batch generated in a background thread while the recipe
+  trains on this one (one step off-policy);
+- the decision to skip a step whose verifications all failed (and to stop after several), and
+  held-out evaluation with the same engine.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import torch
 
 from envs.pool import VerifierPool
 from envs.types import Problem
+from rlvr import UserError
 from rlvr.algos.filters import GroupFilter
-from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.base import SamplingParams, verifier_input
+from rlvr.rollout.engines import has_own_weights, make_engine
+from rlvr.rollout.episode_metrics import episode_metrics
+from rlvr.rollout.episodes import generate_for
+from rlvr.rollout.sync import SyncProbe
 from rlvr.train.config import TrainConfig
 from rlvr.train.harness import Harness, TrainableModel, TrainingError
 from rlvr.train.rollouts import generation_metrics
@@ -41,27 +56,66 @@ class GroupSource:
 
     def __init__(self, cfg: TrainConfig, task: Task, policy: TrainableModel, tokenizer: Any, harness: Harness,
                  group_filter: GroupFilter, sampling_budget: float):
-        self.cfg, self.task, self.policy, self.harness = cfg, task, policy, harness
-        self.engine = HFGenerateEngine(policy.unwrapped, tokenizer, cfg.rollout.max_batch_sequences, synced=harness.sharded)
-        self.engine_updates = 0  # the policy's optimizer steps the engine has seen
+        self.cfg, self.task, self.policy, self.harness, self.tokenizer = cfg, task, policy, harness, tokenizer
+        rollout = cfg.rollout
+        if rollout.overlap and harness.num_processes > 1:
+            raise UserError("rollout.overlap runs generation in a background thread and needs one process; "
+                            "with several, leave it off (or put the engine on other GPUs: rollout.engine=vllm_server)")
+        self.engine = make_engine(rollout, policy.unwrapped, tokenizer, model_path=cfg.model.name_or_path, seed=cfg.seed,
+                                  synced=harness.sharded, private=rollout.overlap)
+        self.own_weights = has_own_weights(self.engine)
+        # the policy's optimizer steps the engine has seen; None: unknown (after a resume the policy comes from a checkpoint)
+        self.engine_updates: int | None = None if self.own_weights else policy.updates
+        self.probe: SyncProbe | None = None
+        self.sync_metrics: dict[str, float] = {}
         self.pool = VerifierPool(task.env, workers=cfg.verify.workers, kind=cfg.verify.kind, timeout_s=cfg.verify.timeout_s)
-        self.sampling = SamplingParams(cfg.rollout.temperature, cfg.rollout.top_p, cfg.rollout.top_k, cfg.rollout.max_new_tokens)
+        self.sampling = SamplingParams(rollout.temperature, rollout.top_p, rollout.top_k, rollout.max_new_tokens)
         self.sampler = GroupSampler(
-            generate=lambda problems: self.engine.generate([task.env.format_prompt(p) for p in problems], cfg.rollout.group_size, self.sampling),
-            submit=lambda problems, completions: self.pool.submit(problems, [c.text for c in completions]),
-            group_size=cfg.rollout.group_size, chunk_prompts=cfg.rollout.chunk_prompts,
+            generate=lambda problems: generate_for(self.engine, task.env, problems, rollout.group_size, self.sampling),
+            submit=lambda problems, completions: self.pool.submit(problems, [verifier_input(c) for c in completions]),
+            group_size=rollout.group_size, chunk_prompts=rollout.chunk_prompts,
             group_filter=group_filter, budget_factor=sampling_budget,
             on_failure_valid=cfg.verify.on_failure == "zero", rank=harness.rank, world=harness.num_processes,
             gather_counts=harness.gather_counts)
         self.position, self.failed_steps = 0, 0
         self.stream = None
+        self.prefetched: SamplingReport | None = None  # rollout.overlap: the next batch, ready
+        self._prefetch: threading.Thread | None = None
+        self._prefetch_error: BaseException | None = None
+
+    # -- weights --------------------------------------------------------------------------------
 
     def sync(self) -> None:
-        """The engine generates from the policy's current weights (a no-op for an engine that
-        shares the trainer's model object)."""
+        """The engine generates from the policy's current weights. An engine with its own copy is
+        sent them after every optimizer step (and woken first when it sleeps), and the probe
+        proves the copy arrived; one that shares the trainer's model object needs nothing."""
+        if not self.own_weights:
+            return
+        woke = self._wake()
+        if self.policy.updates == self.engine_updates and not woke:
+            return
+        t0 = time.perf_counter()
         if self.policy.updates != self.engine_updates:
             self.engine.load_weights(self.policy.unwrapped)
             self.engine_updates = self.policy.updates
+        self.sync_metrics = {"sync/load_s": time.perf_counter() - t0}
+        if self.probe is not None:
+            result = self.probe.check(self.engine, self.policy.unwrapped, self.tokenizer.pad_token_id)  # raises WeightSyncError
+            self.sync_metrics |= result.metrics()
+
+    def _wake(self) -> bool:
+        """Wake a sleeping engine (it pushes the last weights it was sent again); whether it slept."""
+        if getattr(self.engine, "asleep", False):
+            self.engine.wake()
+            return True
+        return False
+
+    def _rest(self) -> None:
+        """Hand the engine's memory to the trainer between generations (``rollout.vllm.sleep_level``)."""
+        if self.cfg.rollout.vllm.sleep_level and hasattr(self.engine, "sleep"):
+            self.engine.sleep()
+
+    # -- batches --------------------------------------------------------------------------------
 
     def take_prompts(self, n: int) -> list[Problem]:
         """This process's share of the next ``n x processes`` prompts (every process reads the same stream)."""
@@ -73,11 +127,57 @@ class GroupSource:
         return batch[rank * n: (rank + 1) * n]
 
     def collect(self) -> tuple[SamplingReport, dict[str, float]]:
-        """Generate and verify groups until the batch is full (see `GroupSampler`); the report and
-        metrics of what the policy generated (every group, kept or not) and what sampling cost."""
-        self.sync()
+        """The next training batch (see `GroupSampler`) with the metrics of what the policy generated
+        (every group, kept or not) and what sampling cost. With ``rollout.overlap`` it is the batch
+        generated during the previous step (sampled by the weights before that step's update), and
+        the one after it starts generating now, from the current weights."""
+        if not self.cfg.rollout.overlap:
+            report = self._generate()
+        else:
+            report = self.wait_prefetch() or self._generate()
+            self._start_prefetch()
+        metrics = generation_metrics(report, self.cfg.rollout.group_size) | {"data/position": float(self.position)} | self.sync_metrics
+        metrics["rollout/staleness"] = float(self.policy.updates - report.weights_version)
+        completions = [c for g in report.generated for c in g.completions]
+        verdicts = [v for g in report.generated for v in g.verdicts]
+        return report, metrics | episode_metrics(completions, verdicts)
+
+    def _generate(self, sync: bool = True) -> SamplingReport:
+        """One batch. ``sync=False`` in the background thread: the trainer may be updating the
+        weights right then, so the engine keeps those it was given before the thread started."""
+        if sync:
+            self.sync()
+        version = self.engine_updates if self.own_weights else self.policy.updates
         report = self.sampler.collect(self.take_prompts, self.cfg.rollout.prompts_per_step)
-        return report, generation_metrics(report, self.cfg.rollout.group_size) | {"data/position": float(self.position)}
+        report.weights_version = version
+        if self.probe is None and self.own_weights:  # a fixed probe from the first batch checks every later sync
+            completions = [c for g in report.generated for c in g.completions]
+            self.probe = SyncProbe.from_completions(completions, self.cfg.rollout.probe.max_gap, k=self.cfg.rollout.probe.completions)
+        self._rest()
+        return report
+
+    def _start_prefetch(self) -> None:
+        self.sync()  # between generations: the engine is idle, so its weights can be replaced
+
+        def run() -> None:
+            try:
+                self.prefetched = self._generate(sync=False)
+            except BaseException as e:  # re-raised in the training thread by wait_prefetch
+                self._prefetch_error = e
+
+        self._prefetch = threading.Thread(target=run, name="rlvr-prefetch", daemon=True)
+        self._prefetch.start()
+
+    def wait_prefetch(self) -> SamplingReport | None:
+        """The batch being generated in the background, once it is ready (None when there is none)."""
+        if self._prefetch is not None:
+            self._prefetch.join()
+            self._prefetch = None
+        if self._prefetch_error is not None:
+            error, self._prefetch_error = self._prefetch_error, None
+            raise error
+        report, self.prefetched = self.prefetched, None
+        return report
 
     def trainable(self, report: SamplingReport, examples: float, metrics: dict[str, float]) -> bool:
         """Whether this step trains, decided the same way on every process (collectives follow):
@@ -106,23 +206,38 @@ class GroupSource:
         from rlvr.eval.runner import EvalSettings, evaluate
 
         cfg = self.cfg
+        held = self.wait_prefetch() if cfg.rollout.overlap else None  # the engine is free, and takes the current weights
         self.sync()
         settings = EvalSettings(split=cfg.eval.split, greedy=True, n=0, max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
                                 limit=cfg.eval.limit, chunk_prompts=max(cfg.rollout.max_batch_sequences, 1),
                                 verify_workers=cfg.verify.workers, verify_kind=cfg.verify.kind, verify_timeout_s=cfg.verify.timeout_s)
         report = evaluate(self.engine, self.task, settings, progress=False)
+        self._rest()
+        self.prefetched = held
         return {"eval/accuracy": report["greedy"]["accuracy"], "eval/no_answer_rate": report["greedy"]["no_answer_rate"]}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"position": self.position, "yield_estimate": self.sampler.yield_estimate, "failed_steps": self.failed_steps}
+        """What a resume needs; with ``rollout.overlap`` also the batch generated ahead (waited
+        for first, so the RNG the harness saves next is the one after it)."""
+        state = {"position": self.position, "yield_estimate": self.sampler.yield_estimate, "failed_steps": self.failed_steps}
+        if self.cfg.rollout.overlap:
+            self.prefetched = self.wait_prefetch()
+            state["prefetched"] = self.prefetched
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.position = state["position"]
         self.sampler.yield_estimate = state.get("yield_estimate", 1.0)
         self.failed_steps = state.get("failed_steps", 0)
+        self.prefetched = state.get("prefetched")
 
     def close(self) -> None:
+        if self._prefetch is not None:
+            self._prefetch.join()
         self.pool.close()
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
 
 
 __all__ = ["GroupSource"]

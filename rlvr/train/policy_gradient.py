@@ -27,8 +27,10 @@ from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs, lambda_returns
 from rlvr.algos.aggregation import Normalizer
 from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.objective import ObjectiveInputs, ObjectiveParts, policy_objective
-from rlvr.algos.presets import Algorithm, group_relative, resolve_algorithm
+from rlvr.algos.correction import CORRECTIONS
+from rlvr.algos.presets import Algorithm, CorrectionConfig, group_relative, resolve_algorithm
 from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
+from rlvr.rollout.base import SamplingParams
 from rlvr.train.batch import TokenBatch, token_logprobs
 from rlvr.train.config import TrainConfig
 from rlvr.train.critic import Critic, ValueModel, check_tokenizer, value_metrics
@@ -45,8 +47,13 @@ from rlvr.train.scoring import frozen_logprobs
 class PolicyObjective:
     """`rlvr.algos.objective.policy_objective` over micro-batches of a rollout batch.
 
-    ``old_logp`` None means the update is a single on-policy step: the behaviour policy is the
-    current one, its log-probs are the forward's own (detached), and no extra forward is needed.
+    The behaviour policy (the ``old`` of the importance ratio) is ``old_logp`` when the update
+    takes several optimizer steps (the policy before them, computed once), the engine's own
+    ``rollout_logp`` when the batch was sampled by older weights than the policy's (one step
+    off-policy, `rollout.overlap`), and otherwise the current forward's own log-probs, detached:
+    a single on-policy step needs no extra forward. A mismatch correction (``correction``,
+    `rlvr.algos.correction`) reweights or drops tokens by the trainer/engine ratio of the
+    behaviour log-probs; ``top_p``/``top_k`` score tokens under the sampler's truncated distribution.
     """
 
     model: torch.nn.Module
@@ -57,9 +64,11 @@ class PolicyObjective:
     ref_logp: torch.Tensor | None  # [B, T]
     rollout_logp: torch.Tensor  # [B, T] the engine's
     parts: ObjectiveParts
-    temperature: float
+    sampling: SamplingParams
     max_len: float
     device: torch.device
+    stale: bool = False
+    correction: CorrectionConfig = dataclasses.field(default_factory=CorrectionConfig)
 
     def totals(self, rows: torch.Tensor) -> torch.Tensor:
         m = self.mask[rows]
@@ -69,13 +78,23 @@ class PolicyObjective:
         sub = self.batch.select(rows).to(self.device)
         width = sub.completion_mask.shape[1]
         m = self.mask[rows, :width].to(self.device)
-        logp, entropy = token_logprobs(self.model, sub, self.temperature, entropy=True, entropy_grad=self.parts.entropy_coef != 0)
-        old = logp.detach() if self.old_logp is None else self.old_logp[rows, :width].to(self.device)
+        s = self.sampling
+        logp, entropy = token_logprobs(self.model, sub, s.temperature, entropy=True, entropy_grad=self.parts.entropy_coef != 0,
+                                       top_p=s.top_p, top_k=s.top_k)
+        rollout = self.rollout_logp[rows, :width].to(self.device)
+        if self.old_logp is not None:
+            old = self.old_logp[rows, :width].to(self.device)
+        else:
+            old = rollout if self.stale else logp.detach()
+        corrected = CORRECTIONS.get(self.correction.kind)(old, rollout, m, **self.correction.kwargs())
         ref = None if self.ref_logp is None else self.ref_logp[rows, :width].to(self.device)
         norm = Normalizer(sequences=float(totals[0]), tokens=float(totals[1]), max_len=self.max_len)
-        loss, stats = policy_objective(ObjectiveInputs(logp, old, self.advantages[rows, :width].to(self.device), m, norm, ref, entropy), self.parts)
-        if self.old_logp is None:  # the trainer's log-probs beside the engine's, same weights
-            gap = (logp.detach() - self.rollout_logp[rows, :width].to(self.device)).abs()
+        inputs = ObjectiveInputs(logp, old, self.advantages[rows, :width].to(self.device), corrected.mask, norm, ref, entropy,
+                                 corrected.weights if self.correction.kind != "none" else None)
+        loss, stats = policy_objective(inputs, self.parts)
+        stats |= {f"mismatch_{k}": v for k, v in corrected.stats.items()}
+        if self.old_logp is None and not self.stale:  # the trainer's log-probs beside the engine's, same weights
+            gap = (logp.detach() - rollout).abs()
             stats["logprob_gap"] = float((gap * m).sum() / m.sum().clamp(min=1))
         return loss, stats, float(m.sum())
 
@@ -180,7 +199,8 @@ class PolicyGradient:
             if self.harness.num_processes == 1 or not report.generated:
                 return report, None, metrics
             groups, placeholder = report.generated[:1], True  # another process kept groups: join its update with no rows
-        rollouts = build_rollouts(groups, self.tokenizer.pad_token_id, drop_failed=cfg.verify.on_failure == "drop", placeholder=placeholder)
+        rollouts = build_rollouts(groups, self.tokenizer.pad_token_id, drop_failed=cfg.verify.on_failure == "drop", placeholder=placeholder,
+                                  stale=report.weights_version != self.policy.updates)
         metrics |= {"batch/groups": float(len(report.kept)), "batch/reward_mean": float(rollouts.rewards.mean()),
                     "batch/zero_variance_frac": zero_variance_frac(rollouts.rewards, G), "verify/dropped": float((~rollouts.valid).sum())}
         return report, rollouts, metrics
@@ -211,8 +231,8 @@ class PolicyGradient:
         if old_logp is not None:
             metrics["rollout/logprob_gap"] = _masked_mean((old_logp - r.rollout_logp).abs(), mask)
         objective = PolicyObjective(self.policy.model, r.batch, mask, advantages, old_logp, ref_logp, r.rollout_logp, self._parts(),
-                                    self.cfg.rollout.temperature, float(self.cfg.update.max_len_norm or self.cfg.rollout.max_new_tokens),
-                                    self.harness.device)
+                                    self.groups.sampling, float(self.cfg.update.max_len_norm or self.cfg.rollout.max_new_tokens),
+                                    self.harness.device, stale=r.stale, correction=algo.correction)
         train_policy = self.critic is None or step > algo.critic.warmup_steps
         policy_stats, critic_stats = [], []
         micro = self.cfg.update.micro_batch_size
@@ -286,8 +306,10 @@ class PolicyGradient:
         return out
 
     def _logp(self, model: torch.nn.Module, r: Rollouts, rows: torch.Tensor, collective: bool = False) -> torch.Tensor:
+        """Log-probs under ``model`` of the sampled tokens, scored as the sampler drew them."""
         micros = self.harness.micro_batches(rows, self.cfg.update.micro_batch_size, r.lengths, collective)
-        return frozen_logprobs(model, r.batch, micros, self.harness.device, self.cfg.rollout.temperature)
+        s = self.groups.sampling
+        return frozen_logprobs(model, r.batch, micros, self.harness.device, s.temperature, s.top_p, s.top_k)
 
     # -- evaluation, final model, state ---------------------------------------------------------
 
@@ -311,7 +333,7 @@ def _policy_metrics(stats: dict[str, float]) -> dict[str, float]:
     """The policy's optimizer-step statistics under their logged names."""
     names = {"loss": "loss/total", "policy_loss": "loss/policy", "grad_norm": "optim/grad_norm", "lr": "optim/lr",
              "logprob_gap": "rollout/logprob_gap"}
-    out = {names.get(k, f"policy/{k}"): v for k, v in stats.items()}
+    out = {names.get(k, f"mismatch/{k[len('mismatch_'):]}" if k.startswith("mismatch_") else f"policy/{k}"): v for k, v in stats.items()}
     if "policy/clip_frac_low" in out:
         out["policy/clip_frac"] = out["policy/clip_frac_low"] + out["policy/clip_frac_high"]
     return out

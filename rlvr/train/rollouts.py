@@ -17,6 +17,7 @@ import torch
 
 from envs.types import Problem, Status, Verdict
 from rlvr.algos.filters import zero_variance_groups
+from rlvr.eval.episodes import prediction_fields
 from rlvr.rollout.base import Completion
 from rlvr.train.batch import TokenBatch, build_token_batch, scatter_completion_values
 from rlvr.train.sampling import Group, SamplingReport
@@ -46,6 +47,7 @@ class Rollouts:
     rollout_logp: torch.Tensor  # [B, T] the engine's log-probs of the sampled tokens
     step_rewards: torch.Tensor  # [B, T] process rewards at the last token of each step
     step_mask: torch.Tensor  # [B, T] bool
+    stale: bool = False  # sampled by older weights than the policy's (rollout.overlap): the engine's log-probs are the behaviour's
 
     @property
     def rows(self) -> torch.Tensor:
@@ -58,7 +60,7 @@ class Rollouts:
         return self.batch.attention_mask.sum(-1)
 
 
-def build_rollouts(groups: list[Group], pad_id: int, *, drop_failed: bool, placeholder: bool = False) -> Rollouts:
+def build_rollouts(groups: list[Group], pad_id: int, *, drop_failed: bool, placeholder: bool = False, stale: bool = False) -> Rollouts:
     """Tensors of ``groups`` (each of the same size G). ``drop_failed`` leaves error/timeout
     verdicts out of the update; ``placeholder`` marks every sequence invalid (a process that kept
     no group but must join the others' update)."""
@@ -83,7 +85,7 @@ def build_rollouts(groups: list[Group], pad_id: int, *, drop_failed: bool, place
         truncated=torch.tensor([c.truncated for c in completions]), batch=batch,
         mask=loss_mask * valid.float().unsqueeze(1),
         rollout_logp=scatter_completion_values([c.logprobs for c in completions], batch),
-        step_rewards=step_rewards, step_mask=step_mask)
+        step_rewards=step_rewards, step_mask=step_mask, stale=stale)
 
 
 def place_step_rewards(completions: list[Completion], verdicts: list[Verdict], width: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -146,10 +148,10 @@ def zero_variance_frac(rewards: torch.Tensor, group_size: int) -> float:
 
 def sample_rows(report: SamplingReport, limit: int) -> list[dict[str, Any]]:
     """The first ``limit`` generated completions with their verdicts (process-reward steps
-    included), marked with whether their group was kept."""
+    included; an episode turn by turn), marked with whether their group was kept."""
     kept = {id(g) for g in report.kept}
     rows = ({"problem": g.problem.id, "prompt": g.problem.prompt, "completion": c.text, "reference": g.problem.reference,
-             "kept": id(g) in kept, **verdict_row(v)}
+             "kept": id(g) in kept, **verdict_row(v), **prediction_fields(c)}
             for g in report.generated for c, v in zip(g.completions, g.verdicts))
     return list(itertools.islice(rows, limit))
 

@@ -52,6 +52,8 @@ class SamplingReport:
         budget_exhausted: The budget ran out before the batch (of all processes) was full.
         rounds: Generate calls.
         generate_s / verify_wait_s: Time generating, and waiting for verdicts after generating.
+        weights_version: The policy's optimizer steps when the batch was sampled (set by the
+            caller; a batch older than the policy is off-policy).
     """
 
     kept: list[Group]
@@ -62,6 +64,7 @@ class SamplingReport:
     rounds: int
     generate_s: float
     verify_wait_s: float
+    weights_version: int = 0
 
     @property
     def prompts_generated(self) -> int:
