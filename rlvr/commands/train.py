@@ -52,9 +52,11 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
     if args.show_config:
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return 0
+    from rlvr.rollout.sync import WeightSyncError
+
     try:
         result = train(cfg)
-    except TrainingError as e:
+    except (TrainingError, WeightSyncError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     if os.environ.get("RANK", "0") == "0":  # one summary line under torchrun / accelerate launch

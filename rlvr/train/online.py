@@ -150,9 +150,11 @@ class GroupSource:
         version = self.engine_updates if self.own_weights else self.policy.updates
         report = self.sampler.collect(self.take_prompts, self.cfg.rollout.prompts_per_step)
         report.weights_version = version
-        if self.probe is None and self.own_weights:  # a fixed probe from the first batch checks every later sync
+        if self.probe is None and self.own_weights and sync:  # a fixed probe from the first batch checks every later sync
             completions = [c for g in report.generated for c in g.completions]
             self.probe = SyncProbe.from_completions(completions, self.cfg.rollout.probe.max_gap, k=self.cfg.rollout.probe.completions)
+            # scored now as well: the engine has the current weights, and the next check compares with these
+            self.sync_metrics |= self.probe.check(self.engine, self.policy.unwrapped, self.tokenizer.pad_token_id).metrics()
         self._rest()
         return report
 

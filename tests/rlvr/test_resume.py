@@ -65,10 +65,12 @@ def _tensors(folder: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", ["grpo", "ppo", "prime", "dpo", "kto"])
+@pytest.mark.parametrize("preset", ["grpo", "grpo+overlap", "ppo", "prime", "dpo", "kto"])
 def test_killed_and_resumed_run_ends_with_the_same_parameters(preset, sft_base, tmp_path, rl_overrides, request):
-    extra = {"grpo": ["log.tensorboard=true"], "dpo": [f"pairs.path={request.getfixturevalue('verified_pairs')}", "pairs.batch_size=8"]}
-    args = [f"algo.preset={preset}", *SMALL, *extra.get(preset, [])]
+    extra = {"grpo": ["log.tensorboard=true"], "dpo": [f"pairs.path={request.getfixturevalue('verified_pairs')}", "pairs.batch_size=8"],
+             # the batch generated ahead at the checkpoint is saved with it, and the generation RNG after it
+             "grpo+overlap": ["rollout.overlap=true"]}
+    args = [f"algo.preset={preset.split('+')[0]}", *SMALL, *extra.get(preset, [])]
     straight = train(load_run_config("quickstart", rl_overrides(tmp_path / "straight", sft_base, *args)))
     assert straight.status == "completed"
 

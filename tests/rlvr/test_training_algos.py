@@ -209,3 +209,29 @@ def test_two_processes_shard_the_policy_with_fsdp_and_match_ddp(sft_base, tmp_pa
     resumed = run("fsdp", "distributed=fsdp", "update.steps=2", "resume=true")
     assert "resumed from" in resumed.stdout + resumed.stderr
     assert [r["step"] for r in metrics(tmp_path / "fsdp")] == [1, 2]
+
+
+def test_a_weight_sync_that_does_not_arrive_stops_the_run(sft_base, tmp_path, rl_overrides, monkeypatch):
+    """The engine generates from its own copy of the weights (rollout.overlap); break its sync on
+    purpose and the probe, scored by engine and trainer after every sync, stops the run."""
+    from rlvr.rollout.hf import HFGenerateEngine
+    from rlvr.rollout.sync import WeightSyncError
+
+    monkeypatch.setattr(HFGenerateEngine, "load_weights", lambda self, model: None)  # the update never reaches the engine
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "rollout.overlap=true", "update.steps=4",
+                                                              "optim.warmup_steps=0", *SMALL))
+    with pytest.raises(WeightSyncError, match="did not arrive|rollout.probe.max_gap"):
+        train(cfg)
+    rows = metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == [1]  # it stopped at the first sync after an update
+    assert json.loads((tmp_path / "run" / "run_state.json").read_text())["status"].startswith("failed: WeightSyncError")
+
+
+def test_a_correct_weight_sync_passes_its_probe_every_step(sft_base, tmp_path, rl_overrides):
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "rollout.overlap=true", "update.steps=3",
+                                                              "optim.warmup_steps=0", *SMALL))
+    assert train(cfg).status == "completed"
+    rows = metrics(tmp_path / "run")
+    assert [r["rollout/staleness"] for r in rows] == [0.0, 1.0, 1.0]  # the first batch is on-policy, then one step behind
+    gaps = [r["sync/logprob_gap_mean"] for r in rows if "sync/logprob_gap_mean" in r]
+    assert len(gaps) == 3 and max(gaps) < 1e-5  # when the probe is made, and after each of the two syncs
