@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The vLLM lane: set up .venv-vllm (idempotent, scripts/setup_vllm_env.sh) and run the tests marked
-# `vllm` in it. Extra arguments go to pytest. The lane warms up its own small SFT base (200 steps,
-# cached in runs/vllm-lane) unless RLVR_TEST_SFT_BASE names one.
+# `vllm` in it. Extra arguments go to pytest. The lane warms up its own SFT base (sft_quickstart as the main
+# lane's fixture builds it, cached in runs/vllm-lane) unless RLVR_TEST_SFT_BASE names one.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/scripts/setup_vllm_env.sh"
@@ -14,8 +14,8 @@ export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 if [ -z "${RLVR_TEST_SFT_BASE:-}" ]; then
   base="$ROOT/runs/vllm-lane/base/final"
   if [ ! -f "$base/config.json" ]; then
-    echo "[test-vllm] warming up a small SFT base for the lane (sft_quickstart, 200 steps)"
-    "$VENV/bin/python" -m rlvr.cli sft sft_quickstart "output_dir=$ROOT/runs/vllm-lane" name=base steps=200 \
+    echo "[test-vllm] warming up the SFT base for the lane (sft_quickstart, a few minutes)"
+    "$VENV/bin/python" -m rlvr.cli sft sft_quickstart "output_dir=$ROOT/runs/vllm-lane" name=base \
       log.progress=false log.tensorboard=false threads=1 overwrite=true
   fi
   export RLVR_TEST_SFT_BASE=$base
