@@ -85,6 +85,12 @@ def build(args: argparse.Namespace) -> int:
     if out.exists() and not args.overwrite:
         raise UserError(f"{out} exists; pass --overwrite to replace it")
     task = _task(args.task, args.task_config)
+    from envs.episode import MultiTurnEnvironment
+
+    if isinstance(task.env, MultiTurnEnvironment):  # a pairs file holds text: it cannot say which tokens were tool output
+        raise UserError(f"{task.id} is a multi-turn environment ({task.env.id}); offline pairs are text and would train on its "
+                        "observations. Train preferences on its episodes online instead: rlvr train CONFIG algo.preset=online_dpo "
+                        "(or kto), which keep observation tokens out of the loss")
     task.check_split(args.split)
     if args.split in task.heldout_splits:
         raise UserError(f"split {args.split!r} is held out in {task.id}: build pairs from a training split (e.g. --split train)")

@@ -38,8 +38,13 @@ class TokenBatch:
         return TokenBatch(self.input_ids.to(device), self.attention_mask.to(device), self.completion_mask.to(device))
 
 
-def build_token_batch(prompts: list[list[int]], completions: list[list[int]], pad_id: int) -> TokenBatch:
-    """Concatenate each prompt with its completion and pad to a batch."""
+def build_token_batch(prompts: list[list[int]], completions: list[list[int]], pad_id: int,
+                      loss_masks: list[list[int] | None] | None = None) -> TokenBatch:
+    """Concatenate each prompt with its completion and pad to a batch. ``loss_masks`` (per
+    completion, one entry per token, or None for all 1) leave the 0 entries out of
+    ``completion_mask``: the observation tokens of a multi-turn episode stay in the context and are
+    never scored. (`scatter_completion_values` places values by ``completion_mask``; build the batch
+    without masks when values are to be scattered into it.)"""
     seqs = [torch.tensor(p + c, dtype=torch.long) for p, c in zip(prompts, completions)]
     input_ids = pad_sequence(seqs, batch_first=True, padding_value=pad_id)
     lengths = torch.tensor([len(s) for s in seqs])
@@ -48,6 +53,9 @@ def build_token_batch(prompts: list[list[int]], completions: list[list[int]], pa
     starts = torch.tensor([len(p) for p in prompts])
     target_pos = positions[1:].unsqueeze(0)  # target t predicts token t+1
     completion_mask = ((target_pos >= starts.unsqueeze(1)) & (target_pos < lengths.unsqueeze(1))).float()
+    if loss_masks is not None and any(m is not None for m in loss_masks):
+        flat = [v for m, c in zip(loss_masks, completions) for v in (m if m is not None else [1] * len(c))]
+        completion_mask[completion_mask.bool()] = torch.tensor(flat, dtype=completion_mask.dtype)
     return TokenBatch(input_ids, attention_mask, completion_mask)
 
 

@@ -91,8 +91,10 @@ class PairBatch:
     ref: torch.Tensor
 
     @classmethod
-    def build(cls, prompts: list[list[int]], chosen: list[list[int]], rejected: list[list[int]], pad_id: int) -> PairBatch:
-        return cls(build_token_batch(prompts + prompts, chosen + rejected, pad_id), torch.zeros(2 * len(prompts)))
+    def build(cls, prompts: list[list[int]], chosen: list[list[int]], rejected: list[list[int]], pad_id: int,
+              loss_masks: list[list[int] | None] | None = None) -> PairBatch:
+        """``loss_masks``: chosen then rejected, as `build_token_batch` takes them (episodes' observations)."""
+        return cls(build_token_batch(prompts + prompts, chosen + rejected, pad_id, loss_masks), torch.zeros(2 * len(prompts)))
 
     @property
     def size(self) -> int:
@@ -374,7 +376,7 @@ class PreferenceRecipe:
 
     def _pairs_of(self, report: SamplingReport, metrics: dict[str, float]) -> PairBatch | None:
         """The kept groups' pairs (``algo.preference.pairs_per_group``, ``pairing``), sequences as generated."""
-        prompts, chosen, rejected, groups_with_pairs = [], [], [], 0
+        prompts, chosen, rejected, chosen_masks, rejected_masks, groups_with_pairs = [], [], [], [], [], 0
         for g in report.kept:
             rng = random.Random(stable_hash("pairs", self.cfg.seed, self.groups.position, g.problem.id))
             found = group_pairs([c.text for c in g.completions], g.verdicts, self.settings.pairs_per_group, self.settings.pairing, rng)
@@ -383,10 +385,12 @@ class PreferenceRecipe:
                 prompts.append(g.completions[w].prompt_ids)
                 chosen.append(g.completions[w].token_ids)
                 rejected.append(g.completions[l].token_ids)
+                chosen_masks.append(g.completions[w].loss_mask)  # an episode's observations are context, not scored
+                rejected_masks.append(g.completions[l].loss_mask)
         metrics |= {"batch/groups": float(len(report.kept)), "batch/groups_with_pairs": float(groups_with_pairs), "batch/pairs": float(len(prompts))}
         if not prompts:
             return None
-        batch = PairBatch.build(prompts, chosen, rejected, self.tokenizer.pad_token_id)
+        batch = PairBatch.build(prompts, chosen, rejected, self.tokenizer.pad_token_id, chosen_masks + rejected_masks)
         batch.ref = self._reference_logps(batch.tokens)
         return batch
 
@@ -402,9 +406,11 @@ class PreferenceRecipe:
             return None
         prompts = [c.prompt_ids for _, c, _ in rows]
         completions = [c.token_ids for _, c, _ in rows]
-        tokens = build_token_batch(prompts, completions, self.tokenizer.pad_token_id)
+        masks = [c.loss_mask for _, c, _ in rows]  # an episode's observations are context, not scored
+        tokens = build_token_batch(prompts, completions, self.tokenizer.pad_token_id, masks)
         partner = mismatched_partners([key for key, _, _ in rows])
-        mismatched = None if partner is None else build_token_batch(prompts, [completions[j] for j in partner], self.tokenizer.pad_token_id)
+        mismatched = None if partner is None else build_token_batch(prompts, [completions[j] for j in partner], self.tokenizer.pad_token_id,
+                                                                    [masks[j] for j in partner])
         return LabelledBatch(tokens, self._reference_logps(tokens), torch.tensor([r[2] for r in rows]), mismatched,
                              None if mismatched is None else self._reference_logps(mismatched))
 

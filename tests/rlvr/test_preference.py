@@ -297,6 +297,7 @@ def test_preference_runs_refuse_bad_input_before_training(extra, message, tmp_pa
     (["pairs", "build", "--model", "m", "--task", "arithmetic-v1", "--temperature", "0", "--out", "x.jsonl"], "--temperature must be > 0"),
     (["pairs", "build", "--model", "m", "--task", "arithmetic-v1", "--split", "test", "--out", "x.jsonl"], "split 'test' is held out"),
     (["pairs", "check", "/nonexistent/pairs.jsonl"], "not found"),
+    (["pairs", "build", "--model", "m", "--task", "tool-products-v1", "--out", "x.jsonl"], "algo.preset=online_dpo"),  # text pairs cannot mask tool output
 ])
 def test_pairs_commands_refuse_bad_input(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
