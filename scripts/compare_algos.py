@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Every algorithm preset from the same SFT base, with the same budget, over several seeds.
 
-Each (preset, seed) trains through `rlvr train` in its own process, one after the other, with the
+Each (preset, seed) trains through `rlvr train` in its own process (``--jobs`` at a time), with the
 same torch thread count; held-out accuracy (greedy, validation split) is measured every
 ``--eval-every`` steps, and the final model is evaluated once more on the test split with
 `rlvr eval`, whose per-problem predictions make the comparison paired: for every preset the
@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -66,9 +67,11 @@ def build_pairs(base: Path, out: Path, args: argparse.Namespace) -> Path:
     pairs = out / "pairs.jsonl"
     if not pairs.exists():
         print("building DPO pairs from the base", flush=True)
+        # as many sampled completions as an online preset generates in the whole run (the same budget)
         rlvr("pairs", "build", "--model", str(base), "--task", "arithmetic-v1", "--task-config", json.dumps(args.task_config),
-             "--n", "8", "--limit", str(args.steps * args.prompts * 2), "--max-new-tokens", str(args.max_new_tokens),
-             "--seed", "0", "--out", str(pairs), threads=args.threads, log=out / "pairs.log")
+             "--n", "8", "--prompts", str(args.steps * args.prompts), "--pairs-per-group", "2",
+             "--max-new-tokens", str(args.max_new_tokens), "--seed", "0", "--out", str(pairs), "--threads", str(args.threads),
+             "--overwrite", threads=args.threads, log=out / "pairs.log")
     return pairs
 
 
@@ -100,10 +103,12 @@ def _rows(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def one_run(run_dir: Path, epochs_minibatches: int) -> dict:
+def one_run(run_dir: Path, epochs_minibatches: int, sampled_before: int = 0) -> dict:
     """Curves (held-out accuracy by step, seconds, completions, optimizer steps), the test
-    predictions and the resources of one run."""
-    clock = completions = opt_steps = 0.0
+    predictions and the resources of one run; ``sampled_before`` completions were generated before
+    training (offline DPO's pairs) and count towards its budget."""
+    clock = opt_steps = 0.0
+    completions = float(sampled_before)
     curve = []
     group_size = yaml.safe_load((run_dir / "config.yaml").read_text())["rollout"]["group_size"]
     for r in _rows(run_dir):
@@ -162,7 +167,7 @@ def summarise(preset: str, runs: list[dict], ref_runs: list[dict] | None) -> dic
 def write_table(results: list[dict], out: Path, args: argparse.Namespace) -> str:
     lines = [
         f"arithmetic-v1 with {json.dumps(args.task_config)}: {args.steps} steps x {args.prompts} prompts x 8 completions, "
-        f"seeds {','.join(map(str, args.seeds))}, {args.threads} thread(s). Test accuracy: greedy, 500 problems, mean over "
+        f"seeds {','.join(map(str, args.seeds))}, {args.jobs} run(s) at a time with {args.threads} thread(s) each. Test accuracy: greedy, 500 problems, mean over "
         f"seeds with its 95% t-interval; the difference to {args.reference} is paired by seed and problem (95% bootstrap).",
         "",
         "| preset | test accuracy | Δ vs " + args.reference + " (pts) | significant | train s | completions | optimizer steps "
@@ -227,6 +232,8 @@ def main() -> int:
     ap.add_argument("--task-config", default=json.dumps(TASK_CONFIG), help="arithmetic-v1 config (YAML/JSON)")
     ap.add_argument("--eval-every", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=1, help="runs at a time (each with --threads threads); timings are comparable "
+                    "only within one setting")
     ap.add_argument("--fresh", action="store_true", help="rerun runs that already have results")
     ap.add_argument("--override", action="append", default=[], help="extra key=value for every run (repeatable)")
     args = ap.parse_args()
@@ -241,10 +248,14 @@ def main() -> int:
         ap.error(f"unknown preset(s) {', '.join(unknown)}; presets: {', '.join(PRESETS)}")
     base = Path(args.base) if args.base else build_base(out, args)
     pairs = build_pairs(base, out, args) if "dpo" in presets else None
+    jobs = [(preset, seed) for seed in args.seeds for preset in presets]  # seed-major: an early look covers every preset
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each run is its own process
+        run_dirs = dict(zip(jobs, pool.map(lambda job: run(job[0], job[1], base, pairs, out, args), jobs)))
     runs: dict[str, list[dict]] = {}
     for preset in presets:
         algo = resolve_algorithm(AlgoConfig(preset=preset))
-        runs[preset] = [one_run(run(preset, seed, base, pairs, out, args), algo.epochs_per_batch * algo.minibatches) for seed in args.seeds]
+        sampled = args.steps * args.prompts * 8 if preset == "dpo" else 0
+        runs[preset] = [one_run(run_dirs[preset, seed], algo.epochs_per_batch * algo.minibatches, sampled) for seed in args.seeds]
     ref = runs.get(args.reference)
     results = [summarise(p, runs[p], ref) for p in presets]
     print()
