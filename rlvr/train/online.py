@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -79,6 +79,9 @@ class GroupSource:
             gather_counts=harness.gather_counts)
         self.position, self.failed_steps = 0, 0
         self.stream = None
+        # rollout.overlap: work on a batch that does not depend on the policy (e.g. the frozen
+        # reference's log-probs), done in the background thread right after the batch is generated
+        self.prepare: Callable[[SamplingReport], None] | None = None
         self.prefetched: SamplingReport | None = None  # rollout.overlap: the next batch, ready
         self._prefetch: threading.Thread | None = None
         self._prefetch_error: BaseException | None = None
@@ -163,7 +166,10 @@ class GroupSource:
 
         def run() -> None:
             try:
-                self.prefetched = self._generate(sync=False)
+                report = self._generate(sync=False)
+                if self.prepare is not None:
+                    self.prepare(report)
+                self.prefetched = report
             except BaseException as e:  # re-raised in the training thread by wait_prefetch
                 self._prefetch_error = e
 

@@ -125,6 +125,8 @@ class PolicyGradient:
         self.critic = self._critic(micro, optimizer_steps) if self.algo.critic else None
 
         self.groups = GroupSource(cfg, self.task, self.policy, self.tokenizer, harness, self.algo.group_filter, self.algo.sampling_budget)
+        if cfg.rollout.overlap and self.reference is not None and not self.algo.ref_update_every:
+            self.groups.prepare = self._prescore_reference  # the frozen reference scores the next batch while this one trains
 
     # -- setup ----------------------------------------------------------------------------------
 
@@ -201,6 +203,8 @@ class PolicyGradient:
             groups, placeholder = report.generated[:1], True  # another process kept groups: join its update with no rows
         rollouts = build_rollouts(groups, self.tokenizer.pad_token_id, drop_failed=cfg.verify.on_failure == "drop", placeholder=placeholder,
                                   stale=report.weights_version != self.policy.updates)
+        if not placeholder:
+            rollouts.ref_logp = report.prepared.get("ref_logp")
         metrics |= {"batch/groups": float(len(report.kept)), "batch/reward_mean": float(rollouts.rewards.mean()),
                     "batch/zero_variance_frac": zero_variance_frac(rollouts.rewards, G), "verify/dropped": float((~rollouts.valid).sum())}
         return report, rollouts, metrics
@@ -212,7 +216,7 @@ class PolicyGradient:
         t0, algo = time.perf_counter(), self.algo
         metrics: dict[str, float] = {}
         rows = r.rows
-        ref_logp = self._logp(self.reference, r, rows) if self.reference is not None else None
+        ref_logp = r.ref_logp if r.ref_logp is not None else self._logp(self.reference, r, rows) if self.reference is not None else None
         rewards, kl_penalty = self.shape_rewards(r, ref_logp, metrics)
         token_rewards = self.prm_rewards(r, rows, ref_logp, metrics) if self.prm is not None else None
         values = self.critic.score(ScoringBatch(r.batch, rows, r.mask, r.lengths))[0] if self.critic is not None else None
@@ -304,6 +308,14 @@ class PolicyGradient:
             order = rows[torch.randperm(len(rows), generator=gen)]
             out += list(order.tensor_split(self.minibatches))
         return out
+
+    def _prescore_reference(self, report: SamplingReport) -> None:
+        """The reference's log-probs of a batch's kept groups, as `update` would compute them (run
+        in the prefetch thread: the reference is frozen, so they do not depend on when)."""
+        if not report.kept:
+            return
+        r = build_rollouts(report.kept, self.tokenizer.pad_token_id, drop_failed=self.cfg.verify.on_failure == "drop")
+        report.prepared["ref_logp"] = self._logp(self.reference, r, r.rows)
 
     def _logp(self, model: torch.nn.Module, r: Rollouts, rows: torch.Tensor, collective: bool = False) -> torch.Tensor:
         """Log-probs under ``model`` of the sampled tokens, scored as the sampler drew them."""

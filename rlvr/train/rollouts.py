@@ -48,6 +48,7 @@ class Rollouts:
     step_rewards: torch.Tensor  # [B, T] process rewards at the last token of each step
     step_mask: torch.Tensor  # [B, T] bool
     stale: bool = False  # sampled by older weights than the policy's (rollout.overlap): the engine's log-probs are the behaviour's
+    ref_logp: torch.Tensor | None = None  # [B, T] the frozen reference's, when computed while the batch was generated ahead
 
     @property
     def rows(self) -> torch.Tensor:

@@ -18,7 +18,7 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import torch
 
@@ -54,6 +54,8 @@ class SamplingReport:
         generate_s / verify_wait_s: Time generating, and waiting for verdicts after generating.
         weights_version: The policy's optimizer steps when the batch was sampled (set by the
             caller; a batch older than the policy is off-policy).
+        prepared: What a recipe computed for the kept groups while the batch was generated ahead
+            (`rlvr.train.online.GroupSource.prepare`), e.g. the frozen reference's log-probs.
     """
 
     kept: list[Group]
@@ -65,6 +67,7 @@ class SamplingReport:
     generate_s: float
     verify_wait_s: float
     weights_version: int = 0
+    prepared: dict[str, Any] = field(default_factory=dict)
 
     @property
     def prompts_generated(self) -> int:

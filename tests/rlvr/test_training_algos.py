@@ -235,3 +235,32 @@ def test_a_correct_weight_sync_passes_its_probe_every_step(sft_base, tmp_path, r
     assert [r["rollout/staleness"] for r in rows] == [0.0, 1.0, 1.0]  # the first batch is on-policy, then one step behind
     gaps = [r["sync/logprob_gap_mean"] for r in rows if "sync/logprob_gap_mean" in r]
     assert len(gaps) == 3 and max(gaps) < 1e-5  # when the probe is made, and after each of the two syncs
+
+
+def test_overlap_scores_the_frozen_reference_ahead_with_the_same_numbers(sft_base, tmp_path, rl_overrides, monkeypatch):
+    """With rollout.overlap the reference's log-probs of the next batch are computed in the
+    background thread while this one trains; the run is bit-identical to computing them in the update."""
+    from safetensors.torch import load_file
+
+    from rlvr.train.policy_gradient import PolicyGradient
+
+    calls = []
+    original = PolicyGradient._prescore_reference
+
+    def counted(self, report):
+        calls.append(len(report.kept))
+        original(self, report)
+
+    def run(name: str) -> tuple[dict, list[dict]]:
+        cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, f"name={name}", "rollout.overlap=true",
+                                                                  "update.steps=3", "optim.warmup_steps=0", *SMALL))
+        assert train(cfg).status == "completed"
+        return load_file(tmp_path / name / "final" / "model.safetensors"), metrics(tmp_path / name)
+
+    monkeypatch.setattr(PolicyGradient, "_prescore_reference", counted)
+    ahead, ahead_rows = run("ahead")
+    assert len(calls) == 3  # the batches of steps 2 and 3, and the one generated after the last step
+    monkeypatch.setattr(PolicyGradient, "_prescore_reference", lambda self, report: None)
+    inline, inline_rows = run("inline")
+    assert all(torch.equal(ahead[k], inline[k]) for k in ahead)
+    assert [r["policy/kl"] for r in ahead_rows] == [r["policy/kl"] for r in inline_rows]
