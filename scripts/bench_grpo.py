@@ -10,6 +10,7 @@ evaluated on the frozen held-out test split (500 problems, greedy). Prints a tab
 
     python scripts/bench_grpo.py --steps 20             # TRL needs: pip install -e '.[bench]'
     python scripts/bench_grpo.py --model runs/quickstart/sft/final --frameworks rlvr
+    python scripts/bench_grpo.py --variant overlap='rollout.overlap=true'   # rlvr, rlvr-overlap and TRL in one run
 """
 
 from __future__ import annotations
@@ -27,17 +28,17 @@ PROMPTS_PER_STEP, GROUP, MICRO, MAX_NEW, LR, WARMUP, BETA, CLIP = 32, 8, 128, 64
 TASK_CONFIG = {"direct_frac": 0.5}
 
 
-def run_rlvr(model: str, steps: int, out: Path, threads: int, seed: int) -> dict:
+def run_rlvr(model: str, steps: int, out: Path, threads: int, seed: int, extra: tuple[str, ...] = (), name: str = "rlvr") -> dict:
     from rlvr.config import load_config
     from rlvr.train import TrainConfig, train
 
     overrides = [
-        f"output_dir={out}", "name=rlvr", f"model.name_or_path={model}", f"seed={seed}", f"threads={threads}",
+        f"output_dir={out}", f"name={name}", f"model.name_or_path={model}", f"seed={seed}", f"threads={threads}",
         f"update.steps={steps}", f"rollout.prompts_per_step={PROMPTS_PER_STEP}", f"rollout.group_size={GROUP}",
         f"rollout.max_new_tokens={MAX_NEW}", f"update.micro_batch_size={MICRO}", f"optim.lr={LR}",
         f"optim.warmup_steps={WARMUP}", "optim.schedule=cosine", "algo.preset=grpo", f"algo.kl_coef={BETA}",
         "algo.kl_mode=loss", f"algo.clip_low={CLIP}", f"algo.clip_high={CLIP}", "eval.every=0", "eval.at_start=false",
-        "log.checkpoint_every=0", "log.progress=false", "log.tensorboard=false", "log.plot=false", "overwrite=true",
+        "log.checkpoint_every=0", "log.progress=false", "log.tensorboard=false", "log.plot=false", "overwrite=true", *extra,
     ]
     result = train(load_config(TrainConfig, "quickstart", overrides))
     rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -49,7 +50,7 @@ def run_rlvr(model: str, steps: int, out: Path, threads: int, seed: int) -> dict
     }
 
 
-def run_trl(model: str, steps: int, out: Path, threads: int, seed: int) -> dict:
+def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: tuple[str, ...] = (), name: str = "trl") -> dict:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -154,20 +155,25 @@ def main() -> int:
     p.add_argument("--frameworks", default="rlvr,trl")
     p.add_argument("--skip", type=int, default=2, help="first steps left out of timing (warm-up)")
     p.add_argument("--out", default="bench_results/grpo")
-    p.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=OVERRIDES",
+                   help="another rlvr run in the same benchmark, e.g. overlap='rollout.overlap=true' (space-separated key=value)")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--overrides", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
+    variants = dict(v.split("=", 1) for v in args.variant)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
     if args.worker:  # one framework, in its own process
-        result = WORKERS[args.worker](args.model, args.steps, out, args.threads, args.seed)
+        worker = WORKERS["trl" if args.worker == "trl" else "rlvr"]
+        result = worker(args.model, args.steps, out, args.threads, args.seed, tuple(args.overrides.split()), args.worker)
         (out / f"{args.worker}.json").write_text(json.dumps(result))
         return 0
 
     base = ensure_base(args.model, out)
     results, rows = {}, []
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1"}
-    for name in args.frameworks.split(","):
+    for name in [*args.frameworks.split(","), *(f"rlvr-{v}" for v in variants)]:
         if name == "trl":
             try:
                 import trl  # noqa: F401
@@ -176,7 +182,8 @@ def main() -> int:
                 continue
         print(f"running {name} for {args.steps} steps ...", flush=True)
         cmd = [sys.executable, __file__, "--worker", name, "--model", base, "--steps", str(args.steps),
-               "--threads", str(args.threads), "--seed", str(args.seed), "--out", str(out)]
+               "--threads", str(args.threads), "--seed", str(args.seed), "--out", str(out),
+               "--overrides", variants.get(name.removeprefix("rlvr-"), "") if name.startswith("rlvr-") else ""]
         subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL if name == "trl" else None)
         results[name] = json.loads((out / f"{name}.json").read_text())
         results[name]["heldout_after"] = heldout(results[name]["model"], args.threads)
@@ -185,15 +192,19 @@ def main() -> int:
 
     print(f"\nGRPO on arithmetic-v1, {args.steps} steps of {PROMPTS_PER_STEP} prompts x {GROUP}, {args.threads} threads; "
           f"held-out (500, greedy) before RL: {before:.3f}")
-    header = f"{'framework':10} {'median step s':>14} {'mean step s':>12} {'compl. tok/s':>13} {'reward first5':>14} {'reward last5':>13} {'held-out after':>15}"
+    header = f"{'framework':16} {'median step s':>14} {'mean step s':>12} {'compl. tok/s':>13} {'reward first5':>14} {'reward last5':>13} {'held-out after':>15}"
     print(header + "\n" + "-" * len(header))
     for r in rows:
-        print(f"{r['framework']:10} {r['median_step_s']:14.2f} {r['mean_step_s']:12.2f} {r['completion_tokens_per_s']:13.0f} "
+        print(f"{r['framework']:16} {r['median_step_s']:14.2f} {r['mean_step_s']:12.2f} {r['completion_tokens_per_s']:13.0f} "
               f"{r['train_reward_first5']:14.3f} {r['train_reward_last5']:13.3f} {r['heldout_after']:15.3f}")
-    if {"rlvr", "trl"} <= {r["framework"] for r in rows}:
-        a, b = (next(r for r in rows if r["framework"] == n) for n in ("rlvr", "trl"))
-        print(f"\nrlvr step time is {b['median_step_s'] / a['median_step_s']:.2f}x faster than TRL (median)")
-    (out / "summary.json").write_text(json.dumps({"heldout_before": before, "steps": args.steps, "threads": args.threads,
+    trl_row = next((r for r in rows if r["framework"] == "trl"), None)
+    if trl_row is not None:
+        print()
+        for r in rows:
+            if r is not trl_row:
+                print(f"{r['framework']}: median step {r['median_step_s'] / trl_row['median_step_s']:.2f}x TRL's "
+                      f"({trl_row['median_step_s'] / r['median_step_s']:.2f}x faster)")
+    (out / "summary.json").write_text(json.dumps({"heldout_before": before, "steps": args.steps, "threads": args.threads, "variants": variants,
                                                    "rows": rows, "per_step": results}, indent=2))
     print(f"wrote {out / 'summary.json'}")
     return 0
