@@ -169,7 +169,8 @@ def backend(request):
 
 @pytest.mark.parametrize("path", list(SUITES))
 def test_every_fake_pass_scores_as_a_failure(backend, path):
-    limits = sandboxes.Limits(wall_s=3, cpu_s=3)
+    # a container's start counts towards its wall time: on a loaded 2-core machine docker needs more than 3 s
+    limits = sandboxes.Limits(wall_s=10 if backend.name == "docker" else 3, cpu_s=3)
     tricks = {**TRICKS, **CHANNEL_TRICKS}
     names = list(tricks)
     suite = SUITES[path]
