@@ -5,10 +5,10 @@ Each (preset, seed) trains through `rlvr train` in its own process (``--jobs`` a
 same torch thread count; held-out accuracy (greedy, validation split) is measured every
 ``--eval-every`` steps, and the final model is evaluated once more on the test split with
 `rlvr eval`, whose per-problem predictions make the comparison paired: for every preset the
-difference to the reference preset (``--reference``, GRPO) is bootstrapped over problems and seeds.
+difference to the reference preset (``--reference``, GRPO) is bootstrapped over seeds and problems.
 
 Reported per preset: final test accuracy (mean over seeds and its 95% t-interval), the paired
-difference to the reference with its 95% interval (significant when it excludes 0), training
+difference to the base model and to the reference with their 95% intervals (significant when they exclude 0), training
 wall-clock, completions generated, optimizer steps, models in memory and peak process memory
 (`resources.json`). The plot shows held-out accuracy (mean over seeds, 95% band) against steps,
 wall-clock and completions, and peak memory.
@@ -75,6 +75,15 @@ def build_pairs(base: Path, out: Path, args: argparse.Namespace) -> Path:
     return pairs
 
 
+def test_eval(model: Path, out_dir: Path, log: Path, args: argparse.Namespace) -> float:
+    """Greedy accuracy of ``model`` on the task's frozen test split (`rlvr eval`, cached in ``out_dir``)."""
+    report = out_dir / "report.json"
+    if not report.exists() or args.fresh:
+        rlvr("eval", "--model", str(model), "--task", "arithmetic-v1", "--task-config", json.dumps(args.task_config),
+             "--split", "test", "--max-new-tokens", str(args.max_new_tokens), "--out", str(out_dir), threads=args.threads, log=log)
+    return json.loads(report.read_text())["greedy"]["accuracy"]
+
+
 def run(preset: str, seed: int, base: Path, pairs: Path | None, out: Path, args: argparse.Namespace) -> Path:
     """Train ``preset`` with ``seed`` and evaluate its final model on the test split."""
     run_dir = out / f"{preset}-s{seed}"
@@ -91,9 +100,7 @@ def run(preset: str, seed: int, base: Path, pairs: Path | None, out: Path, args:
     ]
     t = time.perf_counter()
     rlvr("train", "quickstart", *overrides, threads=args.threads, log=out / f"{run_dir.name}.log")
-    rlvr("eval", "--model", str(run_dir / "final"), "--task", "arithmetic-v1", "--task-config", json.dumps(args.task_config),
-         "--split", "test", "--max-new-tokens", str(args.max_new_tokens), "--out", str(run_dir / "test_eval"),
-         threads=args.threads, log=out / f"{run_dir.name}.eval.log")
+    test_eval(run_dir / "final", run_dir / "test_eval", out / f"{run_dir.name}.eval.log", args)
     print(f"{preset} seed {seed}: {time.perf_counter() - t:.0f} s", flush=True)
     return run_dir
 
@@ -134,8 +141,10 @@ def mean_ci(xs: list[float]) -> tuple[float, float]:
 
 
 def paired_difference(runs: list[dict], ref_runs: list[dict], draws: int = 2000) -> tuple[float, float, float]:
-    """Difference of test accuracy to the reference preset, paired by seed and problem, with a 95%
-    bootstrap interval resampling problems (the same resample for every seed)."""
+    """Difference of test accuracy to the reference runs, paired by seed and problem, with a 95%
+    interval from a two-level bootstrap: seeds resampled, then problems (the same problems for
+    every seed of a draw), so both the training noise between seeds and the sampling of problems
+    are in the interval."""
     seeds = list(range(min(len(runs), len(ref_runs))))
     ids = sorted(runs[0]["correct"])
     diff = [[float(runs[s]["correct"][i]) - float(ref_runs[s]["correct"][i]) for i in ids] for s in seeds]
@@ -143,13 +152,14 @@ def paired_difference(runs: list[dict], ref_runs: list[dict], draws: int = 2000)
     rng = random.Random(0)
     boot = []
     for _ in range(draws):
+        chosen = [diff[rng.randrange(len(seeds))] for _ in seeds]
         sample = [rng.randrange(len(ids)) for _ in ids]
-        boot.append(statistics.fmean(statistics.fmean(d[j] for j in sample) for d in diff))
+        boot.append(statistics.fmean(statistics.fmean(d[j] for j in sample) for d in chosen))
     boot.sort()
     return point, boot[int(0.025 * draws)], boot[int(0.975 * draws) - 1]
 
 
-def summarise(preset: str, runs: list[dict], ref_runs: list[dict] | None) -> dict:
+def summarise(preset: str, runs: list[dict], ref_runs: list[dict] | None, base_run: dict) -> dict:
     acc, half = mean_ci([r["test_accuracy"] for r in runs])
     before = statistics.fmean(r["curve"][0]["accuracy"] for r in runs)
     out = {"preset": preset, "seeds": len(runs), "test_accuracy": acc, "ci95": half, "validation_before": before,
@@ -161,24 +171,28 @@ def summarise(preset: str, runs: list[dict], ref_runs: list[dict] | None) -> dic
     if ref_runs is not None:
         d, lo, hi = paired_difference(runs, ref_runs)
         out |= {"diff_vs_reference": d, "diff_ci95": [lo, hi], "significant": lo > 0 or hi < 0}
+    d, lo, hi = paired_difference(runs, [base_run] * len(runs))  # what training changed, problem by problem
+    out |= {"gain": d, "gain_ci95": [lo, hi], "gain_significant": lo > 0 or hi < 0}
     return out
 
 
-def write_table(results: list[dict], out: Path, args: argparse.Namespace) -> str:
+def write_table(results: list[dict], out: Path, args: argparse.Namespace, base_accuracy: float) -> str:
     lines = [
-        f"arithmetic-v1 with {json.dumps(args.task_config)}: {args.steps} steps x {args.prompts} prompts x 8 completions, "
+        f"arithmetic-v1 with {json.dumps(args.task_config)}, from an SFT base at {base_accuracy:.3f} greedy test accuracy: "
+        f"{args.steps} steps x {args.prompts} prompts x 8 completions, "
         f"seeds {','.join(map(str, args.seeds))}, {args.jobs} run(s) at a time with {args.threads} thread(s) each. Test accuracy: greedy, 500 problems, mean over "
-        f"seeds with its 95% t-interval; the difference to {args.reference} is paired by seed and problem (95% bootstrap).",
+        f"seeds with its 95% t-interval; the differences to the base and to {args.reference} are paired by seed and problem (95% two-level bootstrap: seeds, then problems).",
         "",
-        "| preset | test accuracy | Δ vs " + args.reference + " (pts) | significant | train s | completions | optimizer steps "
-        "| models in memory | parameters | optimizer state MB | peak RSS MB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| preset | test accuracy | Δ vs base (pts) | Δ vs " + args.reference + " (pts) | significant | train s | completions "
+        "| optimizer steps | models in memory | parameters | optimizer state MB | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         diff = (f"{100 * r['diff_vs_reference']:+.1f} [{100 * r['diff_ci95'][0]:+.1f}, {100 * r['diff_ci95'][1]:+.1f}]"
                 if "diff_vs_reference" in r and r["preset"] != args.reference else "—")
         sig = ("yes" if r.get("significant") else "no") if r["preset"] != args.reference and "significant" in r else "—"
-        lines.append(f"| {r['preset']} | {r['test_accuracy']:.3f} ± {r['ci95']:.3f} | {diff} | {sig} | {r['train_s']:.0f} "
+        gain = f"{100 * r['gain']:+.1f} [{100 * r['gain_ci95'][0]:+.1f}, {100 * r['gain_ci95'][1]:+.1f}]"
+        lines.append(f"| {r['preset']} | {r['test_accuracy']:.3f} ± {r['ci95']:.3f} | {gain} | {diff} | {sig} | {r['train_s']:.0f} "
                      f"| {r['completions']:.0f} | {r['optimizer_steps']:.0f} | {r['models_in_memory']} | {r['parameters'] / 1e6:.1f}M "
                      f"| {r['optimizer_state_mb']:.1f} | {r['peak_rss_mb']:.0f} |")
     table = "\n".join(lines) + "\n"
@@ -187,34 +201,43 @@ def write_table(results: list[dict], out: Path, args: argparse.Namespace) -> str
     return table
 
 
-def plot(results: list[dict], png: Path) -> None:
+def plot(results: list[dict], png: Path, base_accuracy: float, reference: str) -> None:
+    """Final test accuracy per preset (mean over seeds, 95% t-interval, the base as a line), and
+    held-out accuracy during training (means over seeds) against steps, wall-clock and completions."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 4, figsize=(20, 4.8))
-    for r in results:
+    fig, axes = plt.subplots(1, 4, figsize=(22, 5.2), gridspec_kw={"width_ratios": [1.1, 1, 1, 1]})
+    colors = plt.cm.tab20.colors
+    order = sorted(results, key=lambda r: r["test_accuracy"])
+    ax = axes[0]
+    for y, r in enumerate(order):
+        ax.errorbar(r["test_accuracy"], y, xerr=r["ci95"], fmt="o", color=colors[results.index(r) % 20], capsize=3)
+    ax.axvline(base_accuracy, color="grey", ls=":", label=f"SFT base {base_accuracy:.3f}")
+    ref = next((r for r in results if r["preset"] == reference), None)
+    if ref is not None:
+        ax.axvline(ref["test_accuracy"], color="black", ls="--", lw=0.8, label=f"{reference} {ref['test_accuracy']:.3f}")
+    ax.set_yticks(range(len(order)), [r["preset"] for r in order])
+    ax.set_xlabel("test accuracy after training (greedy, 500 problems)")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3)
+    for i, r in enumerate(results):
         curves = r["curves"]
         n = min(len(c) for c in curves)
-        ys = [[c[i]["accuracy"] for c in curves] for i in range(n)]
-        mean = [statistics.fmean(y) for y in ys]
-        half = [mean_ci(y)[1] for y in ys]
-        color = None
-        for ax, key in zip(axes[:3], ("step", "train_s", "completions")):
-            xs = [statistics.fmean(c[i][key] for c in curves) for i in range(n)]
-            line, = ax.plot(xs, mean, marker="o", ms=3, label=r["preset"], color=color)
-            color = line.get_color()
-            ax.fill_between(xs, [m - h for m, h in zip(mean, half)], [m + h for m, h in zip(mean, half)], color=color, alpha=0.12)
-        axes[3].barh(r["preset"], r["peak_rss_mb"], color=color)
-    for ax, label in zip(axes, ("step", "training wall-clock (s)", "completions generated", "peak process memory (MB)")):
+        mean = [statistics.fmean(c[k]["accuracy"] for c in curves) for k in range(n)]
+        for ax, key in zip(axes[1:], ("step", "train_s", "completions")):
+            xs = [statistics.fmean(c[k][key] for c in curves) for k in range(n)]
+            ax.plot(xs, mean, marker="o", ms=3, label=r["preset"], color=colors[i % 20], ls="-" if i < 10 else "--")
+    for ax, label in zip(axes[1:], ("step", "training wall-clock (s)", "completions generated")):
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("held-out accuracy (greedy, validation)")
-    axes[0].legend(fontsize=7, ncol=2)
-    fig.suptitle("Presets from the same SFT base and budget: mean over seeds, 95% band")
+    axes[1].set_ylabel("held-out accuracy during training (greedy, validation; mean over seeds)")
+    axes[3].legend(fontsize=7, ncol=1, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.suptitle("Every preset from the same SFT base with the same budget")
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    fig.savefig(png, dpi=100)
 
 
 def main() -> int:
@@ -257,10 +280,13 @@ def main() -> int:
         sampled = args.steps * args.prompts * 8 if preset == "dpo" else 0
         runs[preset] = [one_run(run_dirs[preset, seed], algo.epochs_per_batch * algo.minibatches, sampled) for seed in args.seeds]
     ref = runs.get(args.reference)
-    results = [summarise(p, runs[p], ref) for p in presets]
+    base_accuracy = test_eval(base, out / "base_test_eval", out / "base.eval.log", args)
+    base_run = {"correct": {p["id"]: p["greedy"][0]["reward"] > 0
+                            for p in map(json.loads, (out / "base_test_eval" / "predictions.jsonl").read_text().splitlines())}}
+    results = [summarise(p, runs[p], ref, base_run) for p in presets]
     print()
-    print(write_table(results, out, args))
-    plot(results, out / "compare_algos.png")
+    print(write_table(results, out, args, base_accuracy))
+    plot(results, out / "compare_algos.png", base_accuracy, args.reference)
     print(f"wrote {out / 'results.md'}, {out / 'results.json'} and {out / 'compare_algos.png'}")
     return 0
 
