@@ -1,0 +1,50 @@
+"""End to end on the tool task: RL on episodes teaches the embedded model to call the Python tool.
+
+A small configuration of the README's run: the warm-up (`sft_tool_products`, observation tokens
+masked) on a 2-layer model for 600 steps, which learns to put the operands into a tool call but
+copies the printed product into its answer only sometimes; then GRPO (`tool_products`) for 15
+steps. About 5 minutes on one core (275 s here). Measured with the same warm-up and RL configs
+(evaluating on 100 validation problems): greedy accuracy 0.03 -> 0.10, and of the sampled
+episodes, those whose tool call printed the right product 0.49 -> 0.70. (The README's full configuration, 4 layers and 1,200 warm-up steps, goes from 0.004
+to 0.838 on the test split.)
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from rlvr.config import load_config
+from rlvr.train import TrainConfig, train
+from rlvr.train.sft import SFTConfig, sft
+
+pytestmark = pytest.mark.slow
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_grpo_on_episodes_teaches_the_model_to_use_the_tool(tmp_path, rl_overrides):
+    base = sft(load_config(SFTConfig, "sft_tool_products", [
+        f"output_dir={tmp_path}", "name=sft", "tiny.layers=2", "steps=600", "log.progress=false", "log.tensorboard=false",
+        "threads=1", "eval.limit=20",
+    ]))
+    cfg = load_config(TrainConfig, "tool_products", rl_overrides(
+        tmp_path, base, "eval.limit=200", "log.tensorboard=false", "log.checkpoint_every=0", "log.plot=false"))
+    assert cfg.task.make().env_id == "math-code-v1"
+    result = train(cfg)
+    assert result.status == "completed" and result.steps == cfg.update.steps
+    rows = metrics(result.run_dir)
+    evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
+    # held-out (validation, greedy) accuracy rises: the model calls the tool more often and copies its result
+    assert evals[cfg.update.steps] >= evals[0] + 0.04, evals
+    steps = [r for r in rows if "episode/tool_output_correct_rate" in r]
+    first = statistics.fmean(r["episode/tool_output_correct_rate"] for r in steps[:5])
+    last = statistics.fmean(r["episode/tool_output_correct_rate"] for r in steps[-5:])
+    assert last >= first + 0.05, (first, last)  # the share of episodes whose tool call was right rises
+    assert all(r["episode/observation_tokens"] > 0 for r in steps)  # tool output was in the context ...
+    assert sum(r["verify/errors"] + r["verify/timeouts"] for r in steps) == 0  # ... and every episode was graded
