@@ -38,6 +38,8 @@ from pathlib import Path
 
 import yaml
 
+from rlvr.plots import read_metrics
+
 REPO = Path(__file__).resolve().parents[1]
 TASK_CONFIG = {"min_digits": 3, "max_digits": 3, "mul_max_digits": 1, "direct_frac": 0.5}
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -105,9 +107,10 @@ def run(preset: str, seed: int, base: Path, pairs: Path | None, out: Path, args:
     return run_dir
 
 
-def _rows(run_dir: Path) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+def correct_by_problem(eval_dir: Path) -> dict[str, bool]:
+    """Whether each test problem was answered right (greedy), from `rlvr eval`'s predictions."""
+    rows = map(json.loads, (eval_dir / "predictions.jsonl").read_text().splitlines())
+    return {p["id"]: p["greedy"][0]["reward"] > 0 for p in rows}
 
 
 def one_run(run_dir: Path, epochs_minibatches: int, sampled_before: int = 0) -> dict:
@@ -118,16 +121,15 @@ def one_run(run_dir: Path, epochs_minibatches: int, sampled_before: int = 0) -> 
     completions = float(sampled_before)
     curve = []
     group_size = yaml.safe_load((run_dir / "config.yaml").read_text())["rollout"]["group_size"]
-    for r in _rows(run_dir):
+    for r in read_metrics(run_dir / "metrics.jsonl"):
         clock += r.get("time/step", 0.0)
         completions += r.get("sampling/prompts", 0.0) * group_size
         opt_steps += 0 if r.get("train/skipped") else epochs_minibatches * (r.get("step", 0) > 0)
         if "eval/accuracy" in r:
             curve.append({"step": r["step"], "train_s": clock, "completions": completions, "optimizer_steps": opt_steps,
                           "accuracy": r["eval/accuracy"]})
-    predictions = [json.loads(line) for line in (run_dir / "test_eval" / "predictions.jsonl").read_text().splitlines()]
     resources = json.loads((run_dir / "resources.json").read_text())
-    return {"curve": curve, "correct": {p["id"]: p["greedy"][0]["reward"] > 0 for p in predictions},
+    return {"curve": curve, "correct": correct_by_problem(run_dir / "test_eval"),
             "test_accuracy": json.loads((run_dir / "test_eval" / "report.json").read_text())["greedy"]["accuracy"],
             "peak_rss_mb": resources["peak_rss_bytes"] / 2**20, "models_in_memory": resources["models_in_memory"],
             "parameters": resources["parameters_total"], "optimizer_state_mb": sum(resources["optimizer_state_bytes"].values()) / 2**20,
@@ -281,8 +283,7 @@ def main() -> int:
         runs[preset] = [one_run(run_dirs[preset, seed], algo.epochs_per_batch * algo.minibatches, sampled) for seed in args.seeds]
     ref = runs.get(args.reference)
     base_accuracy = test_eval(base, out / "base_test_eval", out / "base.eval.log", args)
-    base_run = {"correct": {p["id"]: p["greedy"][0]["reward"] > 0
-                            for p in map(json.loads, (out / "base_test_eval" / "predictions.jsonl").read_text().splitlines())}}
+    base_run = {"correct": correct_by_problem(out / "base_test_eval")}
     results = [summarise(p, runs[p], ref, base_run) for p in presets]
     print()
     print(write_table(results, out, args, base_accuracy))

@@ -11,21 +11,16 @@ to 0.838 on the test split.)
 
 from __future__ import annotations
 
-import json
 import statistics
-from pathlib import Path
 
 import pytest
 
 from rlvr.config import load_config
+from rlvr.plots import read_metrics
 from rlvr.train import TrainConfig, train
 from rlvr.train.sft import SFTConfig, sft
 
 pytestmark = pytest.mark.slow
-
-
-def metrics(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
 def test_grpo_on_episodes_teaches_the_model_to_use_the_tool(tmp_path, rl_overrides):
@@ -38,7 +33,7 @@ def test_grpo_on_episodes_teaches_the_model_to_use_the_tool(tmp_path, rl_overrid
     assert cfg.task.make().env_id == "math-code-v1"
     result = train(cfg)
     assert result.status == "completed" and result.steps == cfg.update.steps
-    rows = metrics(result.run_dir)
+    rows = read_metrics(result.run_dir / "metrics.jsonl")
     evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
     # held-out (validation, greedy) accuracy rises: the model calls the tool more often and copies its result
     # (seeds 0-2 of this configuration gained 3.5 to 5.5 points here: held-out accuracy is bounded by how

@@ -243,19 +243,14 @@ def _train_config(sft_base, tmp_path, *extra: str):
         "log.progress=false", "log.tensorboard=false", "log.plot=false", *extra])
 
 
-def _metrics(run) -> list[dict]:
-    import json
-
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
 def test_grpo_generating_with_vllm_raises_heldout_accuracy_and_proves_every_sync(sft_base, tmp_path):
+    from rlvr.plots import read_metrics
     from rlvr.train import train
 
     result = train(_train_config(sft_base, tmp_path, "update.steps=15", "eval.every=15", "eval.at_start=true",
                                         "eval.limit=200", "rollout.prompts_per_step=32"))
     assert result.status == "completed"
-    rows = _metrics(result.run_dir)
+    rows = read_metrics(result.run_dir / "metrics.jsonl")
     evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
     assert evals[15] >= evals[0] + 0.05, evals
     gaps = [r["sync/logprob_gap_mean"] for r in rows if "sync/logprob_gap_mean" in r]
@@ -264,10 +259,11 @@ def test_grpo_generating_with_vllm_raises_heldout_accuracy_and_proves_every_sync
 
 
 def test_a_vllm_sync_that_does_not_arrive_stops_the_run(sft_base, tmp_path, monkeypatch):
+    from rlvr.plots import read_metrics
     from rlvr.rollout.vllm_engine import VLLMEngine
     from rlvr.train import train
 
     monkeypatch.setattr(VLLMEngine, "load_weights", lambda self, weights: None)  # broken on purpose: the engine keeps its weights
     with pytest.raises(WeightSyncError, match="did not arrive|rollout.probe.max_gap"):
         train(_train_config(sft_base, tmp_path, "update.steps=3", "eval.every=0", "eval.at_start=false"))
-    assert [r["step"] for r in _metrics(tmp_path / "run")] == [1]
+    assert [r["step"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl")] == [1]
