@@ -13,6 +13,8 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
+from rlvr.train.packing import shared_prefix_layout, supports_packing
+
 
 @dataclass
 class TokenBatch:
@@ -22,20 +24,25 @@ class TokenBatch:
         input_ids: ``[B, L]`` prompt then completion tokens, padded on the right.
         attention_mask: ``[B, L]`` 1 on real tokens.
         completion_mask: ``[B, L-1]`` float, 1 on completion targets.
+        prompt_lens: ``[B]`` prompt tokens of each sequence (None when unknown), which lets
+            `token_logprobs` run each distinct prompt once (`rlvr.train.packing`).
     """
 
     input_ids: Tensor
     attention_mask: Tensor
     completion_mask: Tensor
+    prompt_lens: Tensor | None = None
 
     def select(self, idx: Tensor) -> TokenBatch:
         """Rows ``idx``, trimmed to their longest sequence."""
         am = self.attention_mask[idx]
         width = int(am.sum(-1).max()) if len(idx) else 1
-        return TokenBatch(self.input_ids[idx, :width], am[:, :width], self.completion_mask[idx, : max(width - 1, 1)])
+        return TokenBatch(self.input_ids[idx, :width], am[:, :width], self.completion_mask[idx, : max(width - 1, 1)],
+                          None if self.prompt_lens is None else self.prompt_lens[idx])
 
     def to(self, device: torch.device) -> TokenBatch:
-        return TokenBatch(self.input_ids.to(device), self.attention_mask.to(device), self.completion_mask.to(device))
+        # prompt_lens stays on the CPU: only the packing layout (built on the CPU) reads it
+        return TokenBatch(self.input_ids.to(device), self.attention_mask.to(device), self.completion_mask.to(device), self.prompt_lens)
 
 
 def build_token_batch(prompts: list[list[int]], completions: list[list[int]], pad_id: int,
@@ -56,7 +63,7 @@ def build_token_batch(prompts: list[list[int]], completions: list[list[int]], pa
     if loss_masks is not None and any(m is not None for m in loss_masks):
         flat = [v for m, c in zip(loss_masks, completions) for v in (m if m is not None else [1] * len(c))]
         completion_mask[completion_mask.bool()] = torch.tensor(flat, dtype=completion_mask.dtype)
-    return TokenBatch(input_ids, attention_mask, completion_mask)
+    return TokenBatch(input_ids, attention_mask, completion_mask, starts)
 
 
 def scatter_completion_values(values: list[list[float]], batch: TokenBatch) -> Tensor:
@@ -68,17 +75,39 @@ def scatter_completion_values(values: list[list[float]], batch: TokenBatch) -> T
 
 
 def token_logprobs(model: torch.nn.Module, batch: TokenBatch, temperature: float = 1.0, entropy: bool = False,
-                   entropy_grad: bool = False, top_p: float = 1.0, top_k: int = 0) -> tuple[Tensor, Tensor | None]:
+                   entropy_grad: bool = False, top_p: float = 1.0, top_k: int = 0, pack: bool = False) -> tuple[Tensor, Tensor | None]:
     """Log-probs ``[B, L-1]`` of each next token under the distribution a sampler with these
     settings draws from (logits divided by ``temperature``; with ``top_p < 1`` or ``top_k > 0``
     renormalised over the kept tokens, `rlvr.algos.correction.truncated_logprobs`, so importance
     ratios against a truncated sampler are unbiased), and optionally the entropy ``[B, L-1]`` of
-    each untruncated next-token distribution (differentiable only with ``entropy_grad``)."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
+    each untruncated next-token distribution (differentiable only with ``entropy_grad``).
+
+    With ``pack`` (and the batch's ``prompt_lens`` known, and a model that takes a 4-D mask) the
+    forward runs on the shared-prefix packing of the batch (`rlvr.train.packing`): each distinct
+    prompt once, no padding; the same numbers up to float rounding on the completion mask, and 0
+    off it (only those targets are scored)."""
+    targets = batch.input_ids[:, 1:]
+    if not (pack and batch.prompt_lens is not None and supports_packing(model)):
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+        return _score(logits, targets, temperature, entropy, entropy_grad, top_p, top_k)
+    device = batch.input_ids.device
+    layout = shared_prefix_layout(batch.input_ids.cpu(), batch.attention_mask.sum(-1).cpu(), batch.prompt_lens)
+    logits = model(input_ids=layout.input_ids.to(device), attention_mask=layout.attention_mask.to(device),
+                   position_ids=layout.position_ids.to(device)).logits
+    scored = batch.completion_mask.bool()
+    source = layout.source.to(device)[scored]
+    logp, ent = _score(logits.reshape(-1, logits.shape[-1])[source], targets[scored], temperature, entropy, entropy_grad, top_p, top_k)
+    place = lambda values: torch.zeros(scored.shape, dtype=values.dtype, device=device).masked_scatter(scored, values)  # noqa: E731
+    return place(logp), None if ent is None else place(ent)
+
+
+def _score(logits: Tensor, targets: Tensor, temperature: float, entropy: bool, entropy_grad: bool, top_p: float,
+           top_k: int) -> tuple[Tensor, Tensor | None]:
+    """`token_logprobs` given the logits ``[..., V]`` that predict ``targets`` ``[...]``."""
+    logits = logits.float()
     if temperature not in (0, 1):
         logits = logits / temperature
     logz = torch.logsumexp(logits, dim=-1)
-    targets = batch.input_ids[:, 1:]
     if top_p < 1 or top_k > 0:
         from rlvr.algos.correction import truncated_logprobs
 

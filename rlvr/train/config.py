@@ -129,6 +129,8 @@ class UpdateConfig:
     minibatches: int | None = help_field(None, "Optimizer steps per pass: the batch is split into this many minibatches (None = the preset's: 2 for ppo, 1 otherwise)", gt=0)
     micro_batch_size: int = help_field(64, "Sequences per forward/backward (gradient accumulation inside a minibatch)", gt=0)
     max_len_norm: int | None = help_field(None, "Constant length for seq_mean_token_sum_norm (default: rollout.max_new_tokens)", gt=0)
+    pack: bool = help_field(True, "Policy and reference forwards on shared-prefix packed sequences: each group's prompt once, "
+                                  "no padding, same log-probs up to rounding (off for models on flash-attention kernels, automatically)")
 
 
 @dataclass

@@ -69,6 +69,7 @@ class PolicyObjective:
     device: torch.device
     stale: bool = False
     correction: CorrectionConfig = dataclasses.field(default_factory=CorrectionConfig)
+    pack: bool = False
 
     def totals(self, rows: torch.Tensor) -> torch.Tensor:
         m = self.mask[rows]
@@ -80,7 +81,7 @@ class PolicyObjective:
         m = self.mask[rows, :width].to(self.device)
         s = self.sampling
         logp, entropy = token_logprobs(self.model, sub, s.temperature, entropy=True, entropy_grad=self.parts.entropy_coef != 0,
-                                       top_p=s.top_p, top_k=s.top_k)
+                                       top_p=s.top_p, top_k=s.top_k, pack=self.pack)
         rollout = self.rollout_logp[rows, :width].to(self.device)
         if self.old_logp is not None:
             old = self.old_logp[rows, :width].to(self.device)
@@ -236,7 +237,7 @@ class PolicyGradient:
             metrics["rollout/logprob_gap"] = _masked_mean((old_logp - r.rollout_logp).abs(), mask)
         objective = PolicyObjective(self.policy.model, r.batch, mask, advantages, old_logp, ref_logp, r.rollout_logp, self._parts(),
                                     self.groups.sampling, float(self.cfg.update.max_len_norm or self.cfg.rollout.max_new_tokens),
-                                    self.harness.device, stale=r.stale, correction=algo.correction)
+                                    self.harness.device, stale=r.stale, correction=algo.correction, pack=self.cfg.update.pack)
         train_policy = self.critic is None or step > algo.critic.warmup_steps
         policy_stats, critic_stats = [], []
         micro = self.cfg.update.micro_batch_size
@@ -244,7 +245,7 @@ class PolicyGradient:
             if self.critic is not None:
                 critic_stats.append(self.critic.update(ScoringBatch(r.batch, minibatch, mask, r.lengths), returns, values))
             if train_policy:
-                policy_stats.append(self.harness.optimizer_step(self.policy, minibatch, objective, micro, r.lengths))
+                policy_stats.append(self.harness.optimizer_step(self.policy, minibatch, objective, micro, self._micro_order(r)))
         metrics |= _policy_metrics(merge_stats([s for s in policy_stats if s]))
         metrics |= _advantage_metrics(advantages, mask)
         if self.critic is not None:
@@ -319,9 +320,14 @@ class PolicyGradient:
 
     def _logp(self, model: torch.nn.Module, r: Rollouts, rows: torch.Tensor, collective: bool = False) -> torch.Tensor:
         """Log-probs under ``model`` of the sampled tokens, scored as the sampler drew them."""
-        micros = self.harness.micro_batches(rows, self.cfg.update.micro_batch_size, r.lengths, collective)
+        micros = self.harness.micro_batches(rows, self.cfg.update.micro_batch_size, self._micro_order(r), collective)
         s = self.groups.sampling
-        return frozen_logprobs(model, r.batch, micros, self.harness.device, s.temperature, s.top_p, s.top_k)
+        return frozen_logprobs(model, r.batch, micros, self.harness.device, s.temperature, s.top_p, s.top_k, pack=self.cfg.update.pack)
+
+    def _micro_order(self, r: Rollouts) -> torch.Tensor:
+        """What micro-batches are sorted by: packed, a group's sequences stay together (they share
+        their prompt); padded, similar lengths go together (less padding)."""
+        return r.group_ids if self.cfg.update.pack else r.lengths
 
     # -- evaluation, final model, state ---------------------------------------------------------
 
