@@ -134,34 +134,43 @@ def masked_is(trainer_logp: Tensor, rollout_logp: Tensor, mask: Tensor, level: L
     return Correction(weights, new_mask, stats)
 
 
+def truncation_keep(logits: Tensor, top_p: float = 1.0, top_k: int = 0) -> Tensor | None:
+    """Bool ``[..., V]``: the tokens a top-k/top-p sampler may draw from tempered ``logits``
+    ``[..., V]``, or None when neither truncates. Keeps the ``top_k`` largest logits (ties kept;
+    0 = off), then the smallest set of most likely tokens whose mass reaches ``top_p`` (a token is
+    kept when the mass ranked strictly above it is < top_p; 1.0 = off), as vLLM and Hugging Face do."""
+    if top_k < 0 or not 0 < top_p <= 1:
+        raise ValueError(f"need top_k >= 0 and 0 < top_p <= 1, got top_k={top_k}, top_p={top_p}")
+    vocab = logits.shape[-1]
+    if not (0 < top_k < vocab or top_p < 1):
+        return None
+    with torch.no_grad():
+        keep = torch.ones_like(logits, dtype=torch.bool)
+        if 0 < top_k < vocab:
+            kth = logits.topk(top_k, dim=-1).values[..., -1:]
+            keep = logits >= kth
+        if top_p < 1:
+            probs = torch.softmax(logits.masked_fill(~keep, -math.inf), dim=-1)
+            sorted_p, order = probs.sort(dim=-1, descending=True)
+            above = sorted_p.cumsum(-1) - sorted_p  # mass ranked strictly above each token
+            keep &= torch.zeros_like(keep).scatter(-1, order, above < top_p)
+    return keep
+
+
 def truncated_logprobs(logits: Tensor, targets: Tensor, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0) -> Tensor:
     """Log-probs ``[B, T]`` of ``targets`` ``[B, T]`` under the distribution a sampler with these
     settings draws from, given raw ``logits`` ``[B, T, V]``.
 
-    As in vLLM and Hugging Face: divide by ``temperature`` (0 or 1: unchanged), keep the ``top_k``
-    largest logits (ties kept; 0 = off), then the smallest set of most likely tokens whose mass
-    reaches ``top_p`` (a token is kept when the mass of the tokens ranked above it is < top_p;
-    1.0 = off), and renormalise over the kept set. The target is always kept (it was sampled, so
+    As in vLLM and Hugging Face: divide by ``temperature`` (0 or 1: unchanged), truncate to the
+    `truncation_keep` set, and renormalise over it. The target is always kept (it was sampled, so
     it was in the set; forcing it guards against ties and rounding at the boundary). Differentiable
     in ``logits``; with neither truncation it equals ``log_softmax(logits / temperature)``.
     """
-    if top_k < 0 or not 0 < top_p <= 1:
-        raise ValueError(f"need top_k >= 0 and 0 < top_p <= 1, got top_k={top_k}, top_p={top_p}")
     logits = logits.float()
     if temperature not in (0, 1):
         logits = logits / temperature
-    vocab = logits.shape[-1]
-    if 0 < top_k < vocab or top_p < 1:
-        with torch.no_grad():
-            keep = torch.ones_like(logits, dtype=torch.bool)
-            if 0 < top_k < vocab:
-                kth = logits.topk(top_k, dim=-1).values[..., -1:]
-                keep = logits >= kth
-            if top_p < 1:
-                probs = torch.softmax(logits.masked_fill(~keep, -math.inf), dim=-1)
-                sorted_p, order = probs.sort(dim=-1, descending=True)
-                above = sorted_p.cumsum(-1) - sorted_p  # mass ranked strictly above each token
-                keep &= torch.zeros_like(keep).scatter(-1, order, above < top_p)
-            keep.scatter_(-1, targets.unsqueeze(-1), True)
+    keep = truncation_keep(logits, top_p, top_k)
+    if keep is not None:
+        keep.scatter_(-1, targets.unsqueeze(-1), True)
         logits = logits.masked_fill(~keep, -math.inf)
     return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)

@@ -2,7 +2,8 @@
 
     engine = make_engine(cfg.rollout, model, tokenizer, model_path=cfg.model.name_or_path)
 
-- ``hf``: Hugging Face ``generate`` on the trainer's own model object (nothing to sync).
+- ``hf``: the trainer's own model object (nothing to sync), decoded by rlvr's loop or ``generate``
+  (``rollout.hf_decode``).
 - ``vllm``: vLLM in this process (`rlvr.rollout.vllm_engine`); needs the ``vllm`` package.
 - ``vllm_server``: a client of ``rlvr rollout serve`` (`rlvr.rollout.vllm_client`).
 
@@ -63,7 +64,7 @@ def _hf(cfg: RolloutConfig, model: Any, tokenizer: Any, model_path: str | None, 
         loaded, loaded_tok = load_model(model_path)  # type: ignore[arg-type]
         model = loaded if model is None else model
         tokenizer = loaded_tok if tokenizer is None else tokenizer
-    return HFGenerateEngine(model, tokenizer, cfg.max_batch_sequences, synced=synced, private=private)
+    return HFGenerateEngine(model, tokenizer, cfg.max_batch_sequences, synced=synced, private=private, decode=cfg.hf_decode)
 
 
 @ENGINES.register("vllm")

@@ -18,6 +18,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, StoppingCrite
 from envs.types import Message
 from rlvr.algos.correction import truncated_logprobs
 from rlvr.rollout.base import Completion, SamplingParams
+from rlvr.rollout.kv_decode import decode, supports_kv_decode
 
 
 def render_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[Message]) -> str:
@@ -57,10 +58,16 @@ class HFGenerateEngine:
             each process keeps stepping until all of them have finished (``synced_gpus``).
         private: Generate with a copy of the weights instead of the trainer's own model object, so
             that generation can run while the trainer updates (`load_weights` copies them in).
+        decode: ``kv`` runs rlvr's loop (`rlvr.rollout.kv_decode`: each prompt prefilled once, a
+            preallocated cache, finished sequences dropped) where the model supports it and the
+            model is not sharded; ``generate`` always calls Hugging Face ``generate``.
     """
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_batch_sequences: int = 256, synced: bool = False,
-                 private: bool = False):
+                 private: bool = False, decode: str = "kv"):
+        if decode not in ("kv", "generate"):
+            raise ValueError(f"decode must be 'kv' or 'generate', got {decode!r}")
+        self.decode = decode
         self.private = private
         self.model = copy.deepcopy(model).requires_grad_(False) if private else model
         self.tokenizer = tokenizer
@@ -119,6 +126,8 @@ class HFGenerateEngine:
             self.model.train(was_training)
 
     def _generate_chunk(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
+        if self.decode == "kv" and not self.synced and supports_kv_decode(self.model):
+            return self._decode_chunk(jobs, sampling)
         tok = self.tokenizer
         device = next(self.model.parameters()).device
         width = max(len(ids) for _, ids in jobs)
@@ -147,13 +156,33 @@ class HFGenerateEngine:
         has_eos = is_eos.any(dim=1)
         # length includes the first eos; sequences without one run to the last step
         lengths = torch.where(has_eos, is_eos.int().argmax(dim=1) + 1, torch.full_like(has_eos, new_tokens.shape[1], dtype=torch.long))
-        completions = []
-        for row, (prompt_index, prompt_ids) in enumerate(jobs):
-            n_tok = int(lengths[row])
-            stop_string = None
+        ends = {}
+        for row in range(len(jobs)):
+            n_tok, stop_string = int(lengths[row]), None
             if stops is not None and row in stops.hits and stops.hits[row][0] <= n_tok:
                 n_tok, stop_string = stops.hits[row]
-            ids = new_tokens[row, :n_tok].tolist()
+            ends[row] = (n_tok, stop_string, bool(has_eos[row]) or stop_string is not None)
+        return self._completions(jobs, new_tokens, logprobs, ends)
+
+    def _decode_chunk(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
+        """`_generate_chunk` through rlvr's own loop (`rlvr.rollout.kv_decode.decode`)."""
+        tok = self.tokenizer
+        stops = StopStrings(tok, sampling.stop, 0) if sampling.stop else None
+        out = decode(self.model, [ids for _, ids in jobs], max_new_tokens=sampling.max_new_tokens, eos_id=tok.eos_token_id,
+                     pad_id=tok.pad_token_id, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+                     greedy=sampling.greedy, stop_check=None if stops is None else lambda rows, generated: stops.scan(rows, generated, generated.shape[1]))
+        ends = {row: (int(out.lengths[row]), out.stop_strings.get(row), bool(out.ended[row])) for row in range(len(jobs))}
+        return self._completions(jobs, out.tokens, out.logprobs, ends)
+
+    def _completions(self, jobs: list[tuple[int, list[int]]], tokens: torch.Tensor, logprobs: torch.Tensor,
+                     ends: dict[int, tuple[int, str | None, bool]]) -> list[Completion]:
+        """One `Completion` per job from ``tokens``/``logprobs`` ``[B, steps]`` and, per row, its
+        (length, stop string or None, whether it ended before running out of tokens)."""
+        tok = self.tokenizer
+        completions = []
+        for row, (prompt_index, prompt_ids) in enumerate(jobs):
+            n_tok, stop_string, ended = ends[row]
+            ids = tokens[row, :n_tok].tolist()
             text = tok.decode(ids, skip_special_tokens=True)
             completions.append(Completion(
                 prompt_index=prompt_index,
@@ -161,7 +190,7 @@ class HFGenerateEngine:
                 token_ids=ids,
                 logprobs=logprobs[row, :n_tok].tolist(),
                 text=text,
-                truncated=not bool(has_eos[row]) and stop_string is None,
+                truncated=not ended,
                 char_ends=token_char_ends(tok, ids, len(text)),
                 stop_string=stop_string,
             ))
@@ -191,12 +220,18 @@ class StopStrings(StoppingCriteria):
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
         steps = input_ids.shape[1] - self.prompt_width
-        tails = self.tokenizer.batch_decode(input_ids[:, max(self.prompt_width, input_ids.shape[1] - self.window):].tolist(), skip_special_tokens=True)
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        for row, tail in enumerate(tails):
+        self.scan(range(input_ids.shape[0]), input_ids[:, max(self.prompt_width, input_ids.shape[1] - self.window):], steps)
+        return torch.tensor([row in self.hits for row in range(input_ids.shape[0])], dtype=torch.bool, device=input_ids.device)
+
+    def scan(self, rows: Sequence[int], generated: torch.Tensor, steps: int) -> dict[int, str]:
+        """Record the ``rows`` whose generated tokens ``generated`` ``[len(rows), steps]`` (or their
+        last ``window`` or more) end in a stop string after ``steps`` steps; returns the new hits."""
+        tails = self.tokenizer.batch_decode(generated[:, -self.window:].tolist(), skip_special_tokens=True)
+        new = {}
+        for row, tail in zip(rows, tails):
             if row not in self.hits:
                 found = next((s for s in self.stops if s in tail), None)
                 if found is not None:
                     self.hits[row] = (steps, found)
-            done[row] = row in self.hits
-        return done
+                    new[row] = found
+        return new
