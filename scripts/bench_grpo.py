@@ -8,6 +8,10 @@ and schedule, sampling temperature and completion length. Each framework runs in
 subprocess, one after the other, with the same torch thread count; then both trained models are
 evaluated on the frozen held-out test split (500 problems, greedy). Prints a table, writes JSON.
 
+Both generate a step's 256 completions in one call (rlvr: ``rollout.chunk_prompts=32``; its
+default of 16 overlaps verification of one chunk with generation of the next, which pays for slow
+verifiers, not for arithmetic's 8 ms).
+
     python scripts/bench_grpo.py --steps 20             # TRL needs: pip install -e '.[bench]'
     python scripts/bench_grpo.py --model runs/quickstart/sft/final --frameworks rlvr
     python scripts/bench_grpo.py --variant overlap='rollout.overlap=true'   # rlvr, rlvr-overlap and TRL in one run
@@ -35,7 +39,7 @@ def run_rlvr(model: str, steps: int, out: Path, threads: int, seed: int, extra: 
     overrides = [
         f"output_dir={out}", f"name={name}", f"model.name_or_path={model}", f"seed={seed}", f"threads={threads}",
         f"update.steps={steps}", f"rollout.prompts_per_step={PROMPTS_PER_STEP}", f"rollout.group_size={GROUP}",
-        f"rollout.max_new_tokens={MAX_NEW}", f"update.micro_batch_size={MICRO}", f"optim.lr={LR}",
+        f"rollout.max_new_tokens={MAX_NEW}", f"rollout.chunk_prompts={PROMPTS_PER_STEP}", f"update.micro_batch_size={MICRO}", f"optim.lr={LR}",
         f"optim.warmup_steps={WARMUP}", "optim.schedule=cosine", "algo.preset=grpo", f"algo.kl_coef={BETA}",
         "algo.kl_mode=loss", f"algo.clip_low={CLIP}", f"algo.clip_high={CLIP}", "eval.every=0", "eval.at_start=false",
         "log.checkpoint_every=0", "log.progress=false", "log.tensorboard=false", "log.plot=false", "overwrite=true", *extra,
