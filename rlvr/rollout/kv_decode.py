@@ -31,8 +31,13 @@ class KVBuffers:
     """A key/value cache in preallocated buffers, duck-typed as a transformers ``Cache``: the model
     calls ``update`` once per layer per forward and attends over the view it returns.
 
-    ``length`` columns are filled; the caller advances it after each forward.
+    ``length`` columns are filled; the caller advances it after each forward. Buffers start with
+    room for ``GROW_BY`` generated tokens beyond the prompt and double when full (up to
+    ``capacity``), so a batch whose rows all stop early never holds a cache sized for the longest
+    completion allowed.
     """
+
+    GROW_BY = 64
 
     def __init__(self, layers: int, capacity: int):
         self.keys: list[Tensor | None] = [None] * layers
@@ -41,11 +46,15 @@ class KVBuffers:
         self.length = 0
 
     def update(self, key: Tensor, value: Tensor, layer_idx: int, cache_kwargs: dict | None = None) -> tuple[Tensor, Tensor]:
-        if self.keys[layer_idx] is None:  # [B, heads, capacity, head_dim]
-            shape = (key.shape[0], key.shape[1], self.capacity, key.shape[3])
-            self.keys[layer_idx] = key.new_empty(shape)
-            self.values[layer_idx] = value.new_empty(shape)
         end = self.length + key.shape[2]
+        if self.keys[layer_idx] is None:  # [B, heads, columns, head_dim]
+            columns = min(self.capacity, end + self.GROW_BY)
+            self.keys[layer_idx] = key.new_empty((key.shape[0], key.shape[1], columns, key.shape[3]))
+            self.values[layer_idx] = value.new_empty((value.shape[0], value.shape[1], columns, value.shape[3]))
+        elif end > self.keys[layer_idx].shape[2]:
+            columns = min(self.capacity, max(end, 2 * self.keys[layer_idx].shape[2]))
+            self.keys[layer_idx] = self._copy(self.keys[layer_idx], None, columns)
+            self.values[layer_idx] = self._copy(self.values[layer_idx], None, columns)
         self.keys[layer_idx][:, :, self.length: end] = key
         self.values[layer_idx][:, :, self.length: end] = value
         return self.keys[layer_idx][:, :, :end], self.values[layer_idx][:, :, :end]
@@ -55,14 +64,15 @@ class KVBuffers:
 
     def select(self, rows: Tensor) -> None:
         """Keep (or repeat) the batch rows ``rows``, in that order (copying only the filled columns)."""
-        self.keys = [self._rows(k, rows) for k in self.keys]
-        self.values = [self._rows(v, rows) for v in self.values]
+        self.keys = [None if k is None else self._copy(k, rows, k.shape[2]) for k in self.keys]
+        self.values = [None if v is None else self._copy(v, rows, v.shape[2]) for v in self.values]
 
-    def _rows(self, buffer: Tensor | None, rows: Tensor) -> Tensor | None:
-        if buffer is None:
-            return None
-        out = buffer.new_empty((len(rows), *buffer.shape[1:]))
-        out[:, :, : self.length] = buffer[:, :, : self.length].index_select(0, rows)
+    def _copy(self, buffer: Tensor, rows: Tensor | None, columns: int) -> Tensor:
+        filled = buffer[:, :, : self.length]
+        if rows is not None:
+            filled = filled.index_select(0, rows)
+        out = buffer.new_empty((filled.shape[0], buffer.shape[1], columns, buffer.shape[3]))
+        out[:, :, : self.length] = filled
         return out
 
 

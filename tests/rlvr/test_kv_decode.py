@@ -45,7 +45,9 @@ def _pair(model, tok):
     return HFGenerateEngine(model, tok, decode="kv"), HFGenerateEngine(model, tok, decode="generate")
 
 
-def test_greedy_tokens_equal_generate(model_and_tokenizer):
+@pytest.mark.parametrize("grow_by", [64, 1])  # 1: the cache grows (copies itself into bigger buffers) over and over
+def test_greedy_tokens_equal_generate(model_and_tokenizer, grow_by, monkeypatch):
+    monkeypatch.setattr(kv_decode.KVBuffers, "GROW_BY", grow_by)
     kv, hf = _pair(*model_and_tokenizer)
     greedy = SamplingParams(temperature=0.0, max_new_tokens=24)
     a, b = kv.generate(PROMPTS, 2, greedy), hf.generate(PROMPTS, 2, greedy)
