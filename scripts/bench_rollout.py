@@ -1,7 +1,9 @@
 #!/usr/bin/env python
-"""Rollout throughput: Hugging Face generate beside vLLM on the same model, prompts and sampling.
+"""Rollout throughput: the HF engine (rlvr's decoding loop, and Hugging Face ``generate``) beside
+vLLM on the same model, prompts and sampling.
 
-Both engines are built by `rlvr.rollout.engines.make_engine` and run in their own subprocess, one
+``hf`` is the default HF engine (``rollout.hf_decode=kv``), ``hf-generate`` the same engine on
+``generate``. All engines are built by `rlvr.rollout.engines.make_engine` and run in their own subprocess, one
 after the other, with the same thread count; each does one untimed warm-up call, then ``--repeats``
 timed calls of ``--prompts`` arithmetic prompts x ``--n`` samples. Reports completion tokens per
 second (median over repeats), engine start-up and warm-up time; prints a table, writes JSON.
@@ -36,9 +38,9 @@ def run_engine(name: str, model: str, args: argparse.Namespace) -> dict:
     task = tasks.make("arithmetic-v1")
     prompts = [task.env.format_prompt(p) for p in task.problems("validation")[: args.prompts]]
     t = time.perf_counter()
-    if name == "hf":
+    if name in ("hf", "hf-generate"):
         m, tok = load_model(model, dtype=args.dtype)
-        engine = make_engine(RolloutConfig(), m.to(device), tok)
+        engine = make_engine(RolloutConfig(hf_decode="generate" if name == "hf-generate" else "kv"), m.to(device), tok)
     else:
         cfg = RolloutConfig(engine="vllm")
         cfg.vllm.dtype, cfg.vllm.enforce_eager = args.dtype, device == "cpu"
@@ -64,7 +66,7 @@ def run_engine(name: str, model: str, args: argparse.Namespace) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="runs/quickstart/sft/final", help="model directory (default: the quickstart's SFT base)")
-    p.add_argument("--engines", default="hf,vllm")
+    p.add_argument("--engines", default="hf,hf-generate,vllm")
     p.add_argument("--prompts", type=int, default=64)
     p.add_argument("--n", type=int, default=8, help="samples per prompt")
     p.add_argument("--max-new-tokens", type=int, default=64)
@@ -95,14 +97,15 @@ def main() -> int:
 
     print(f"\n{args.prompts} arithmetic prompts x {args.n} samples, up to {args.max_new_tokens} new tokens, "
           f"temperature 1, {args.dtype}, {args.threads} threads, device {rows[0]['device']}, median of {args.repeats}")
-    header = f"{'engine':8} {'tokens/s':>10} {'wall s':>8} {'tokens':>8} {'mean len':>9} {'start-up s':>11} {'warm-up s':>10}"
+    header = f"{'engine':12} {'tokens/s':>10} {'wall s':>8} {'tokens':>8} {'mean len':>9} {'start-up s':>11} {'warm-up s':>10}"
     print(header + "\n" + "-" * len(header))
     for r in rows:
-        print(f"{r['engine']:8} {r['median_tokens_per_s']:10.0f} {statistics.median(r['wall_s']):8.2f} "
+        print(f"{r['engine']:12} {r['median_tokens_per_s']:10.0f} {statistics.median(r['wall_s']):8.2f} "
               f"{statistics.median(r['completion_tokens']):8.0f} {r['mean_completion_len']:9.1f} {r['startup_s']:11.1f} {r['warmup_s']:10.1f}")
     by = {r["engine"]: r for r in rows}
-    if {"hf", "vllm"} <= set(by):
-        print(f"\nvLLM / HF generate: {by['vllm']['median_tokens_per_s'] / by['hf']['median_tokens_per_s']:.2f}x tokens/s")
+    for name in ("hf", "vllm"):
+        if name in by and "hf-generate" in by:
+            print(f"{name} / hf-generate: {by[name]['median_tokens_per_s'] / by['hf-generate']['median_tokens_per_s']:.2f}x tokens/s")
     summary = {"settings": {k: v for k, v in vars(args).items() if k != "worker"}, "rows": rows}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"wrote {out / 'summary.json'}")
