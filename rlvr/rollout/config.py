@@ -65,7 +65,7 @@ class RolloutConfig:
     max_batch_sequences: int = help_field(256, "Sequences per generate call (memory bound)", gt=0)
     hf_decode: Literal["kv", "generate"] = help_field(
         "kv", "engine=hf: kv (rlvr's loop: each prompt prefilled once, a preallocated key/value cache, finished sequences dropped; "
-              "Hugging Face models on sdpa/eager attention, else generate) or generate (Hugging Face generate)")
+              "Hugging Face models on sdpa/eager attention, not sharded; else generate) or generate (Hugging Face generate)")
     overlap: bool = help_field(False, "Generate the next batch while training on this one (one step off-policy: the batch was sampled by the "
                                       "weights before the last update and the importance ratio is taken against the engine's log-probs). "
                                       "One process; set threads=1 so generation and training each get a core")

@@ -186,12 +186,14 @@ def test_bad_critic_and_reference_inputs_are_named_before_training(sft_base, tmp
 
 def test_two_processes_shard_the_policy_with_fsdp_and_match_ddp(sft_base, tmp_path, rl_overrides):
     """FSDP2 through accelerate under torchrun (gloo): the same step as DDP (same samples, same
-    update up to float rounding), sharded optimizer state in the checkpoint, and a resume."""
+    update up to float rounding), sharded optimizer state in the checkpoint, and a resume. A sharded
+    model generates with `generate` (every forward is a collective, stepped in lockstep), so DDP
+    does too here: the same sampler draws the same tokens."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
 
     def run(name: str, *extra: str) -> subprocess.CompletedProcess:
         args = rl_overrides(tmp_path, sft_base, f"name={name}", "update.steps=1", "update.minibatches=2", "rollout.prompts_per_step=4",
-                            "rollout.group_size=4", "optim.warmup_steps=0", *SMALL, *extra)
+                            "rollout.group_size=4", "optim.warmup_steps=0", "rollout.hf_decode=generate", *SMALL, *extra)
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "rlvr.cli", "train", "quickstart", *args]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
