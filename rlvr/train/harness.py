@@ -413,8 +413,8 @@ class Harness:
                        lengths: torch.Tensor | None = None) -> dict[str, float] | None:
         """One optimizer step of ``part`` on ``rows`` (this process's share of a minibatch).
 
-        Micro-batches of ``micro_batch_size`` rows (sorted by ``lengths`` when given, which cuts
-        padding) accumulate gradients; only the last one syncs them across processes. A process
+        Micro-batches of ``micro_batch_size`` rows (sorted by ``lengths`` when given: see
+        `micro_batches`) accumulate gradients; only the last one syncs them across processes. A process
         with no rows while others have some joins with one row of weight 0 (DDP needs every process
         in every all-reduce); with one process an empty minibatch is no step (returns None). The
         loss is scaled by the process count because DDP averages gradients while the objective is
@@ -452,8 +452,9 @@ class Harness:
 
     def micro_batches(self, rows: torch.Tensor, size: int, lengths: torch.Tensor | None = None,
                       collective: bool = False) -> list[tuple[torch.Tensor, bool]]:
-        """``rows`` in micro-batches of ``size`` (sorted by ``lengths`` when given, which cuts
-        padding), each with whether it is real. With ``collective`` (a sharded model: every
+        """``rows`` in micro-batches of ``size`` (sorted by ``lengths`` when given: sequence
+        lengths cut padding, group ids keep the sequences that share a prompt together for
+        packing), each with whether it is real. With ``collective`` (a sharded model: every
         forward is a collective) every process gets as many micro-batches as the busiest one, the
         extra ones a placeholder row to be given weight 0."""
         if lengths is not None and len(rows):
