@@ -5,7 +5,8 @@ cache (every step concatenates the whole cache of every layer) and kept computin
 already ended. This loop calls the same model forward, but:
 
 - each distinct prompt is prefilled once and its cache copied to its samples;
-- keys and values are written into buffers allocated once, and attention reads a view of them;
+- keys and values are written into preallocated buffers (doubling when full), and attention reads
+  a view of them;
 - finished sequences leave the batch once a quarter of it has finished.
 
 Tokens are drawn from the tempered, top-k/top-p truncated distribution of
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+import inspect
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -120,7 +122,7 @@ def sample_next(logits: Tensor, temperature: float, top_p: float, top_k: int, gr
 @torch.inference_mode()
 def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_tokens: int, eos_id: int | None, pad_id: int,
            temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, greedy: bool = False,
-           stop_check=None) -> Decoded:
+           stop_check: Callable[[list[int], Tensor], dict[int, str]] | None = None) -> Decoded:
     """Sample one completion for each of ``prompts`` (token ids; the same prompt may repeat).
 
     ``stop_check(rows, step_tokens)`` — optional, called after each step with the original row
@@ -196,7 +198,10 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
 
 
 def supports_kv_decode(model: torch.nn.Module) -> bool:
-    """Hugging Face decoder models on the sdpa or eager attention take the 4-D mask, explicit
-    positions and duck-typed cache this loop relies on."""
+    """Hugging Face decoder models on the sdpa or eager attention whose forward takes explicit
+    positions and ``logits_to_keep`` accept the 4-D mask and duck-typed cache this loop relies on."""
     config = getattr(model, "config", None)
-    return getattr(config, "_attn_implementation", None) in ("sdpa", "eager") and hasattr(config, "num_hidden_layers")
+    if getattr(config, "_attn_implementation", None) not in ("sdpa", "eager") or not hasattr(config, "num_hidden_layers"):
+        return False
+    params = inspect.signature(model.forward).parameters
+    return "position_ids" in params and "logits_to_keep" in params
