@@ -47,7 +47,8 @@ def test_algos_list_prints_every_preset_and_its_settings(capsys):
     (["eval", "--model", "/nonexistent/model", "--task", "arithmetic-v1"], "not found"),
     (["eval", "--model", "x", "--task", "arithmetic-v9"], "registered versions of 'arithmetic': arithmetic-v1"),
 ])
-def test_bad_input_gives_a_clear_error_and_exit_code_2(argv, message, capsys):
+def test_bad_input_gives_a_clear_error_and_exit_code_2(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a quickstart already run in the checkout leaves runs/quickstart/grpo, which a train would refuse first
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
