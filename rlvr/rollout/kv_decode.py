@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from rlvr.algos.correction import truncation_keep
+from rlvr.models.attention import model_mask, takes_custom_mask
 
 COMPACT_AT = 0.25  # share of the active rows finished before they are dropped: copying the cache is not free
 
@@ -149,7 +150,7 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
     causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
     prefill_mask = (causal & real.unsqueeze(1)) | eye  # left padding attends to itself only
     positions = (real.long().cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=ids, attention_mask=prefill_mask.unsqueeze(1), position_ids=positions, past_key_values=cache,
+    out = model(input_ids=ids, attention_mask=model_mask(model, prefill_mask.unsqueeze(1)), position_ids=positions, past_key_values=cache,
                 use_cache=True, logits_to_keep=1)
     cache.length = width
     logits = out.logits[:, -1].index_select(0, first_of)  # [B, V]
@@ -190,7 +191,7 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
             done = done[keep]
         column = width + t
         key_ok[:, column] = True
-        out = model(input_ids=token.unsqueeze(1), attention_mask=key_ok[:, None, None, : column + 1],
+        out = model(input_ids=token.unsqueeze(1), attention_mask=model_mask(model, key_ok[:, None, None, : column + 1]),
                     position_ids=(prompt_len[active] + t).unsqueeze(1), past_key_values=cache, use_cache=True)
         cache.length = column + 1
         logits = out.logits[:, -1]
@@ -200,8 +201,7 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
 def supports_kv_decode(model: torch.nn.Module) -> bool:
     """Hugging Face decoder models on the sdpa or eager attention whose forward takes explicit
     positions and ``logits_to_keep`` accept the 4-D mask and duck-typed cache this loop relies on."""
-    config = getattr(model, "config", None)
-    if getattr(config, "_attn_implementation", None) not in ("sdpa", "eager") or not hasattr(config, "num_hidden_layers"):
+    if not takes_custom_mask(model) or not hasattr(getattr(model, "config", None), "num_hidden_layers"):
         return False
     params = inspect.signature(model.forward).parameters
     return "position_ids" in params and "logits_to_keep" in params

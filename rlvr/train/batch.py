@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
+from rlvr.models.attention import model_mask
 from rlvr.train.packing import shared_prefix_layout, supports_packing
 
 
@@ -92,7 +93,7 @@ def token_logprobs(model: torch.nn.Module, batch: TokenBatch, temperature: float
         return _score(logits, targets, temperature, entropy, entropy_grad, top_p, top_k)
     device = batch.input_ids.device
     layout = shared_prefix_layout(batch.input_ids.cpu(), batch.attention_mask.sum(-1).cpu(), batch.prompt_lens)
-    logits = model(input_ids=layout.input_ids.to(device), attention_mask=layout.attention_mask.to(device),
+    logits = model(input_ids=layout.input_ids.to(device), attention_mask=model_mask(model, layout.attention_mask.to(device)),
                    position_ids=layout.position_ids.to(device)).logits
     scored = batch.completion_mask.bool()
     source = layout.source.to(device)[scored]

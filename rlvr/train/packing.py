@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from rlvr.models.attention import takes_custom_mask
+
 ROW_TOKENS = 128  # measured on the embedded model (CPU): 128 beat 192 and 256, whose masked attention costs more
 
 
@@ -117,6 +119,4 @@ def shared_prefix_layout(input_ids: Tensor, lengths: Tensor, prompt_lens: Tensor
 def supports_packing(model: torch.nn.Module) -> bool:
     """Whether ``model`` takes a custom 4-D attention mask and position ids (Hugging Face models on
     the sdpa or eager attention; flash-attention kernels ignore a 4-D mask)."""
-    inner = getattr(model, "module", model)  # DDP / accelerate wrappers
-    config = getattr(inner, "config", None)
-    return getattr(config, "_attn_implementation", None) in ("sdpa", "eager")
+    return takes_custom_mask(model)

@@ -23,7 +23,7 @@ PROMPTS = ["Compute 4+8.\n", "Compute 12+95.\n", "Compute 60+18.\n", "Compute 7+
 
 
 @pytest.fixture(scope="module")
-def model_and_tokenizer(tmp_path_factory):
+def trained(tmp_path_factory):
     """A tiny Llama taught for two seconds to write sums and stop: a fresh init only repeats one
     token, which would leave eos, stop strings and rows ending at different steps untested."""
     torch.manual_seed(0)
@@ -39,6 +39,16 @@ def model_and_tokenizer(tmp_path_factory):
         optimizer.step()
         optimizer.zero_grad()
     return model.eval(), tok
+
+
+@pytest.fixture(params=["sdpa", "eager"])
+def model_and_tokenizer(trained, request):
+    """The trained model on each attention kernel the loop supports (sdpa reads a bool mask, eager
+    an additive one: `rlvr.models.attention.model_mask`)."""
+    model, tok = trained
+    model.set_attn_implementation(request.param)
+    yield model, tok
+    model.set_attn_implementation("sdpa")
 
 
 def _pair(model, tok):

@@ -14,12 +14,21 @@ from rlvr.train.packing import shared_prefix_layout, supports_packing
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
+def tiny(tmp_path_factory):
     torch.manual_seed(0)
     path = build_tiny_model(TinyModelConfig(hidden_size=64, layers=2, heads=4, intermediate_size=128, seed=3),
                             tmp_path_factory.mktemp("tiny") / "m")
     m, _ = load_model(str(path))
     return m.float()
+
+
+@pytest.fixture(params=["sdpa", "eager"])
+def model(tiny, request):
+    """The model on each attention kernel that takes the packed 4-D mask (sdpa reads it as bool,
+    eager as additive: `rlvr.models.attention.model_mask`)."""
+    tiny.set_attn_implementation(request.param)
+    yield tiny
+    tiny.set_attn_implementation("sdpa")
 
 
 def test_layout_of_two_sequences_sharing_a_prompt_by_hand():
