@@ -55,6 +55,7 @@ def run_rlvr(model: str, steps: int, out: Path, threads: int, seed: int, extra: 
 
 
 def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: tuple[str, ...] = (), name: str = "trl") -> dict:
+    """TRL's GRPOTrainer; ``extra`` is ``("bf16",)`` for its bf16 mixed precision (``bf16=True``)."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -89,7 +90,7 @@ def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: t
                 self.rewards.append(logs.get("reward", float("nan")))
 
     args = GRPOConfig(
-        output_dir=str(out / "trl"), max_steps=steps, seed=seed, use_cpu=True, bf16=False,
+        output_dir=str(out / "trl"), max_steps=steps, seed=seed, use_cpu=True, bf16="bf16" in extra,
         per_device_train_batch_size=MICRO, gradient_accumulation_steps=PROMPTS_PER_STEP * GROUP // MICRO,
         num_generations=GROUP, max_completion_length=MAX_NEW, temperature=1.0, top_p=1.0, top_k=0,
         learning_rate=LR, lr_scheduler_type="cosine", warmup_steps=WARMUP, max_grad_norm=1.0, weight_decay=0.0,
@@ -107,6 +108,21 @@ def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: t
 
 
 WORKERS = {"rlvr": run_rlvr, "trl": run_trl}
+PRECISIONS = ("fp32", "bf16")  # bf16: autocast with float32 weights (rlvr: model.precision=bf16, TRL: bf16=True)
+
+
+def precision_of(name: str, default: str) -> str:
+    """A framework's precision: its name's suffix (``trl-fp32``), else ``--precision``."""
+    suffix = name.rsplit("-", 1)[-1]
+    return suffix if suffix in PRECISIONS else default
+
+
+def worker_overrides(name: str, precision: str, variants: dict[str, str]) -> str:
+    """What the worker for ``name`` gets: rlvr overrides (its precision first, a variant's after), or TRL's precision."""
+    if name.startswith("trl"):
+        return precision_of(name, precision)
+    variant = variants.get(name.removeprefix("rlvr-"), "") if name.startswith("rlvr-") else ""
+    return f"model.precision={precision_of(name, precision)} {variant}".strip()
 
 
 def heldout(model: str, threads: int) -> float:
@@ -156,7 +172,9 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--frameworks", default="rlvr,trl")
+    p.add_argument("--frameworks", default="rlvr,trl", help="rlvr, trl, and trl-fp32 / trl-bf16 (TRL in the other precision too)")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="both frameworks' compute precision (bf16: autocast, float32 weights; fast only on CPUs with AVX512-BF16/AMX)")
     p.add_argument("--skip", type=int, default=2, help="first steps left out of timing (warm-up)")
     p.add_argument("--out", default="bench_results/grpo")
     p.add_argument("--variant", action="append", default=[], metavar="NAME=OVERRIDES",
@@ -169,7 +187,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     if args.worker:  # one framework, in its own process
-        worker = WORKERS["trl" if args.worker == "trl" else "rlvr"]
+        worker = WORKERS["trl" if args.worker.startswith("trl") else "rlvr"]
         result = worker(args.model, args.steps, out, args.threads, args.seed, tuple(args.overrides.split()), args.worker)
         (out / f"{args.worker}.json").write_text(json.dumps(result))
         return 0
@@ -178,7 +196,7 @@ def main() -> int:
     results, rows = {}, []
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1"}
     for name in [*args.frameworks.split(","), *(f"rlvr-{v}" for v in variants)]:
-        if name == "trl":
+        if name.startswith("trl"):
             try:
                 import trl  # noqa: F401
             except ImportError:
@@ -187,28 +205,29 @@ def main() -> int:
         print(f"running {name} for {args.steps} steps ...", flush=True)
         cmd = [sys.executable, __file__, "--worker", name, "--model", base, "--steps", str(args.steps),
                "--threads", str(args.threads), "--seed", str(args.seed), "--out", str(out),
-               "--overrides", variants.get(name.removeprefix("rlvr-"), "") if name.startswith("rlvr-") else ""]
-        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL if name == "trl" else None)
+               "--overrides", worker_overrides(name, args.precision, variants)]
+        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL if name.startswith("trl") else None)
         results[name] = json.loads((out / f"{name}.json").read_text())
         results[name]["heldout_after"] = heldout(results[name]["model"], args.threads)
         rows.append(summarise(name, results[name], args.skip))
     before = heldout(base, args.threads)
 
-    print(f"\nGRPO on arithmetic-v1, {args.steps} steps of {PROMPTS_PER_STEP} prompts x {GROUP}, {args.threads} threads; "
+    print(f"\nGRPO on arithmetic-v1, {args.steps} steps of {PROMPTS_PER_STEP} prompts x {GROUP}, {args.threads} threads, {args.precision}; "
           f"held-out (500, greedy) before RL: {before:.3f}")
     header = f"{'framework':16} {'median step s':>14} {'mean step s':>12} {'compl. tok/s':>13} {'reward first5':>14} {'reward last5':>13} {'held-out after':>15}"
     print(header + "\n" + "-" * len(header))
     for r in rows:
         print(f"{r['framework']:16} {r['median_step_s']:14.2f} {r['mean_step_s']:12.2f} {r['completion_tokens_per_s']:13.0f} "
               f"{r['train_reward_first5']:14.3f} {r['train_reward_last5']:13.3f} {r['heldout_after']:15.3f}")
-    trl_row = next((r for r in rows if r["framework"] == "trl"), None)
-    if trl_row is not None:
+    trl_rows = [r for r in rows if r["framework"].startswith("trl")]
+    if trl_rows:
         print()
+    for trl_row in trl_rows:
         for r in rows:
-            if r is not trl_row:
-                print(f"{r['framework']}: median step {r['median_step_s'] / trl_row['median_step_s']:.2f}x TRL's "
+            if not r["framework"].startswith("trl"):
+                print(f"{r['framework']}: median step {r['median_step_s'] / trl_row['median_step_s']:.2f}x {trl_row['framework']}'s "
                       f"({trl_row['median_step_s'] / r['median_step_s']:.2f}x faster)")
-    (out / "summary.json").write_text(json.dumps({"heldout_before": before, "steps": args.steps, "threads": args.threads, "variants": variants,
+    (out / "summary.json").write_text(json.dumps({"heldout_before": before, "steps": args.steps, "threads": args.threads, "precision": args.precision, "variants": variants,
                                                    "rows": rows, "per_step": results}, indent=2))
     print(f"wrote {out / 'summary.json'}")
     return 0

@@ -7,7 +7,10 @@ already ended. This loop calls the same model forward, but:
 - each distinct prompt is prefilled once and its cache copied to its samples;
 - keys and values are written into preallocated buffers (doubling when full), and attention reads
   a view of them;
-- finished sequences leave the batch once a quarter of it has finished.
+- finished sequences leave the batch once a quarter of it has finished;
+- it runs in the weights' own precision, outside the mixed-precision autocast a training run puts
+  around the model's forward (`full_precision`): decoding's small matrix products lose more to
+  the casts than they gain (measured on the embedded model: 10% slower under bf16 on a CPU).
 
 Tokens are drawn from the tempered, top-k/top-p truncated distribution of
 `rlvr.algos.correction.truncation_keep`, and the log-prob returned for each is the log-prob under
@@ -131,6 +134,7 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
     for rows that just completed a stop string.
     """
     device = next(model.parameters()).device
+    forward = full_precision(model)
     B = len(prompts)
     distinct: dict[tuple[int, ...], int] = {}
     first_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts], device=device)
@@ -150,7 +154,7 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
     causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
     prefill_mask = (causal & real.unsqueeze(1)) | eye  # left padding attends to itself only
     positions = (real.long().cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=ids, attention_mask=model_mask(model, prefill_mask.unsqueeze(1)), position_ids=positions, past_key_values=cache,
+    out = forward(input_ids=ids, attention_mask=model_mask(model, prefill_mask.unsqueeze(1)), position_ids=positions, past_key_values=cache,
                 use_cache=True, logits_to_keep=1)
     cache.length = width
     logits = out.logits[:, -1].index_select(0, first_of)  # [B, V]
@@ -191,11 +195,18 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
             done = done[keep]
         column = width + t
         key_ok[:, column] = True
-        out = model(input_ids=token.unsqueeze(1), attention_mask=model_mask(model, key_ok[:, None, None, : column + 1]),
+        out = forward(input_ids=token.unsqueeze(1), attention_mask=model_mask(model, key_ok[:, None, None, : column + 1]),
                     position_ids=(prompt_len[active] + t).unsqueeze(1), past_key_values=cache, use_cache=True)
         cache.length = column + 1
         logits = out.logits[:, -1]
     return Decoded(tokens[:, :steps].cpu(), logprobs[:, :steps].cpu(), lengths.clamp(max=steps).cpu(), ended.cpu(), stop_strings)
+
+
+def full_precision(model: torch.nn.Module) -> Callable:
+    """``model``'s forward without the autocast that mixed precision wraps around it (accelerate's
+    ``prepare`` and `rlvr.train.harness.Harness.autocast_forward` keep the original as
+    ``_original_forward``)."""
+    return getattr(model, "_original_forward", model)
 
 
 def supports_kv_decode(model: torch.nn.Module) -> bool:

@@ -22,6 +22,7 @@ A recipe (`rlvr.train.recipes`) only says what one step does.
 
 from __future__ import annotations
 
+import functools
 import math
 import resource
 import shutil
@@ -32,6 +33,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MethodType
 from typing import Any, Callable, Protocol
 
 import torch
@@ -286,6 +288,9 @@ class Harness:
         set_threads(cfg.threads)
         self.accel = Accelerator(cpu=not torch.cuda.is_available(), fsdp_plugin=_fsdp_plugin() if cfg.distributed == "fsdp" else None)
         self.sharded = cfg.distributed == "fsdp" and self.accel.num_processes > 1
+        if self.sharded and cfg.model.precision != "fp32":
+            raise UserError("model.precision=bf16 has not been run with distributed=fsdp (FSDP applies its own precision policy): "
+                            "use distributed=ddp, or model.precision=fp32")
         self._route_fsdp()
         seed_everything(cfg.seed + self.accel.process_index)
         self.run_dir = cfg.run_dir
@@ -380,23 +385,56 @@ class Harness:
 
     def load_model(self, path: str, role: str) -> tuple[torch.nn.Module, Any]:
         """A causal LM and its tokenizer (`rlvr.models.loading.load_model`), recorded under ``role``."""
-        model, tokenizer = load_model(path, self.cfg.model.dtype, self.cfg.model.trust_remote_code)
+        model, tokenizer = load_model(path, self.cfg.model.dtype, self.cfg.model.trust_remote_code, self.attn_implementation)
         self.record_model(role, path, model)
         return model, tokenizer
+
+    @property
+    def attn_implementation(self) -> str | None:
+        """``model.attn_implementation`` resolved: ``auto`` is eager under bf16 on a CPU (measured on
+        the embedded model: sdpa's CPU kernel takes longer backward in bf16 than in float32, eager's
+        matrix products gain), else transformers' default (None)."""
+        chosen = self.cfg.model.attn_implementation
+        if chosen != "auto":
+            return chosen
+        return "eager" if self.cfg.model.precision == "bf16" and self.device.type == "cpu" else None
 
     def record_model(self, role: str, path: str, model: torch.nn.Module) -> None:
         self.models.append({"role": role, "source": str(path), "parameters": sum(p.numel() for p in model.parameters()),
                             "bytes": sum(p.numel() * p.element_size() for p in model.parameters())})
 
     def frozen(self, model: torch.nn.Module) -> torch.nn.Module:
-        """``model`` in eval mode, without gradients, on the run's device."""
-        return model.eval().requires_grad_(False).to(self.device)
+        """``model`` in eval mode, without gradients, on the run's device, its forward under the
+        run's mixed precision (`autocast_forward`)."""
+        return self.autocast_forward(model.eval().requires_grad_(False).to(self.device))
+
+    def autocast_forward(self, model: torch.nn.Module) -> torch.nn.Module:
+        """``model`` with its forward run under bf16 autocast and float32 outputs when
+        ``model.precision=bf16`` (unchanged otherwise, or when already wrapped). Every model of the
+        run gets it: the trained ones before accelerate wraps them (`trainable`), the frozen ones
+        (`frozen`), so a reference computes in the precision of the policy it is compared with.
+        This is what accelerate's ``mixed_precision`` does to the models it prepares, kept per run:
+        accelerate's setting is process-wide and fixed by the first run in the process."""
+        if self.cfg.model.precision != "bf16" or hasattr(model, "_original_forward"):  # accelerate's name for the unwrapped forward
+            return model
+        from accelerate.utils import convert_outputs_to_fp32
+
+        func, device_type = model.forward.__func__, self.device.type
+
+        @functools.wraps(func)
+        def autocast_forward(module, *args, **kwargs):
+            with torch.autocast(device_type, dtype=torch.bfloat16):
+                return func(module, *args, **kwargs)
+
+        model._original_forward = model.forward
+        model.forward = MethodType(convert_outputs_to_fp32(autocast_forward), model)  # bound: a deep copy calls its own weights
+        return model
 
     def trainable(self, name: str, model: torch.nn.Module, optim: OptimConfig, total_steps: int, tokenizer: Any = None) -> TrainableModel:
         """``model`` with an AdamW optimizer and schedule over ``total_steps`` optimizer steps,
         prepared by accelerate and registered for checkpoints under ``name``."""
         optimizer, scheduler = make_optimizer(model, optim, total_steps)
-        model, optimizer, scheduler = self.accel.prepare(model, optimizer, scheduler)
+        model, optimizer, scheduler = self.accel.prepare(self.autocast_forward(model), optimizer, scheduler)
         self._route_fsdp()
         part = TrainableModel(name, model, optimizer, scheduler, self.accel, optim.max_grad_norm, tokenizer, sharded=self.sharded)
         self.register(name, part)
