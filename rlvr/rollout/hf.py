@@ -9,6 +9,7 @@ actually drawn from (as vLLM's ``processed_logprobs``).
 from __future__ import annotations
 
 import copy
+import weakref
 
 from typing import Sequence
 
@@ -33,16 +34,23 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[Message
     return tokenizer(render_prompt(tokenizer, prompt))["input_ids"]
 
 
+_PIECE_LENGTHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> {token id: length decoded alone}
+
+
 def token_char_ends(tokenizer: PreTrainedTokenizerBase, ids: list[int], text_len: int) -> list[int]:
     """Character offset in the decoded text at which each token ends.
 
-    Decodes token by token (linear time); exact for tokenizers whose tokens decode independently
-    (ASCII text with byte-level or SentencePiece vocabularies), clamped to the text otherwise.
+    Adds up the length of each token decoded on its own (linear time; each id is decoded once per
+    tokenizer and cached); exact for tokenizers whose tokens decode independently (ASCII text with
+    byte-level or SentencePiece vocabularies), clamped to the text otherwise.
     """
-    pieces = tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=True)
+    lengths = _PIECE_LENGTHS.setdefault(tokenizer, {})
+    missing = list({i for i in ids if i not in lengths})
+    if missing:
+        lengths.update(zip(missing, map(len, tokenizer.batch_decode([[i] for i in missing], skip_special_tokens=True))))
     ends, pos = [], 0
-    for piece in pieces:
-        pos = min(pos + len(piece), text_len)
+    for i in ids:
+        pos = min(pos + lengths[i], text_len)
         ends.append(pos)
     return ends
 
@@ -179,11 +187,13 @@ class HFGenerateEngine:
         """One `Completion` per job from ``tokens``/``logprobs`` ``[B, steps]`` and, per row, its
         (length, stop string or None, whether it ended before running out of tokens)."""
         tok = self.tokenizer
+        rows = tokens.tolist()
+        token_ids = [rows[row][: ends[row][0]] for row in range(len(jobs))]
+        texts = tok.batch_decode(token_ids, skip_special_tokens=True)
         completions = []
         for row, (prompt_index, prompt_ids) in enumerate(jobs):
             n_tok, stop_string, ended = ends[row]
-            ids = tokens[row, :n_tok].tolist()
-            text = tok.decode(ids, skip_special_tokens=True)
+            ids, text = token_ids[row], texts[row]
             completions.append(Completion(
                 prompt_index=prompt_index,
                 prompt_ids=list(prompt_ids),
