@@ -55,7 +55,9 @@ def run_rlvr(model: str, steps: int, out: Path, threads: int, seed: int, extra: 
 
 
 def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: tuple[str, ...] = (), name: str = "trl") -> dict:
-    """TRL's GRPOTrainer; ``extra`` is ``("bf16",)`` for its bf16 mixed precision (``bf16=True``)."""
+    """TRL's GRPOTrainer; ``extra`` holds its precision (``bf16``: ``bf16=True``) and optionally
+    ``attn=KERNEL`` (the model's attention; default: transformers')."""
+    attn = next((e.split("=", 1)[1] for e in extra if e.startswith("attn=")), None)
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -98,7 +100,7 @@ def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: t
         shuffle_dataset=False, logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
     )
     timer = StepTimer()
-    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model), reward_funcs=reward, args=args,
+    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model, attn_implementation=attn), reward_funcs=reward, args=args,
                           train_dataset=data, processing_class=AutoTokenizer.from_pretrained(model), callbacks=[timer])
     trainer.train()
     final = out / "trl" / "final"
@@ -117,10 +119,11 @@ def precision_of(name: str, default: str) -> str:
     return suffix if suffix in PRECISIONS else default
 
 
-def worker_overrides(name: str, precision: str, variants: dict[str, str]) -> str:
-    """What the worker for ``name`` gets: rlvr overrides (its precision first, a variant's after), or TRL's precision."""
+def worker_overrides(name: str, precision: str, variants: dict[str, str], trl_attn: str | None = None) -> str:
+    """What the worker for ``name`` gets: rlvr overrides (its precision first, a variant's after), or
+    TRL's precision and attention kernel."""
     if name.startswith("trl"):
-        return precision_of(name, precision)
+        return precision_of(name, precision) + (f" attn={trl_attn}" if trl_attn else "")
     variant = variants.get(name.removeprefix("rlvr-"), "") if name.startswith("rlvr-") else ""
     return f"model.precision={precision_of(name, precision)} {variant}".strip()
 
@@ -179,6 +182,7 @@ def main() -> int:
     p.add_argument("--out", default="bench_results/grpo")
     p.add_argument("--variant", action="append", default=[], metavar="NAME=OVERRIDES",
                    help="another rlvr run in the same benchmark, e.g. overlap='rollout.overlap=true' (space-separated key=value)")
+    p.add_argument("--trl-attn", help="TRL's model attention kernel (e.g. eager; default: transformers' default, sdpa)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--overrides", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -205,7 +209,7 @@ def main() -> int:
         print(f"running {name} for {args.steps} steps ...", flush=True)
         cmd = [sys.executable, __file__, "--worker", name, "--model", base, "--steps", str(args.steps),
                "--threads", str(args.threads), "--seed", str(args.seed), "--out", str(out),
-               "--overrides", worker_overrides(name, args.precision, variants)]
+               "--overrides", worker_overrides(name, args.precision, variants, args.trl_attn)]
         subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL if name.startswith("trl") else None)
         results[name] = json.loads((out / f"{name}.json").read_text())
         results[name]["heldout_after"] = heldout(results[name]["model"], args.threads)
@@ -227,7 +231,7 @@ def main() -> int:
             if not r["framework"].startswith("trl"):
                 print(f"{r['framework']}: median step {r['median_step_s'] / trl_row['median_step_s']:.2f}x {trl_row['framework']}'s "
                       f"({trl_row['median_step_s'] / r['median_step_s']:.2f}x faster)")
-    (out / "summary.json").write_text(json.dumps({"heldout_before": before, "steps": args.steps, "threads": args.threads, "precision": args.precision, "variants": variants,
+    (out / "summary.json").write_text(json.dumps({"heldout_before": before, "steps": args.steps, "threads": args.threads, "precision": args.precision, "trl_attn": args.trl_attn, "variants": variants,
                                                    "rows": rows, "per_step": results}, indent=2))
     print(f"wrote {out / 'summary.json'}")
     return 0
