@@ -22,8 +22,8 @@ def load_model(name_or_path: str, dtype: str = "float32", trust_remote_code: boo
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype], trust_remote_code=trust_remote_code,
                                                      attn_implementation=attn_implementation)
-    except ValueError as e:
-        if attn_implementation is None or "attn_implementation" not in str(e):
+    except (ValueError, ImportError) as e:  # an unknown kernel, or one whose package is missing
+        if attn_implementation is None or (isinstance(e, ValueError) and "attn_implementation" not in str(e)):
             raise
         raise UserError(f"model.attn_implementation={attn_implementation!r} cannot be used with {name_or_path!r}: {str(e).strip().splitlines()[0]}") from None
     except OSError as e:

@@ -35,13 +35,15 @@ class ValueModel(nn.Module):
         self._no_split_modules = getattr(backbone, "_no_split_modules", None)  # FSDP shards the backbone's blocks
 
     @classmethod
-    def from_pretrained(cls, path: str, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False, key: str = "algo.critic.init") -> ValueModel:
+    def from_pretrained(cls, path: str, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False, key: str = "algo.critic.init",
+                        attn_implementation: str | None = None) -> ValueModel:
         """A saved critic (a folder written by `save_pretrained`), or a fresh zero-initialised
-        head on the backbone of the causal LM at ``path``. Errors name ``key``."""
+        head on the backbone of the causal LM at ``path`` (on ``attn_implementation``, None:
+        transformers' default). Errors name ``key``."""
         from transformers import AutoModel
 
         try:
-            backbone = AutoModel.from_pretrained(path, dtype=dtype, trust_remote_code=trust_remote_code)
+            backbone = AutoModel.from_pretrained(path, dtype=dtype, trust_remote_code=trust_remote_code, attn_implementation=attn_implementation)
         except (OSError, ValueError) as e:
             raise UserError(f"{key}: cannot load a backbone for the critic from {path!r}: {e}") from e
         hidden = getattr(backbone.config, "hidden_size", None)

@@ -168,7 +168,8 @@ class PolicyGradient:
         if settings.init:
             check_tokenizer(settings.init, self.tokenizer)
         source = harness.source("critic", settings.init or cfg.model.name_or_path)
-        model = ValueModel.from_pretrained(source, dtype=self.policy.unwrapped.dtype, trust_remote_code=cfg.model.trust_remote_code)
+        model = ValueModel.from_pretrained(source, dtype=self.policy.unwrapped.dtype, trust_remote_code=cfg.model.trust_remote_code,
+                                           attn_implementation=self.harness.attn_implementation)
         harness.record_model("critic", source, model)
         optim = dataclasses.replace(cfg.optim, lr=cfg.optim.lr * settings.lr_scale)
         part = harness.trainable("critic", model, optim, optimizer_steps, tokenizer=self.tokenizer)
