@@ -177,7 +177,7 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--frameworks", default="rlvr,trl", help="rlvr, trl, and trl-fp32 / trl-bf16 (TRL in the other precision too)")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                   help="both frameworks' compute precision (bf16: autocast, float32 weights; fast only on CPUs with AVX512-BF16/AMX)")
+                   help="both frameworks' compute precision (bf16: autocast, float32 weights; measured faster here on a CPU with AVX512-BF16; CPUs without bf16 instructions emulate it)")
     p.add_argument("--skip", type=int, default=2, help="first steps left out of timing (warm-up)")
     p.add_argument("--out", default="bench_results/grpo")
     p.add_argument("--variant", action="append", default=[], metavar="NAME=OVERRIDES",

@@ -25,7 +25,7 @@ class ModelConfig:
     dtype: Literal["float32", "bfloat16", "float16"] = help_field("float32", "Parameter dtype")
     precision: Literal["fp32", "bf16"] = help_field("fp32", "Compute precision of training: bf16 runs the forwards and backward under bf16 autocast "
                                                     "with float32 weights and optimizer (accelerate's mixed precision; rlvr's decoding loop stays "
-                                                    "float32); fast on GPUs and on CPUs with AVX512-BF16 or AMX (`lscpu | grep bf16`), slow on CPUs without")
+                                                    "float32); measured faster on a CPU with AVX512-BF16 (`lscpu | grep bf16`); CPUs without bf16 instructions emulate it")
     attn_implementation: str = help_field("auto", "Attention kernel (transformers' attn_implementation: sdpa, eager, flash_attention_2, ...); "
                                           "auto: eager under bf16 on a CPU (sdpa's CPU backward is slower in bf16), else transformers' default")
     trust_remote_code: bool = help_field(False, "Allow model code from the hub (only for models you trust)")

@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 
 from rlvr import UserError
 from rlvr.config import load_config
+from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.train import TrainConfig, train
 from rlvr.train.harness import Harness
 
@@ -27,10 +28,11 @@ def test_auto_attention_is_eager_under_bf16_on_a_cpu(tmp_path, precision, chosen
     assert Harness(cfg).attn_implementation == expected
 
 
-def test_an_unknown_attention_kernel_names_the_setting(tmp_path, sft_base):
-    cfg = _config(tmp_path, sft_base, "model.attn_implementation=warp_drive", "update.steps=1")
+def test_an_unknown_attention_kernel_names_the_setting(tmp_path):
+    path = build_tiny_model(TinyModelConfig(hidden_size=32, layers=1, heads=2, intermediate_size=64), tmp_path / "m")
+    harness = Harness(_config(tmp_path, path, "model.attn_implementation=warp_drive"))
     with pytest.raises(UserError, match="model.attn_implementation='warp_drive'"):
-        train(cfg)
+        harness.load_model(str(path), "policy")
 
 
 @pytest.mark.slow
