@@ -169,6 +169,9 @@ def from_dict(cls: type[C], data: Any, *, where: str = "config", prefix: str = "
     unknown = [k for k in data if k not in fields]
     if unknown:
         key = unknown[0]
+        moved = getattr(cls, "RENAMED", {}).get(key)
+        if moved:
+            raise ConfigError(f"{where}: '{prefix}{key}' is now '{prefix}{moved}'")
         close = difflib.get_close_matches(str(key), list(fields), n=1)
         hint = f" (did you mean '{prefix}{close[0]}'?)" if close else f" (known keys: {', '.join(fields)})"
         raise ConfigError(f"{where}: unknown key '{prefix}{key}'{hint}")

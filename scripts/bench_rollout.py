@@ -2,7 +2,7 @@
 """Rollout throughput: the HF engine (rlvr's decoding loop, and Hugging Face ``generate``) beside
 vLLM on the same model, prompts and sampling.
 
-``hf`` is the default HF engine (``rollout.hf_decode=kv``), ``hf-generate`` the same engine on
+``hf`` is the default HF engine (``rollout.hf.decode=kv``), ``hf-generate`` the same engine on
 ``generate``. All engines are built by `rlvr.rollout.engines.make_engine` and run in their own subprocess, one
 after the other, with the same thread count; each does one untimed warm-up call, then ``--repeats``
 timed calls of ``--prompts`` arithmetic prompts x ``--n`` samples. Reports completion tokens per
@@ -30,7 +30,7 @@ def run_engine(name: str, model: str, args: argparse.Namespace) -> dict:
     import tasks
     from rlvr.models.loading import load_model
     from rlvr.rollout.base import SamplingParams
-    from rlvr.rollout.config import RolloutConfig
+    from rlvr.rollout.config import HFEngineConfig, RolloutConfig
     from rlvr.rollout.engines import make_engine
 
     torch.set_num_threads(args.threads)
@@ -40,7 +40,7 @@ def run_engine(name: str, model: str, args: argparse.Namespace) -> dict:
     t = time.perf_counter()
     if name in ("hf", "hf-generate"):
         m, tok = load_model(model, dtype=args.dtype)
-        engine = make_engine(RolloutConfig(hf_decode="generate" if name == "hf-generate" else "kv"), m.to(device), tok)
+        engine = make_engine(RolloutConfig(hf=HFEngineConfig(decode="generate" if name == "hf-generate" else "kv")), m.to(device), tok)
     else:
         cfg = RolloutConfig(engine="vllm")
         cfg.vllm.dtype, cfg.vllm.enforce_eager = args.dtype, device == "cpu"

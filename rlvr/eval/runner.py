@@ -146,7 +146,7 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
     ``_``-prefixed entries that `write_report` turns into ``predictions.jsonl``)."""
     size = task.size(settings.split)
     problems = task.problems(settings.split, limit=settings.limit)  # only the first `limit` are read
-    context_length = getattr(engine, "context_length", None)
+    context_length = engine.context_length
     report: dict[str, Any] = {
         "model": model_name,
         # the environment's settings (e.g. the math extraction mode) change what a score means

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Sequence
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Sequence
 
 from envs.types import Message
 
@@ -83,38 +84,89 @@ def verifier_input(completion: Completion) -> str | Episode:
     return completion.episode if completion.episode is not None else completion.text
 
 
-class RolloutEngine(Protocol):
-    """Generates completions from the current policy.
-
-    An engine that keeps its own copy of the weights (vLLM) receives the trainer's weights with
-    `load_weights` after each optimizer step; one that shares the trainer's model object (Hugging
-    Face generate) does nothing there.
-    """
-
-    def generate(self, prompts: Sequence[str | list[Message]], n: int, sampling: SamplingParams) -> list[Completion]:
-        """``n`` completions per prompt, grouped: prompt 0's n completions first, then prompt 1's..."""
-        ...
-
-    def load_weights(self, model: object) -> None:
-        ...
-
-    def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]:
-        """Log-probs (temperature 1) of given completion tokens after their prompts, with the engine's
-        current weights: what `rlvr.rollout.sync.SyncProbe` compares with the trainer's."""
-        ...
-
-
-class TokenRolloutEngine(RolloutEngine, Protocol):
-    """An engine that also continues token sequences: what multi-turn episodes need. The context of
-    an episode grows by appending token ids (the model's and the observations'), never by
-    re-tokenizing the transcript, so the tokens the trainer scores are the ones that were sampled.
+@dataclass(frozen=True)
+class EngineCapabilities:
+    """What an engine can do, declared by the engine (callers read these, never probe for methods).
 
     Attributes:
-        tokenizer: The Hugging Face tokenizer of the policy (encodes prompts and observations).
+        own_weights: Generates from its own copy of the weights: the trainer pushes them with
+            `RolloutEngine.load_weights` after each update and `rlvr.rollout.sync.SyncProbe` proves
+            they arrived. False: it generates with the trainer's model object itself.
+        can_sleep: `RolloutEngine.sleep` frees the engine's memory between generations (else a no-op).
+        multi_turn: Continues token sequences (`RolloutEngine.generate_ids` on a transcript's ids),
+            which multi-turn episodes need.
+        stop_strings: Honours `SamplingParams.stop`.
+    """
+
+    own_weights: bool
+    can_sleep: bool = False
+    multi_turn: bool = True
+    stop_strings: bool = True
+
+
+class EngineCapabilityError(RuntimeError):
+    """An engine was asked for something its `EngineCapabilities` say it cannot do."""
+
+
+class RolloutEngine(ABC):
+    """Generates completions from the current policy: the one contract every engine implements.
+
+    A subclass sets ``tokenizer`` (prompts are rendered and tokenized on the trainer's side, so every
+    engine sees the same prompt ids) and ``capabilities``, and implements `generate_ids` and `score`;
+    an engine with its own weights also implements `load_weights`, one that can sleep `sleep`/`wake`.
+    Engines are registered by name in `rlvr.rollout.engines.ENGINES` (``rollout.engine``).
+
+    Attributes:
+        tokenizer: The policy's Hugging Face tokenizer.
+        capabilities: `EngineCapabilities`.
     """
 
     tokenizer: Any
+    capabilities: EngineCapabilities
 
-    def generate_ids(self, prompt_ids: Sequence[list[int]], sampling: SamplingParams) -> list[Completion]:
-        """One completion per token-id prompt, in order (``prompt_index`` is the position)."""
-        ...
+    @abstractmethod
+    def generate_ids(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingParams) -> list[Completion]:
+        """``n`` completions per token-id prompt, grouped (prompt 0's n first, then prompt 1's...);
+        ``prompt_index`` is the prompt's position. Multi-turn episodes call this with the ids of the
+        transcript so far, so the context grows by appending ids, never by re-tokenizing."""
+
+    @abstractmethod
+    def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]:
+        """Log-probs (temperature 1, no truncation) of given completion tokens after their prompts,
+        with the engine's current weights: what `rlvr.rollout.sync.SyncProbe` compares with the trainer's."""
+
+    def generate(self, prompts: Sequence[str | list[Message]], n: int, sampling: SamplingParams) -> list[Completion]:
+        """``n`` completions per prompt (text, or chat messages rendered by the chat template), grouped as `generate_ids`."""
+        from rlvr.rollout.text import encode_prompt
+
+        return self.generate_ids([encode_prompt(self.tokenizer, p) for p in prompts], n, sampling)
+
+    def load_weights(self, model: Any) -> None:
+        """Take the trainer's current weights (a module, a state dict or ``(name, tensor)`` pairs).
+        Nothing to do for an engine that generates with the trainer's own model object."""
+        if self.capabilities.own_weights:
+            raise NotImplementedError(f"{type(self).__name__} declares its own weights but does not implement load_weights")
+
+    def sleep(self) -> None:
+        """Free the engine's memory until `wake` (a no-op unless ``capabilities.can_sleep``)."""
+
+    def wake(self) -> None:
+        """Take the memory back (and the weights last pushed); a no-op for an engine that never sleeps."""
+
+    @property
+    def asleep(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        """Release what the engine holds (threads, connections); the engine is not used afterwards."""
+
+    @property
+    def context_length(self) -> int | None:
+        """Longest prompt + completion the engine accepts, when it knows (None: unknown)."""
+        return None
+
+    def require(self, capability: str, purpose: str) -> None:
+        """Raise `EngineCapabilityError` unless ``capabilities.<capability>`` holds."""
+        if not getattr(self.capabilities, capability):
+            raise EngineCapabilityError(f"rollout engine {type(self).__name__} cannot {purpose}: it declares {capability}=False")
+

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from rlvr.config import help_field
 
@@ -39,6 +39,20 @@ class VLLMConfig:
 
 
 @dataclass
+class HFEngineConfig:
+    """Settings of the Hugging Face engine (`rollout.hf.*`), read when rollout.engine is hf."""
+
+    decode: Literal["kv", "generate"] = help_field(
+        "kv", "kv (rlvr's loop: each prompt prefilled once, a preallocated key/value cache, finished sequences dropped; "
+              "Hugging Face models on sdpa/eager attention, not sharded, and a transformers release that passes the loop's "
+              "start-up probe; else generate) or generate (Hugging Face generate)")
+    max_batch_sequences: int = help_field(256, "Sequences per generate call (memory bound)", gt=0)
+
+
+ENGINE_SECTIONS = ("hf", "vllm")  # sections of RolloutConfig that belong to one engine (rlvr.rollout.engines.EngineSpec.settings)
+
+
+@dataclass
 class SyncProbeConfig:
     """The check, after every weight sync and wake-up, that the engine generates with the trainer's weights."""
 
@@ -52,9 +66,12 @@ class SyncProbeConfig:
 class RolloutConfig:
     """Generation of the groups."""
 
-    engine: Literal["hf", "vllm", "vllm_server"] = help_field(
-        "hf", "Rollout engine: hf (Hugging Face generate on the trainer's model), vllm (vLLM in the training process), "
-              "vllm_server (vLLM behind `rlvr rollout serve`, on other GPUs or another machine)")
+    RENAMED: ClassVar[dict[str, str]] = {"hf_decode": "hf.decode", "max_batch_sequences": "hf.max_batch_sequences"}
+
+    engine: str = help_field(
+        "hf", "Rollout engine, any registered name: hf (the trainer's Hugging Face model), vllm (vLLM in the training process), "
+              "vllm_server (vLLM behind `rlvr rollout serve`, on other GPUs or another machine), or one a package registers "
+              "(rlvr.engines entry points); each reads its own section, rollout.hf or rollout.vllm")
     prompts_per_step: int = help_field(32, "Prompts per training step (per process)", gt=0)
     group_size: int = help_field(8, "Completions per prompt (G)", gt=0)
     temperature: float = help_field(1.0, "Sampling temperature", gt=0)
@@ -62,12 +79,9 @@ class RolloutConfig:
     top_k: int = help_field(0, "Top-k sampling (0 = off)", ge=0)
     max_new_tokens: int = help_field(128, "Longest completion in tokens", gt=0)
     chunk_prompts: int = help_field(16, "Prompts per generate call; verification of one chunk overlaps generation of the next", gt=0)
-    max_batch_sequences: int = help_field(256, "Sequences per generate call (memory bound)", gt=0)
-    hf_decode: Literal["kv", "generate"] = help_field(
-        "kv", "engine=hf: kv (rlvr's loop: each prompt prefilled once, a preallocated key/value cache, finished sequences dropped; "
-              "Hugging Face models on sdpa/eager attention, not sharded; else generate) or generate (Hugging Face generate)")
     overlap: bool = help_field(False, "Generate the next batch while training on this one (one step off-policy: the batch was sampled by the "
                                       "weights before the last update and the importance ratio is taken against the engine's log-probs). "
                                       "One process; set threads=1 so generation and training each get a core")
+    hf: HFEngineConfig = field(default_factory=HFEngineConfig)
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     probe: SyncProbeConfig = field(default_factory=SyncProbeConfig)

@@ -3,92 +3,150 @@
     engine = make_engine(cfg.rollout, model, tokenizer, model_path=cfg.model.name_or_path)
 
 - ``hf``: the trainer's own model object (nothing to sync), decoded by rlvr's loop or ``generate``
-  (``rollout.hf_decode``).
-- ``vllm``: vLLM in this process (`rlvr.rollout.vllm_engine`); needs the ``vllm`` package.
-- ``vllm_server``: a client of ``rlvr rollout serve`` (`rlvr.rollout.vllm_client`).
+  (``rollout.hf.decode``); settings in ``rollout.hf``.
+- ``vllm``: vLLM in this process (`rlvr.rollout.vllm_engine`); needs the ``vllm`` package;
+  settings in ``rollout.vllm``.
+- ``vllm_server``: a client of ``rlvr rollout serve`` (`rlvr.rollout.vllm_client`); settings in
+  ``rollout.vllm``.
 
-Every engine implements `rlvr.rollout.base.RolloutEngine`; the ones with their own copy of the
-weights must get ``engine.load_weights(model)`` after every optimizer step, and
-`rlvr.rollout.sync.SyncProbe` proves that they did.
+Every engine is a `rlvr.rollout.base.RolloutEngine` and declares its `EngineCapabilities`; one
+with its own copy of the weights gets ``engine.load_weights(model)`` after every optimizer step,
+and `rlvr.rollout.sync.SyncProbe` proves that it arrived.
+
+Another package adds an engine by registering an `EngineSpec` under the ``rlvr.engines`` entry-point
+group (the entry point is a function that calls ``ENGINES.register(name, EngineSpec(...))``, or the
+module that does it on import); ``rollout.engine=NAME`` then builds it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from envs.registry import Registry
+from envs.registry import Registry, RegistryError
 from rlvr import UserError
 from rlvr.rollout.base import RolloutEngine
-from rlvr.rollout.config import RolloutConfig
+from rlvr.rollout.config import ENGINE_SECTIONS, RolloutConfig
 
-ENGINES: Registry = Registry("rollout engine", versioned=False)
 
-def make_engine(cfg: RolloutConfig, model: Any = None, tokenizer: Any = None, *, model_path: str | Path | None = None,
-                seed: int = 0, synced: bool = False, private: bool = False) -> RolloutEngine:
-    """The engine ``cfg.engine`` names.
+@dataclass(frozen=True)
+class EngineRequest:
+    """What a factory gets to build an engine.
 
-    Args:
-        cfg: `RolloutConfig` (``engine`` and ``vllm.*``).
-        model / tokenizer: The trainer's policy and tokenizer; ``hf`` generates with this very
-            model, the vLLM engines start from ``model_path`` (or from a copy of ``model`` saved to
-            a temporary directory when there is no path). Either may be None when ``model_path``
-            is given: it is then loaded from there.
+    Attributes:
+        cfg: The run's `RolloutConfig` (the engine reads its own section of it).
+        model / tokenizer: The trainer's policy and tokenizer (either may be None when
+            ``model_path`` is given: load from there).
         model_path: Checkpoint directory (or hub id) of the policy's initial weights.
         seed: Seed of the engine's sampler.
-        synced: ``hf`` only: the model is sharded across processes (FSDP), so generation steps in
-            lockstep (see `HFGenerateEngine`).
-        private: ``hf`` only: generate with a copy of ``model`` that `load_weights` updates, so
-            generation may run while the trainer updates ``model`` (the vLLM engines always have
-            their own weights).
+        sharded: The trainer's model is sharded across processes (FSDP): a forward is a collective.
+        concurrent_updates: The trainer updates the weights while the engine generates (overlap):
+            an engine that would share the model object must keep its own copy instead.
     """
+
+    cfg: RolloutConfig
+    model: Any = None
+    tokenizer: Any = None
+    model_path: str | None = None
+    seed: int = 0
+    sharded: bool = False
+    concurrent_updates: bool = False
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """A registered engine.
+
+    Attributes:
+        build: ``build(request) -> RolloutEngine``.
+        settings: The section of `RolloutConfig` the engine reads (``"hf"``, ``"vllm"``), or None;
+            settings given in another engine's section are refused.
+    """
+
+    build: Callable[[EngineRequest], RolloutEngine]
+    settings: str | None = None
+
+
+ENGINES: Registry = Registry("rollout engine", entry_point_group="rlvr.engines", versioned=False)
+
+
+def engine_spec(name: str) -> EngineSpec:
+    """The `EngineSpec` registered as ``name``; an unknown name is a `UserError` listing the registered ones."""
+    try:
+        spec = ENGINES.get(name)
+    except RegistryError:
+        raise UserError(f"rollout.engine={name!r} is not a registered engine; registered: {', '.join(ENGINES.ids())}") from None
+    if not isinstance(spec, EngineSpec):
+        raise UserError(f"rollout engine {name!r} is registered as {type(spec).__name__}, not an EngineSpec (rlvr.rollout.engines)")
+    return spec
+
+
+def check_engine_settings(cfg: RolloutConfig) -> None:
+    """Refuse an unknown ``rollout.engine`` and settings given in another engine's section (e.g.
+    ``rollout.vllm.gpu_memory_utilization`` with ``rollout.engine=hf``), naming both."""
+    own = engine_spec(cfg.engine).settings
+    for section in ENGINE_SECTIONS:
+        if section == own:
+            continue
+        given, default = getattr(cfg, section), type(getattr(cfg, section))()
+        changed = [f.name for f in dataclasses.fields(given) if getattr(given, f.name) != getattr(default, f.name)]
+        if changed:
+            raise UserError(f"rollout.{section}.{changed[0]} is a setting of the {section} engine, but rollout.engine={cfg.engine!r} "
+                            f"reads {'rollout.' + own if own else 'no section'}: remove it or set rollout.engine")
+
+
+def make_engine(cfg: RolloutConfig, model: Any = None, tokenizer: Any = None, *, model_path: str | Path | None = None,
+                seed: int = 0, sharded: bool = False, concurrent_updates: bool = False) -> RolloutEngine:
+    """The engine ``cfg.engine`` names (fields as `EngineRequest`)."""
     if model is None and tokenizer is None and model_path is None:
         raise UserError("make_engine needs a model or a model_path")
-    return ENGINES.get(cfg.engine)(cfg, model, tokenizer, None if model_path is None else str(model_path), seed, synced, private)
+    check_engine_settings(cfg)
+    request = EngineRequest(cfg, model, tokenizer, None if model_path is None else str(model_path), seed, sharded, concurrent_updates)
+    return engine_spec(cfg.engine).build(request)
 
 
-def has_own_weights(engine: RolloutEngine) -> bool:
-    """Whether ``engine`` generates from its own copy of the weights (so it must be synced, and the
-    sync can be checked), rather than from the trainer's model object."""
-    return getattr(engine, "private", True)
-
-
-@ENGINES.register("hf")
-def _hf(cfg: RolloutConfig, model: Any, tokenizer: Any, model_path: str | None, seed: int, synced: bool, private: bool) -> RolloutEngine:
-    """Hugging Face generate on the trainer's model object."""
+def _hf(request: EngineRequest) -> RolloutEngine:
     from rlvr.models.loading import load_model
     from rlvr.rollout.hf import HFGenerateEngine
 
+    model, tokenizer = request.model, request.tokenizer
     if model is None or tokenizer is None:
-        loaded, loaded_tok = load_model(model_path)  # type: ignore[arg-type]
+        loaded, loaded_tok = load_model(request.model_path)  # type: ignore[arg-type]
         model = loaded if model is None else model
         tokenizer = loaded_tok if tokenizer is None else tokenizer
-    return HFGenerateEngine(model, tokenizer, cfg.max_batch_sequences, synced=synced, private=private, decode=cfg.hf_decode)
+    hf = request.cfg.hf
+    return HFGenerateEngine(model, tokenizer, hf.max_batch_sequences, synced=request.sharded, private=request.concurrent_updates,
+                            decode=hf.decode)
 
 
-@ENGINES.register("vllm")
-def _vllm(cfg: RolloutConfig, model: Any, tokenizer: Any, model_path: str | None, seed: int, synced: bool, private: bool) -> RolloutEngine:
-    """vLLM in the training process; weights pushed in place."""
+def _vllm(request: EngineRequest) -> RolloutEngine:
     try:
         from rlvr.rollout.vllm_engine import VLLMEngine
         import vllm  # noqa: F401
     except ImportError as e:
         raise UserError(f"rollout.engine=vllm needs the vllm package ({e}): scripts/setup_vllm_env.sh on CPUs, "
                         "pip install -e '.[gpu]' on GPUs") from e
-    return VLLMEngine(model_path or _saved_copy(model, tokenizer), tokenizer, cfg.vllm, seed=seed)
+    path = request.model_path or _saved_copy(request.model, request.tokenizer)
+    return VLLMEngine(path, request.tokenizer, request.cfg.vllm, seed=request.seed)
 
 
-@ENGINES.register("vllm_server")
-def _vllm_server(cfg: RolloutConfig, model: Any, tokenizer: Any, model_path: str | None, seed: int, synced: bool, private: bool) -> RolloutEngine:
-    """Client of `rlvr rollout serve`; weights sent over HTTP or NCCL."""
+def _vllm_server(request: EngineRequest) -> RolloutEngine:
     from transformers import AutoTokenizer
 
     from rlvr.rollout.vllm_client import VLLMServerEngine
 
-    if tokenizer is None:
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
-    return VLLMServerEngine(cfg.vllm, tokenizer)
+    tokenizer = request.tokenizer if request.tokenizer is not None else AutoTokenizer.from_pretrained(request.model_path)
+    return VLLMServerEngine(request.cfg.vllm, tokenizer)
+
+
+ENGINES.register("hf", EngineSpec(_hf, "hf"), description="the trainer's Hugging Face model (rlvr's decoding loop or generate)",
+                 source="builtin")
+ENGINES.register("vllm", EngineSpec(_vllm, "vllm"), description="vLLM in the training process, weights pushed in place", source="builtin")
+ENGINES.register("vllm_server", EngineSpec(_vllm_server, "vllm"), description="client of `rlvr rollout serve`; weights over HTTP or NCCL",
+                 source="builtin")
 
 
 def _saved_copy(model: Any, tokenizer: Any) -> str:

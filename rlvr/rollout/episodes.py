@@ -27,8 +27,8 @@ from typing import Any, Sequence
 from envs.base import Environment
 from envs.episode import End, EpisodeLimits, EpisodeRecorder, MultiTurnEnvironment, Role, StepRunner, Turn
 from envs.types import Message, Problem
-from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams, TokenRolloutEngine
-from rlvr.rollout.hf import encode_prompt, token_char_ends
+from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
+from rlvr.rollout.text import encode_prompt, token_char_ends
 
 
 @dataclass
@@ -66,14 +66,15 @@ class EpisodeTimings:
     turns: int = 0
 
 
-def run_episodes(engine: TokenRolloutEngine, env: MultiTurnEnvironment, problems: Sequence[Problem], n: int, sampling: SamplingParams,
+def run_episodes(engine: RolloutEngine, env: MultiTurnEnvironment, problems: Sequence[Problem], n: int, sampling: SamplingParams,
                  *, limits: EpisodeLimits | None = None, step_runner: StepRunner | None = None,
                  timings: EpisodeTimings | None = None) -> list[Completion]:
     """Play ``n`` episodes per problem; one `Completion` per episode, grouped like
     `RolloutEngine.generate` (problem 0's n episodes first).
 
     Args:
-        engine: Any engine with ``tokenizer`` and ``generate_ids`` (`TokenRolloutEngine`).
+        engine: Any engine whose capabilities include ``multi_turn`` (`RolloutEngine.generate_ids`
+            continues the transcript's token ids).
         env: The multi-turn environment (its ``stop`` strings end a model turn for its ``step``).
         sampling: Sampling of every model turn; ``max_new_tokens`` bounds one turn, ``seed``
             seeds the first turn's call (later turns continue the engine's generator).
@@ -82,9 +83,9 @@ def run_episodes(engine: TokenRolloutEngine, env: MultiTurnEnvironment, problems
         step_runner: Runs step functions concurrently (default: a new one for this call).
         timings: Filled with the time spent generating and stepping, if given.
     """
-    if not hasattr(engine, "generate_ids") or not hasattr(engine, "tokenizer"):
-        raise TypeError(f"{type(engine).__name__} cannot continue token sequences (needs `tokenizer` and `generate_ids`); "
-                        "multi-turn environments need such an engine, e.g. rlvr.rollout.hf.HFGenerateEngine")
+    engine.require("multi_turn", f"play the multi-turn episodes of {env.id or type(env).__name__}")
+    if env.stop or sampling.stop:
+        engine.require("stop_strings", "end a model turn at a stop string")
     limits = limits or env.limits
     tok = engine.tokenizer
     timings = timings if timings is not None else EpisodeTimings()
@@ -102,7 +103,7 @@ def run_episodes(engine: TokenRolloutEngine, env: MultiTurnEnvironment, problems
             params = dataclasses.replace(sampling, stop=stop, max_new_tokens=min(sampling.max_new_tokens, max(room)),
                                          seed=sampling.seed if turn == 0 else None)
             t = time.perf_counter()
-            outs = engine.generate_ids([e.prompt_ids + e.ids for e in active], params)
+            outs = engine.generate_ids([e.prompt_ids + e.ids for e in active], 1, params)
             timings.generate_s += time.perf_counter() - t
             timings.turns += 1
             for e, out, budget in zip(active, outs, room):
@@ -163,7 +164,7 @@ def generate_for(engine: RolloutEngine, env: Environment, problems: Sequence[Pro
     """``n`` completions per problem: episodes for a multi-turn environment (`run_episodes`),
     one generate call otherwise. What trainers and evaluation call instead of ``engine.generate``."""
     if isinstance(env, MultiTurnEnvironment):
-        return run_episodes(engine, env, problems, n, sampling, **episode_options)  # type: ignore[arg-type]
+        return run_episodes(engine, env, problems, n, sampling, **episode_options)
     return engine.generate([env.format_prompt(p) for p in problems], n, sampling)
 
 

@@ -9,54 +9,22 @@ actually drawn from (as vLLM's ``processed_logprobs``).
 from __future__ import annotations
 
 import copy
-import weakref
-
+import warnings
 from typing import Sequence
 
 import torch
+import transformers
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria, StoppingCriteriaList
 
-from envs.types import Message
 from rlvr.algos.correction import truncated_logprobs
-from rlvr.rollout.base import Completion, SamplingParams
-from rlvr.rollout.kv_decode import decode, supports_kv_decode
+from rlvr.models.batch import trainer_logprobs
+from rlvr.rollout.base import Completion, EngineCapabilities, RolloutEngine, SamplingParams
+from rlvr.rollout.kv_decode import decode, probe_kv_decode, supports_kv_decode
+from rlvr.rollout.text import stop_window, token_char_ends
 
 
-def render_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[Message]) -> str:
-    """Plain text as is; chat messages through the tokenizer's chat template."""
-    if isinstance(prompt, str):
-        return prompt
-    return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-
-
-def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[Message]) -> list[int]:
-    """The token ids a prompt is generated from (chat messages through the chat template)."""
-    return tokenizer(render_prompt(tokenizer, prompt))["input_ids"]
-
-
-_PIECE_LENGTHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> {token id: length decoded alone}
-
-
-def token_char_ends(tokenizer: PreTrainedTokenizerBase, ids: list[int], text_len: int) -> list[int]:
-    """Character offset in the decoded text at which each token ends.
-
-    Adds up the length of each token decoded on its own (linear time; each id is decoded once per
-    tokenizer and cached); exact for tokenizers whose tokens decode independently (ASCII text with
-    byte-level or SentencePiece vocabularies), clamped to the text otherwise.
-    """
-    lengths = _PIECE_LENGTHS.setdefault(tokenizer, {})
-    missing = list({i for i in ids if i not in lengths})
-    if missing:
-        lengths.update(zip(missing, map(len, tokenizer.batch_decode([[i] for i in missing], skip_special_tokens=True))))
-    ends, pos = [], 0
-    for i in ids:
-        pos = min(pos + lengths[i], text_len)
-        ends.append(pos)
-    return ends
-
-
-class HFGenerateEngine:
-    """`RolloutEngine` over ``model.generate``.
+class HFGenerateEngine(RolloutEngine):
+    """`RolloutEngine` over a Hugging Face model: rlvr's decoding loop or ``model.generate``.
 
     Args:
         model: The policy (shared with the trainer).
@@ -68,7 +36,9 @@ class HFGenerateEngine:
             that generation can run while the trainer updates (`load_weights` copies them in).
         decode: ``kv`` runs rlvr's loop (`rlvr.rollout.kv_decode`: each prompt prefilled once, a
             preallocated cache, finished sequences dropped) where the model supports it and the
-            model is not sharded; ``generate`` always calls Hugging Face ``generate``.
+            model is not sharded, and the installed transformers passes a one-time probe
+            (`rlvr.rollout.kv_decode.probe_kv_decode`; otherwise one warning and ``generate``);
+            ``generate`` always calls Hugging Face ``generate``.
     """
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_batch_sequences: int = 256, synced: bool = False,
@@ -77,7 +47,9 @@ class HFGenerateEngine:
             raise ValueError(f"decode must be 'kv' or 'generate', got {decode!r}")
         self.decode = decode
         self.private = private
+        self.capabilities = EngineCapabilities(own_weights=private)
         self.model = copy.deepcopy(model).requires_grad_(False) if private else model
+        self._kv_ok: bool | None = None  # the loop's probe on this model: not run yet
         self.tokenizer = tokenizer
         self.max_batch_sequences = max_batch_sequences
         self.synced = synced
@@ -103,17 +75,10 @@ class HFGenerateEngine:
                 self.model.load_state_dict(state)
 
     def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]:
-        from rlvr.rollout.sync import trainer_logprobs
-
         return trainer_logprobs(self.model, prompt_ids, completion_ids, self.tokenizer.pad_token_id)
 
-    def generate(self, prompts: Sequence[str | list[Message]], n: int, sampling: SamplingParams) -> list[Completion]:
-        encoded = [encode_prompt(self.tokenizer, p) for p in prompts]
-        return self._generate([(i, ids) for i, ids in enumerate(encoded) for _ in range(n)], sampling)
-
-    def generate_ids(self, prompt_ids: Sequence[list[int]], sampling: SamplingParams) -> list[Completion]:
-        """One completion per token-id prompt (continues multi-turn episodes without re-tokenizing)."""
-        return self._generate(list(enumerate(prompt_ids)), sampling)
+    def generate_ids(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingParams) -> list[Completion]:
+        return self._generate([(i, list(ids)) for i, ids in enumerate(prompt_ids) for _ in range(n)], sampling)
 
     def _generate(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
         if sampling.seed is not None:
@@ -134,7 +99,7 @@ class HFGenerateEngine:
             self.model.train(was_training)
 
     def _generate_chunk(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
-        if self.decode == "kv" and not self.synced and supports_kv_decode(self.model):
+        if self.decode == "kv" and not self.synced and self._kv_usable():
             return self._decode_chunk(jobs, sampling)
         tok = self.tokenizer
         device = next(self.model.parameters()).device
@@ -171,6 +136,20 @@ class HFGenerateEngine:
                 n_tok, stop_string = stops.hits[row]
             ends[row] = (n_tok, stop_string, bool(has_eos[row]) or stop_string is not None)
         return self._completions(jobs, new_tokens, logprobs, ends)
+
+    def _kv_usable(self) -> bool:
+        """Whether rlvr's loop runs this model: it supports the loop, and the first time, the
+        installed transformers passes the loop's probe (else one warning naming the version)."""
+        if not supports_kv_decode(self.model):
+            return False
+        if self._kv_ok is None:
+            problem = probe_kv_decode(self.model)
+            self._kv_ok = problem is None
+            if problem is not None:
+                warnings.warn(f"rollout.hf.decode=kv: rlvr's decoding loop does not work with transformers {transformers.__version__} "
+                              f"on {type(self.model).__name__} ({problem}); generating with Hugging Face generate instead "
+                              "(slower, same samples). Please report it.", RuntimeWarning, stacklevel=2)
+        return self._kv_ok
 
     def _decode_chunk(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
         """`_generate_chunk` through rlvr's own loop (`rlvr.rollout.kv_decode.decode`)."""
@@ -225,7 +204,7 @@ class StopStrings(StoppingCriteria):
         self.tokenizer = tokenizer
         self.stops = tuple(stops)
         self.prompt_width = prompt_width
-        self.window = max(len(s) for s in stops) + 4  # a token decodes to at least one character
+        self.window = stop_window(stops)
         self.hits: dict[int, tuple[int, str]] = {}
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:

@@ -1,4 +1,4 @@
-"""rlvr's sampling loop for Hugging Face causal LMs (``rollout.hf_decode=kv``).
+"""rlvr's sampling loop for Hugging Face causal LMs (``rollout.hf.decode=kv``).
 
 Profiled on the embedded model, ``generate`` spent about 40% of each step growing its key/value
 cache (every step concatenates the whole cache of every layer) and kept computing sequences that had
@@ -51,7 +51,9 @@ class KVBuffers:
         self.capacity = capacity
         self.length = 0
 
-    def update(self, key: Tensor, value: Tensor, layer_idx: int, cache_kwargs: dict | None = None) -> tuple[Tensor, Tensor]:
+    def update(self, key: Tensor, value: Tensor, layer_idx: int, *args, **kwargs) -> tuple[Tensor, Tensor]:
+        # transformers passes extra arguments that differ by release (``cache_kwargs`` up to 5.23,
+        # ``kwargs=`` from 5.24); the buffers need none of them
         end = self.length + key.shape[2]
         if self.keys[layer_idx] is None:  # [B, heads, columns, head_dim]
             columns = min(self.capacity, end + self.GROW_BY)
@@ -154,8 +156,9 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
     causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
     prefill_mask = (causal & real.unsqueeze(1)) | eye  # left padding attends to itself only
     positions = (real.long().cumsum(-1) - 1).clamp(min=0)
-    out = forward(input_ids=ids, attention_mask=model_mask(model, prefill_mask.unsqueeze(1)), position_ids=positions, past_key_values=cache,
-                use_cache=True, logits_to_keep=1)
+    cache_arg = cache_keyword(model)
+    out = forward(input_ids=ids, attention_mask=model_mask(model, prefill_mask.unsqueeze(1)), position_ids=positions, **{cache_arg: cache},
+                  use_cache=True, logits_to_keep=1)
     cache.length = width
     logits = out.logits[:, -1].index_select(0, first_of)  # [B, V]
     cache.select(first_of)
@@ -196,7 +199,7 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
         column = width + t
         key_ok[:, column] = True
         out = forward(input_ids=token.unsqueeze(1), attention_mask=model_mask(model, key_ok[:, None, None, : column + 1]),
-                    position_ids=(prompt_len[active] + t).unsqueeze(1), past_key_values=cache, use_cache=True)
+                      position_ids=(prompt_len[active] + t).unsqueeze(1), **{cache_arg: cache}, use_cache=True)
         cache.length = column + 1
         logits = out.logits[:, -1]
     return Decoded(tokens[:, :steps].cpu(), logprobs[:, :steps].cpu(), lengths.clamp(max=steps).cpu(), ended.cpu(), stop_strings)
@@ -209,6 +212,12 @@ def full_precision(model: torch.nn.Module) -> Callable:
     return getattr(model, "_original_forward", model)
 
 
+def cache_keyword(model: torch.nn.Module) -> str:
+    """The name under which ``model``'s forward takes a cache: ``cache`` from transformers 5.24
+    (``past_key_values`` still accepted there, with a deprecation warning), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 def supports_kv_decode(model: torch.nn.Module) -> bool:
     """Hugging Face decoder models on the sdpa or eager attention whose forward takes explicit
     positions and ``logits_to_keep`` accept the 4-D mask and duck-typed cache this loop relies on."""
@@ -216,3 +225,42 @@ def supports_kv_decode(model: torch.nn.Module) -> bool:
         return False
     params = inspect.signature(model.forward).parameters
     return "position_ids" in params and "logits_to_keep" in params
+
+
+PROBE_TOLERANCE = {torch.float32: 1e-3, torch.float64: 1e-6}  # largest log-prob gap; half precisions: HALF_TOLERANCE
+HALF_TOLERANCE = 0.1
+
+
+def probe_kv_decode(model: torch.nn.Module) -> str | None:
+    """Check, on ``model`` itself, that the installed transformers drives the loop's cache as the
+    loop expects: greedy-decode three tokens after two left-padded prompts of different lengths and
+    compare each token's log-prob with a plain forward over the whole sequence (no cache, no custom
+    mask). Returns None when they agree, else what went wrong (an exception, or the gap).
+
+    A release of transformers that changes how a model calls its cache (5.24 renamed the argument
+    and passed ``kwargs=`` to ``update``) then degrades to ``generate`` instead of crashing mid-run
+    or, worse, sampling from wrong log-probs."""
+    vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+    if vocab < 8:
+        return f"vocab_size {vocab} is too small to probe"
+    prompts = [[(3 + 5 * i) % vocab for i in range(6)], [(7 + 11 * i) % vocab for i in range(3)]]
+    was_training = model.training
+    model.eval()
+    try:
+        out = decode(model, prompts, max_new_tokens=3, eos_id=None, pad_id=0, greedy=True)
+        with torch.inference_mode():
+            device = next(model.parameters()).device
+            gaps = []
+            for row, prompt in enumerate(prompts):
+                seq = torch.tensor([prompt + out.tokens[row].tolist()], device=device)
+                logits = full_precision(model)(input_ids=seq).logits[0, len(prompt) - 1: -1].float()
+                expected = torch.log_softmax(logits, -1).gather(-1, seq[0, len(prompt):].unsqueeze(-1)).squeeze(-1)
+                gaps.append(float((expected.cpu() - out.logprobs[row]).abs().max()))
+    except Exception as e:  # noqa: BLE001 - any failure means: do not use the loop
+        return f"{type(e).__name__}: {e}"
+    finally:
+        model.train(was_training)
+    dtype = next(model.parameters()).dtype
+    tolerance = PROBE_TOLERANCE.get(dtype, HALF_TOLERANCE)
+    gap = max(gaps)
+    return None if gap <= tolerance else f"its log-probs differ from a plain forward's by {gap:.3g} (tolerance {tolerance:g})"

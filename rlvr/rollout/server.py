@@ -47,8 +47,9 @@ class RolloutService:
         return {"model": self.model, "weights_version": self.engine.weights_version, "asleep": self.engine.asleep}
 
     def generate(self, body: dict[str, Any]) -> dict[str, Any]:
-        sampling = SamplingParams(**body.get("sampling", {}))
-        samples = self.engine.generate_ids(body["prompt_ids"], int(body["n"]), sampling)
+        raw = dict(body.get("sampling", {}))
+        sampling = SamplingParams(**{**raw, "stop": tuple(raw.get("stop", ()))})
+        samples = self.engine.sample_ids(body["prompt_ids"], int(body["n"]), sampling)
         return {"samples": [[asdict(s) for s in row] for row in samples]}
 
     def score(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -145,7 +146,7 @@ def serve(model: str, cfg: VLLMConfig, host: str = "127.0.0.1", port: int = 8000
     """Start the engine, warm it up, print the address, serve until interrupted."""
     engine = VLLMEngine(model, None, cfg, seed=seed, colocated=False, nccl_weight_transfer=cfg.weight_transfer == "nccl")
     bos = engine.tokenizer.bos_token_id if engine.tokenizer.bos_token_id is not None else 0
-    engine.generate_ids([[bos]], 1, SamplingParams(temperature=0.0, max_new_tokens=2))  # first call compiles kernels
+    engine.sample_ids([[bos]], 1, SamplingParams(temperature=0.0, max_new_tokens=2))  # first call compiles kernels
     server = HTTPServer((host, port), make_handler(RolloutService(engine, model)))
     print(f"rollout server ready on http://{host}:{server.server_port} (model {model})", flush=True)
     try:

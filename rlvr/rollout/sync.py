@@ -21,6 +21,7 @@ from typing import Protocol, Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from rlvr.models.batch import trainer_logprobs
 from rlvr.rollout.base import Completion
 from rlvr.rollout.weights import WeightSyncError
 
@@ -54,23 +55,6 @@ class ProbeResult:
         if self.trainer_moved is not None:
             out["sync/trainer_moved"] = self.trainer_moved
         return out
-
-
-def trainer_logprobs(model: torch.nn.Module, prompt_ids: Sequence[list[int]], completion_ids: Sequence[list[int]], pad_id: int = 0) -> list[list[float]]:
-    """The trainer model's log-probs (temperature 1) of each completion token, one list per completion."""
-    from rlvr.train.batch import build_token_batch, token_logprobs
-
-    batch = build_token_batch(list(prompt_ids), list(completion_ids), pad_id)
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            logp, _ = token_logprobs(model, batch.to(device))
-    finally:
-        model.train(was_training)
-    mask = batch.completion_mask.bool()
-    return [row[m].tolist() for row, m in zip(logp.cpu(), mask)]
 
 
 class SyncProbe:

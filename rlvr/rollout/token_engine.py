@@ -1,18 +1,16 @@
-"""Engines that work on token ids (vLLM in process, vLLM behind a server): prompts are rendered
-and tokenized on the trainer's side exactly as Hugging Face generate does, completions decoded
-there, so every engine sees the same prompt ids and produces the same `Completion`s."""
+"""Engines that sample token ids elsewhere (vLLM in process, vLLM behind a server): prompts are
+rendered and tokenized on the trainer's side exactly as for the Hugging Face engine, and samples
+become `Completion`s here (decoded, cut at the first stop string as the Hugging Face engine cuts
+them), so every engine sees the same prompt ids and produces the same `Completion`s."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Sequence
 
-from transformers import PreTrainedTokenizerBase
-
-from envs.types import Message
-from rlvr.rollout.base import Completion, SamplingParams
-from rlvr.rollout.hf import render_prompt, token_char_ends
+from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
+from rlvr.rollout.text import first_stop, token_char_ends
 
 
 @dataclass
@@ -22,7 +20,7 @@ class Sample:
     Attributes:
         token_ids: Completion ids, with the end-of-sequence token when one was emitted.
         logprobs: Log-prob of each token under the sampling distribution.
-        truncated: Stopped by the length limit, not by an end-of-sequence token.
+        truncated: Stopped by the length limit, not by an end-of-sequence token or a stop string.
     """
 
     token_ids: list[int]
@@ -30,29 +28,29 @@ class Sample:
     truncated: bool
 
 
-class TokenEngine(ABC):
-    """`RolloutEngine` on top of `generate_ids`; subclasses set ``self.tokenizer``."""
-
-    tokenizer: PreTrainedTokenizerBase
-
-    @abstractmethod
-    def generate_ids(self, prompt_ids: list[list[int]], n: int, sampling: SamplingParams) -> list[list[Sample]]:
-        """``n`` samples for each prompt, one list per prompt."""
+class TokenEngine(RolloutEngine):
+    """`RolloutEngine` whose subclasses implement `sample_ids`; they set ``self.tokenizer`` and
+    ``self.capabilities``."""
 
     @abstractmethod
-    def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]:
-        """Log-prob (temperature 1, no truncation) of each completion token given its prompt and the
-        tokens before it, with the engine's current weights; one list per completion."""
+    def sample_ids(self, prompt_ids: list[list[int]], n: int, sampling: SamplingParams) -> list[list[Sample]]:
+        """``n`` samples for each prompt, one list per prompt; generation ends at a stop string of
+        ``sampling.stop`` (its tokens kept) when the engine can tell."""
 
-    def encode(self, prompts: Sequence[str | list[Message]]) -> list[list[int]]:
-        return [self.tokenizer(render_prompt(self.tokenizer, p)).input_ids for p in prompts]
-
-    def generate(self, prompts: Sequence[str | list[Message]], n: int, sampling: SamplingParams) -> list[Completion]:
-        prompt_ids = self.encode(prompts)
+    def generate_ids(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingParams) -> list[Completion]:
+        prompt_ids = [list(p) for p in prompt_ids]
         out = []
-        for i, (ids, samples) in enumerate(zip(prompt_ids, self.generate_ids(prompt_ids, n, sampling))):
+        for i, (ids, samples) in enumerate(zip(prompt_ids, self.sample_ids(prompt_ids, n, sampling))):
             for s in samples:
-                text = self.tokenizer.decode(s.token_ids, skip_special_tokens=True)
-                out.append(Completion(prompt_index=i, prompt_ids=list(ids), token_ids=s.token_ids, logprobs=s.logprobs,
-                                      text=text, truncated=s.truncated, char_ends=token_char_ends(self.tokenizer, s.token_ids, len(text))))
+                out.append(self._completion(i, ids, s, sampling.stop))
         return out
+
+    def _completion(self, index: int, prompt_ids: list[int], sample: Sample, stops: Sequence[str]) -> Completion:
+        tokens, logprobs, truncated, stop_string = sample.token_ids, sample.logprobs, sample.truncated, None
+        hit = first_stop(self.tokenizer, tokens, stops)
+        if hit is not None:  # the engine's own stop check may end a token later, or not at all
+            end, stop_string = hit
+            tokens, logprobs, truncated = tokens[:end], logprobs[:end], False
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        return Completion(prompt_index=index, prompt_ids=list(prompt_ids), token_ids=list(tokens), logprobs=list(logprobs), text=text,
+                          truncated=truncated, char_ends=token_char_ends(self.tokenizer, tokens, len(text)), stop_string=stop_string)

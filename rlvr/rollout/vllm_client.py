@@ -24,7 +24,7 @@ from typing import Any, Iterator
 from transformers import PreTrainedTokenizerBase
 
 from rlvr import UserError
-from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.base import EngineCapabilities, SamplingParams
 from rlvr.rollout.config import VLLMConfig
 from rlvr.rollout.token_engine import Sample, TokenEngine
 from rlvr.rollout.weights import Weights, WeightSyncError, named_weights, reiterable, to_blobs
@@ -48,13 +48,15 @@ class VLLMServerEngine(TokenEngine):
         self.cfg = cfg
         self.url = cfg.server_url.rstrip("/")
         self.tokenizer = tokenizer
+        self.capabilities = EngineCapabilities(own_weights=True, can_sleep=cfg.sleep_level > 0)
         self.weights_version = int(self._wait_ready(wait_s)["weights_version"])
         self._source: Weights | None = None
         self._nccl: Any = None  # vLLM's trainer-side NCCL engine, made at the first sync
+        self._asleep = False
 
     # -- generation ---------------------------------------------------------------------------
 
-    def generate_ids(self, prompt_ids: list[list[int]], n: int, sampling: SamplingParams) -> list[list[Sample]]:
+    def sample_ids(self, prompt_ids: list[list[int]], n: int, sampling: SamplingParams) -> list[list[Sample]]:
         answer = self._post("/generate", {"prompt_ids": prompt_ids, "n": n, "sampling": asdict(sampling)})
         return [[Sample(**s) for s in row] for row in answer["samples"]]
 
@@ -95,14 +97,23 @@ class VLLMServerEngine(TokenEngine):
     # -- sleep / wake ---------------------------------------------------------------------------
 
     def sleep(self) -> None:
-        """Ask the server to free its GPU memory (``rollout.vllm.sleep_level`` on the server)."""
-        self._post("/sleep", {})
+        """Ask the server to free its GPU memory (only with ``rollout.vllm.sleep_level`` > 0)."""
+        if self.capabilities.can_sleep and not self._asleep:
+            self._post("/sleep", {})
+            self._asleep = True
 
     def wake(self) -> None:
         """Wake the server and send the last weights again (its restored weights may be stale)."""
+        if not self._asleep:
+            return
         self._post("/wake", {})
+        self._asleep = False
         if self._source is not None:
             self.load_weights(self._source)
+
+    @property
+    def asleep(self) -> bool:
+        return self._asleep
 
     # -- HTTP ---------------------------------------------------------------------------------
 
@@ -135,6 +146,10 @@ class VLLMServerEngine(TokenEngine):
             except ValueError:
                 message = str(e)
             raise error(f"rollout server {path}: {message}") from None
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as e:  # the server is gone or hangs
+            reason = getattr(e, "reason", e)
+            raise ServerError(f"rollout engine vllm_server at {self.url} failed on {path}: {reason} "
+                              "(did the server stop? restart `rlvr rollout serve`, then resume the run with --resume)") from None
 
 
 def _with_last(items: Iterator[bytes]) -> Iterator[tuple[bytes, bool]]:

@@ -27,7 +27,7 @@ from typing import Any
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from rlvr import UserError
-from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.base import EngineCapabilities, SamplingParams
 from rlvr.rollout.config import VLLMConfig
 from rlvr.rollout.token_engine import Sample, TokenEngine
 from rlvr.rollout.weights import Weights, WeightSyncError, named_weights, reiterable
@@ -86,6 +86,7 @@ class VLLMEngine(TokenEngine):
         from vllm import LLM
 
         self.cfg = cfg
+        self.capabilities = EngineCapabilities(own_weights=True, can_sleep=cfg.sleep_level > 0)
         self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(str(model_path))
         kwargs: dict[str, Any] = dict(
             model=str(model_path), dtype=cfg.dtype, seed=seed, enforce_eager=cfg.enforce_eager,
@@ -115,14 +116,16 @@ class VLLMEngine(TokenEngine):
 
     # -- generation ---------------------------------------------------------------------------
 
-    def generate_ids(self, prompt_ids: list[list[int]], n: int, sampling: SamplingParams) -> list[list[Sample]]:
+    def sample_ids(self, prompt_ids: list[list[int]], n: int, sampling: SamplingParams) -> list[list[Sample]]:
         from vllm import SamplingParams as VSampling
         from vllm.inputs import TokensPrompt
 
         self._ready()
         params = [VSampling(
             n=n, temperature=0.0 if sampling.greedy else sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-            max_tokens=sampling.max_new_tokens, logprobs=0, detokenize=False,
+            max_tokens=sampling.max_new_tokens, logprobs=0,
+            # stop strings need vLLM's detokenizer; the stop string's tokens stay in the completion
+            detokenize=bool(sampling.stop), stop=list(sampling.stop) or None, include_stop_str_in_output=True,
             # one seed per prompt: identical prompts in a batch must not get identical samples
             seed=None if sampling.seed is None else sampling.seed * 1_000_003 + i,
         ) for i in range(len(prompt_ids))]

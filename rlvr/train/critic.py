@@ -19,7 +19,7 @@ from torch import nn
 
 from rlvr import UserError
 from rlvr.algos.value import clipped_value_loss, explained_variance, value_clip_fraction
-from rlvr.train.batch import TokenBatch
+from rlvr.models.batch import TokenBatch
 from rlvr.train.harness import Harness, ScoringBatch, TrainableModel
 
 HEAD_FILE = "value_head.safetensors"

@@ -30,7 +30,7 @@ from envs.types import Problem
 from rlvr import UserError
 from rlvr.algos.filters import GroupFilter
 from rlvr.rollout.base import SamplingParams, verifier_input
-from rlvr.rollout.engines import has_own_weights, make_engine
+from rlvr.rollout.engines import make_engine
 from rlvr.rollout.episode_metrics import episode_metrics
 from rlvr.rollout.episodes import generate_for
 from rlvr.rollout.sync import SyncProbe
@@ -62,8 +62,8 @@ class GroupSource:
             raise UserError("rollout.overlap runs generation in a background thread and needs one process; "
                             "with several, leave it off (or put the engine on other GPUs: rollout.engine=vllm_server)")
         self.engine = make_engine(rollout, policy.unwrapped, tokenizer, model_path=cfg.model.name_or_path, seed=cfg.seed,
-                                  synced=harness.sharded, private=rollout.overlap)
-        self.own_weights = has_own_weights(self.engine)
+                                  sharded=harness.sharded, concurrent_updates=rollout.overlap)
+        self.own_weights = self.engine.capabilities.own_weights
         # the policy's optimizer steps the engine has seen; None: unknown (after a resume the policy comes from a checkpoint)
         self.engine_updates: int | None = None if self.own_weights else policy.updates
         self.probe: SyncProbe | None = None
@@ -108,15 +108,14 @@ class GroupSource:
 
     def _wake(self) -> bool:
         """Wake a sleeping engine (it pushes the last weights it was sent again); whether it slept."""
-        if getattr(self.engine, "asleep", False):
+        if self.engine.asleep:
             self.engine.wake()
             return True
         return False
 
     def _rest(self) -> None:
         """Hand the engine's memory to the trainer between generations (``rollout.vllm.sleep_level``)."""
-        if self.cfg.rollout.vllm.sleep_level and hasattr(self.engine, "sleep"):
-            self.engine.sleep()
+        self.engine.sleep()  # a no-op for an engine that does not sleep
 
     # -- batches --------------------------------------------------------------------------------
 
@@ -217,7 +216,7 @@ class GroupSource:
         held = self.wait_prefetch() if cfg.rollout.overlap else None  # the engine is free, and takes the current weights
         self.sync()
         settings = EvalSettings(split=cfg.eval.split, greedy=True, n=0, max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
-                                limit=cfg.eval.limit, chunk_prompts=max(cfg.rollout.max_batch_sequences, 1),
+                                limit=cfg.eval.limit, chunk_prompts=cfg.rollout.hf.max_batch_sequences,
                                 verify_workers=cfg.verify.workers, verify_kind=cfg.verify.kind, verify_timeout_s=cfg.verify.timeout_s)
         report = evaluate(self.engine, self.task, settings, progress=False)
         self._rest()
@@ -243,9 +242,7 @@ class GroupSource:
         if self._prefetch is not None:
             self._prefetch.join()
         self.pool.close()
-        close = getattr(self.engine, "close", None)
-        if close is not None:
-            close()
+        self.engine.close()
 
 
 __all__ = ["GroupSource"]

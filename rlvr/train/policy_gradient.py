@@ -31,7 +31,7 @@ from rlvr.algos.correction import CORRECTIONS
 from rlvr.algos.presets import Algorithm, CorrectionConfig, group_relative, resolve_algorithm
 from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
 from rlvr.rollout.base import SamplingParams
-from rlvr.train.batch import TokenBatch, token_logprobs
+from rlvr.models.batch import TokenBatch, token_logprobs
 from rlvr.train.config import TrainConfig
 from rlvr.train.critic import Critic, ValueModel, check_tokenizer, value_metrics
 from rlvr.train.harness import Harness, ScoringBatch, merge_stats

@@ -37,8 +37,8 @@ from rlvr.algos.preference import (PAIR_STATS, PREFERENCE_LOSSES, UNPAIRED_STATS
                                    mismatched_partners, pair_objective, unpaired_objective)
 from rlvr.algos.presets import Algorithm, PreferenceSettings, resolve_algorithm
 from rlvr.config import help_field
-from rlvr.rollout.hf import encode_prompt
-from rlvr.train.batch import TokenBatch, build_token_batch, token_logprobs
+from rlvr.rollout.text import encode_prompt
+from rlvr.models.batch import TokenBatch, build_token_batch, token_logprobs
 from rlvr.train.config import TrainConfig
 from rlvr.train.harness import Harness, merge_stats
 from rlvr.train.online import GroupSource

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from rlvr.algos.prime import implicit_outcome_logits, implicit_prm_ce_loss, implicit_process_rewards, prm_accuracy
-from rlvr.train.batch import TokenBatch
+from rlvr.models.batch import TokenBatch
 from rlvr.train.harness import Harness, ScoringBatch, TrainableModel
 from rlvr.train.scoring import frozen_logprobs
 
@@ -35,7 +35,7 @@ class PRMObjective:
         return (self.mask[rows].sum(-1) > 0).sum().float().reshape(1)
 
     def loss(self, rows: torch.Tensor, totals: torch.Tensor) -> tuple[torch.Tensor, dict[str, float], float]:
-        from rlvr.train.batch import token_logprobs
+        from rlvr.models.batch import token_logprobs
 
         sub = self.batch.select(rows).to(self.device)
         width = sub.completion_mask.shape[1]

@@ -3,7 +3,7 @@
 `build_rollouts` turns the groups a `rlvr.train.sampling.GroupSampler` kept into a `Rollouts`:
 one right-padded `TokenBatch` of prompt + completion tokens, the engine's log-probs, rewards,
 outcome labels and the verifier's process rewards placed on tokens (`place_step_rewards`), all
-in the trainer's "target space" (see `rlvr.train.batch`).
+in the trainer's "target space" (see `rlvr.models.batch`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from envs.types import Problem, Status, Verdict
 from rlvr.algos.filters import zero_variance_groups
 from rlvr.eval.episodes import prediction_fields
 from rlvr.rollout.base import Completion
-from rlvr.train.batch import TokenBatch, build_token_batch, scatter_completion_values
+from rlvr.models.batch import TokenBatch, build_token_batch, scatter_completion_values
 from rlvr.train.sampling import Group, SamplingReport
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from rlvr.train.batch import TokenBatch, token_logprobs
+from rlvr.models.batch import TokenBatch, token_logprobs
 
 
 @torch.no_grad()

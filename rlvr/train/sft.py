@@ -23,7 +23,7 @@ from rlvr.config import help_field
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout.episodes import TokenizedDemonstration, tokenize_demonstration
 from rlvr.rollout.hf import HFGenerateEngine
-from rlvr.train.batch import TokenBatch, build_token_batch, scatter_completion_values
+from rlvr.models.batch import TokenBatch, build_token_batch, scatter_completion_values
 from rlvr.train.config import EvalConfig, OptimConfig, RunConfig
 from rlvr.train.harness import Harness
 

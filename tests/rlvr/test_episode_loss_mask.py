@@ -15,7 +15,7 @@ from rlvr.algos.advantages import gae
 from rlvr.algos.aggregation import Normalizer
 from rlvr.algos.objective import ObjectiveInputs, ObjectiveParts, policy_objective
 from rlvr.rollout.base import Completion
-from rlvr.train.batch import build_token_batch
+from rlvr.models.batch import build_token_batch
 
 PARTS = {
     "grpo": ObjectiveParts(aggregation="seq_mean_token_mean", kl_estimator="k3", kl_coef=0.04),

@@ -24,8 +24,9 @@ from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout.base import SamplingParams, verifier_input
 from rlvr.rollout.episode_metrics import episode_metrics
 from rlvr.rollout.episodes import EpisodeTimings, generate_for, run_episodes, tokenize_demonstration
-from rlvr.rollout.hf import HFGenerateEngine, encode_prompt
-from rlvr.train.batch import build_token_batch, scatter_completion_values, token_logprobs
+from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.text import encode_prompt
+from rlvr.models.batch import build_token_batch, scatter_completion_values, token_logprobs
 
 STOPS = tuple("abcdefghijklmnop")
 PROBLEMS = [Problem(f"p/{i}", f"question {i}: ", "x") for i in range(3)]

@@ -1,4 +1,4 @@
-"""rlvr's decoding loop (``rollout.hf_decode=kv``) beside Hugging Face ``generate`` on a real
+"""rlvr's decoding loop (``rollout.hf.decode=kv``) beside Hugging Face ``generate`` on a real
 (tiny, randomly initialised) Llama: the same greedy tokens, stop strings and end-of-sequence
 handling, log-probs of the distribution each token was drawn from, and a sampler whose draws follow
 the tempered, truncated distribution."""
@@ -6,10 +6,13 @@ the tempered, truncated distribution."""
 from __future__ import annotations
 
 import random
+import warnings
 
 import pytest
 import torch
+import transformers
 
+from rlvr.models.attention import model_mask
 from rlvr.models.loading import load_model
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout import kv_decode
@@ -17,7 +20,7 @@ from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFGenerateEngine
 from rlvr.rollout.kv_decode import sample_next
 from rlvr.algos.correction import truncation_keep
-from rlvr.train.batch import build_token_batch, scatter_completion_values, token_logprobs
+from rlvr.models.batch import build_token_batch, scatter_completion_values, token_logprobs
 
 PROMPTS = ["Compute 4+8.\n", "Compute 12+95.\n", "Compute 60+18.\n", "Compute 7+"]
 
@@ -149,3 +152,40 @@ def test_generate_when_asked_or_when_the_model_does_not_support_the_loop(model_a
     assert not calls
     with pytest.raises(ValueError, match="decode"):
         HFGenerateEngine(model, tok, decode="fast")
+
+
+def test_the_probe_passes_on_the_installed_transformers(model_and_tokenizer):
+    """The release this environment has (5.23 in the main lane, the newest one in the newest lane)
+    drives the loop's cache as the loop expects: the engine uses the loop, without a warning."""
+    model, tok = model_and_tokenizer
+    assert kv_decode.probe_kv_decode(model) is None
+    engine = HFGenerateEngine(model, tok)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        engine.generate(PROMPTS[:2], 1, SamplingParams(temperature=0.0, max_new_tokens=4))
+    assert engine._kv_ok is True
+
+
+def _reject_extra_arguments(self, key, value, layer_idx, cache_kwargs=None):
+    """An ``update`` that takes only what transformers passed up to 5.23 (5.24 added ``kwargs=``)."""
+    raise TypeError("KVBuffers.update() got an unexpected keyword argument 'kwargs'")
+
+
+@pytest.mark.parametrize("breakage", ["cache call changed", "mask ignored"])
+def test_a_transformers_the_loop_does_not_fit_degrades_to_generate_with_one_warning(model_and_tokenizer, monkeypatch, breakage):
+    """A release that calls the cache differently (a crash) or reads the loop's mask differently
+    (silently wrong log-probs) fails the start-up probe: one warning naming the version, then the
+    same samples as Hugging Face generate, never a crash mid-run."""
+    model, tok = model_and_tokenizer
+    if breakage == "cache call changed":
+        monkeypatch.setattr(kv_decode.KVBuffers, "update", _reject_extra_arguments)
+    else:  # every key visible: left padding leaks into the shorter prompt's attention
+        monkeypatch.setattr(kv_decode, "model_mask", lambda m, allowed: model_mask(m, torch.ones_like(allowed)))
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=6)
+    engine = HFGenerateEngine(model, tok)
+    with pytest.warns(RuntimeWarning, match=rf"transformers {transformers.__version__}.*generating with Hugging Face generate") as caught:
+        first = engine.generate(PROMPTS, 1, greedy)
+        second = engine.generate(PROMPTS, 1, greedy)
+    assert len([w for w in caught if issubclass(w.category, RuntimeWarning)]) == 1
+    reference = HFGenerateEngine(model, tok, decode="generate").generate(PROMPTS, 1, greedy)
+    assert [c.token_ids for c in first] == [c.token_ids for c in second] == [c.token_ids for c in reference]

@@ -9,8 +9,8 @@ import torch
 
 from rlvr.models.loading import load_model
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
-from rlvr.train.batch import build_token_batch, token_logprobs
-from rlvr.train.packing import shared_prefix_layout, supports_packing
+from rlvr.models.batch import build_token_batch, token_logprobs
+from rlvr.models.packing import shared_prefix_layout, supports_packing
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_packed_logprobs_entropy_and_gradients_equal_the_padded_forward(model, r
             completions.append(torch.randint(3, 250, (int(torch.randint(1, 12, (1,), generator=g)),), generator=g).tolist())
     batch = build_token_batch(prompts, completions, pad_id=0)
     mask = batch.completion_mask
-    import rlvr.train.batch as batch_module
+    import rlvr.models.batch as batch_module
 
     original = batch_module.shared_prefix_layout
     monkeypatch.setattr(batch_module, "shared_prefix_layout", lambda *a, **k: original(*a, row_tokens=row_tokens))
@@ -104,9 +104,9 @@ def test_models_on_other_attention_kernels_are_scored_padded(model, monkeypatch)
     monkeypatch.setattr(model.config, "_attn_implementation", "flash_attention_2")
     assert not supports_packing(model)
     calls = []
-    monkeypatch.setattr("rlvr.train.batch.shared_prefix_layout", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr("rlvr.models.batch.shared_prefix_layout", lambda *a, **k: calls.append(1))
     monkeypatch.setattr(model.config, "_attn_implementation", "sdpa")  # the forward itself needs a kernel this machine has
-    monkeypatch.setattr("rlvr.train.batch.supports_packing", lambda m: False)
+    monkeypatch.setattr("rlvr.models.batch.supports_packing", lambda m: False)
     batch = build_token_batch([[3, 4]] * 2, [[5], [6, 7]], pad_id=0)
     token_logprobs(model, batch, pack=True)
     assert not calls

@@ -4,7 +4,7 @@ import torch
 from rlvr.models.loading import load_model
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFGenerateEngine
-from rlvr.train.batch import build_token_batch, scatter_completion_values, token_logprobs
+from rlvr.models.batch import build_token_batch, scatter_completion_values, token_logprobs
 
 
 def test_token_batch_masks_mark_completion_targets():

@@ -14,12 +14,12 @@ from rlvr.config import ConfigError, load_config
 from rlvr.models.loading import load_model
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.config import RolloutConfig
+from rlvr.rollout.config import HFEngineConfig, RolloutConfig
 from rlvr.rollout.engines import ENGINES, make_engine
 from rlvr.rollout.hf import HFGenerateEngine
 from rlvr.rollout.sync import SETTING, SyncProbe, trainer_logprobs
 from rlvr.rollout.vllm_client import _with_last
-from rlvr.train.batch import build_token_batch, scatter_completion_values
+from rlvr.models.batch import build_token_batch, scatter_completion_values
 from rlvr.rollout.weights import WeightSyncError, from_blob, layer_key, named_weights, to_blobs
 
 
@@ -30,21 +30,34 @@ def tiny(tmp_path_factory):
     return path
 
 
-def test_registry_lists_the_three_engines_and_config_refuses_others():
-    assert set(ENGINES.ids()) == {"hf", "vllm", "vllm_server"}
+def test_registry_lists_the_three_engines_and_refuses_others_naming_them(tiny):
+    assert {"hf", "vllm", "vllm_server"} <= set(ENGINES.ids())
     cfg = load_config(RolloutConfig, None, ["engine=vllm", "vllm.tensor_parallel_size=2", "probe.max_gap=0.1"])
     assert cfg.engine == "vllm" and cfg.vllm.tensor_parallel_size == 2 and cfg.probe.max_gap == 0.1
-    with pytest.raises(ConfigError, match="'engine' must be one of 'hf', 'vllm', 'vllm_server'"):
-        load_config(RolloutConfig, None, ["engine=sglang"])
+    with pytest.raises(UserError, match=r"rollout.engine='sglang' is not a registered engine; registered: hf, vllm, vllm_server"):
+        make_engine(load_config(RolloutConfig, None, ["engine=sglang"]), model_path=tiny)
     with pytest.raises(ConfigError, match="vllm.sleep_level"):
         load_config(RolloutConfig, None, ["vllm.sleep_level=3"])
+
+
+def test_an_engine_setting_given_to_another_engine_is_refused_naming_both(tiny):
+    cfg = load_config(RolloutConfig, None, ["vllm.gpu_memory_utilization=0.5"])
+    with pytest.raises(UserError, match=r"rollout.vllm.gpu_memory_utilization is a setting of the vllm engine, but rollout.engine='hf'"):
+        make_engine(cfg, model_path=tiny)
+    cfg = load_config(RolloutConfig, None, ["engine=vllm_server", "hf.decode=generate"])
+    with pytest.raises(UserError, match=r"rollout.hf.decode is a setting of the hf engine, but rollout.engine='vllm_server'"):
+        make_engine(cfg, model_path=tiny)
+    from rlvr.train.config import TrainConfig
+
+    with pytest.raises(ConfigError, match="'rollout.hf_decode' is now 'rollout.hf.decode'"):
+        load_config(TrainConfig, None, ["rollout.hf_decode=kv"])
 
 
 def test_factory_builds_hf_from_a_model_or_a_path(tiny):
     model, tok = load_model(str(tiny))
     engine = make_engine(RolloutConfig(), model, tok)
     assert isinstance(engine, HFGenerateEngine) and engine.model is model
-    from_path = make_engine(RolloutConfig(max_batch_sequences=7), model_path=tiny)
+    from_path = make_engine(RolloutConfig(hf=HFEngineConfig(max_batch_sequences=7)), model_path=tiny)
     assert isinstance(from_path, HFGenerateEngine) and from_path.max_batch_sequences == 7
     out = from_path.generate(["12+3="], 2, SamplingParams(temperature=1.0, max_new_tokens=5, seed=0))
     assert [c.prompt_index for c in out] == [0, 0] and all(len(c.logprobs) == len(c.token_ids) for c in out)

@@ -42,7 +42,7 @@ def test_grpo_on_episodes_teaches_the_model_to_use_the_tool(tmp_path, rl_overrid
     steps = [r for r in rows if "episode/tool_output_correct_rate" in r]
     first = statistics.fmean(r["episode/tool_output_correct_rate"] for r in steps[:5])
     last = statistics.fmean(r["episode/tool_output_correct_rate"] for r in steps[-5:])
-    # the share of episodes whose tool call was right rises: +0.07 to +0.22 measured (seeds 0-2, rollout.hf_decode
+    # the share of episodes whose tool call was right rises: +0.07 to +0.22 measured (seeds 0-2, rollout.hf.decode
     # kv and generate)
     assert last >= first + 0.05, (first, last)
     assert all(r["episode/observation_tokens"] > 0 for r in steps)  # tool output was in the context ...

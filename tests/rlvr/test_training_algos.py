@@ -193,7 +193,7 @@ def test_two_processes_shard_the_policy_with_fsdp_and_match_ddp(sft_base, tmp_pa
 
     def run(name: str, *extra: str) -> subprocess.CompletedProcess:
         args = rl_overrides(tmp_path, sft_base, f"name={name}", "update.steps=1", "update.minibatches=2", "rollout.prompts_per_step=4",
-                            "rollout.group_size=4", "optim.warmup_steps=0", "rollout.hf_decode=generate", *SMALL, *extra)
+                            "rollout.group_size=4", "optim.warmup_steps=0", "rollout.hf.decode=generate", *SMALL, *extra)
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "rlvr.cli", "train", "quickstart", *args]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -25,7 +25,7 @@ from rlvr.rollout.config import RolloutConfig
 from rlvr.rollout.engines import make_engine
 from rlvr.rollout.sync import SyncProbe
 from rlvr.rollout.weights import WeightSyncError
-from rlvr.train.batch import build_token_batch, scatter_completion_values
+from rlvr.models.batch import build_token_batch, scatter_completion_values
 
 pytestmark = [
     pytest.mark.vllm,

@@ -8,13 +8,14 @@ completion token (including the end-of-sequence token).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
 from rlvr.models.attention import model_mask
-from rlvr.train.packing import shared_prefix_layout, supports_packing
+from rlvr.models.packing import shared_prefix_layout, supports_packing
 
 
 @dataclass
@@ -26,7 +27,7 @@ class TokenBatch:
         attention_mask: ``[B, L]`` 1 on real tokens.
         completion_mask: ``[B, L-1]`` float, 1 on completion targets.
         prompt_lens: ``[B]`` prompt tokens of each sequence (None when unknown), which lets
-            `token_logprobs` run each distinct prompt once (`rlvr.train.packing`).
+            `token_logprobs` run each distinct prompt once (`rlvr.models.packing`).
     """
 
     input_ids: Tensor
@@ -84,7 +85,7 @@ def token_logprobs(model: torch.nn.Module, batch: TokenBatch, temperature: float
     each untruncated next-token distribution (differentiable only with ``entropy_grad``).
 
     With ``pack`` (and the batch's ``prompt_lens`` known, and a model that takes a 4-D mask) the
-    forward runs on the shared-prefix packing of the batch (`rlvr.train.packing`): each distinct
+    forward runs on the shared-prefix packing of the batch (`rlvr.models.packing`): each distinct
     prompt once, no padding; the same numbers up to float rounding on the completion mask, and 0
     off it (only those targets are scored)."""
     targets = batch.input_ids[:, 1:]
@@ -121,3 +122,18 @@ def _score(logits: Tensor, targets: Tensor, temperature: float, entropy: bool, e
             probs = torch.softmax(logits, dim=-1)
             ent = logz - (probs * logits).sum(-1)
     return logp, ent
+
+
+def trainer_logprobs(model: torch.nn.Module, prompt_ids: Sequence[list[int]], completion_ids: Sequence[list[int]], pad_id: int = 0) -> list[list[float]]:
+    """The trainer model's log-probs (temperature 1) of each completion token, one list per completion."""
+    batch = build_token_batch(list(prompt_ids), list(completion_ids), pad_id)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            logp, _ = token_logprobs(model, batch.to(device))
+    finally:
+        model.train(was_training)
+    mask = batch.completion_mask.bool()
+    return [row[m].tolist() for row, m in zip(logp.cpu(), mask)]

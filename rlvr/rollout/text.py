@@ -1,0 +1,67 @@
+"""Text on the trainer's side of every engine: prompts rendered and tokenized, completions'
+character offsets, and where a stop string ends a completion. Every engine goes through these, so
+they all see the same prompt ids and cut completions at the same token."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Sequence
+
+from transformers import PreTrainedTokenizerBase
+
+from envs.types import Message
+
+
+def render_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[Message]) -> str:
+    """Plain text as is; chat messages through the tokenizer's chat template."""
+    if isinstance(prompt, str):
+        return prompt
+    return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+
+
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[Message]) -> list[int]:
+    """The token ids a prompt is generated from (chat messages through the chat template)."""
+    return tokenizer(render_prompt(tokenizer, prompt))["input_ids"]
+
+
+_PIECE_LENGTHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> {token id: length decoded alone}
+
+
+def token_char_ends(tokenizer: PreTrainedTokenizerBase, ids: list[int], text_len: int) -> list[int]:
+    """Character offset in the decoded text at which each token ends.
+
+    Adds up the length of each token decoded on its own (linear time; each id is decoded once per
+    tokenizer and cached); exact for tokenizers whose tokens decode independently (ASCII text with
+    byte-level or SentencePiece vocabularies), clamped to the text otherwise.
+    """
+    lengths = _PIECE_LENGTHS.setdefault(tokenizer, {})
+    missing = list({i for i in ids if i not in lengths})
+    if missing:
+        lengths.update(zip(missing, map(len, tokenizer.batch_decode([[i] for i in missing], skip_special_tokens=True))))
+    ends, pos = [], 0
+    for i in ids:
+        pos = min(pos + lengths[i], text_len)
+        ends.append(pos)
+    return ends
+
+
+def stop_window(stops: Sequence[str]) -> int:
+    """Tokens decoded to look for a stop string ending at the newest token (a token decodes to at
+    least one character, and a few more cover tokens that decode to nothing alone)."""
+    return max(len(s) for s in stops) + 4
+
+
+def first_stop(tokenizer: PreTrainedTokenizerBase, token_ids: Sequence[int], stops: Sequence[str]) -> tuple[int, str] | None:
+    """``(tokens up to and including the one that completes it, stop string)`` for the first stop
+    string in a completion, found as `rlvr.rollout.hf.StopStrings` finds it while generating (the
+    newest ``stop_window`` tokens decoded after each token); None when there is none."""
+    if not stops:
+        return None
+    window = stop_window(stops)
+    tails = tokenizer.batch_decode([list(token_ids[max(0, end - window): end]) for end in range(1, len(token_ids) + 1)],
+                                   skip_special_tokens=True)
+    for end, tail in enumerate(tails, start=1):
+        found = next((s for s in stops if s in tail), None)
+        if found is not None:
+            return end, found
+    return None
