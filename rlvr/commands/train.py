@@ -52,11 +52,15 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
     if args.show_config:
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return 0
+    from rlvr.rollout.base import EngineError
+    from rlvr.rollout.engines import check_engine_settings
     from rlvr.rollout.sync import WeightSyncError
 
+    if isinstance(cfg, TrainConfig):  # an unknown engine or another engine's setting, before the model loads
+        check_engine_settings(cfg.rollout)
     try:
         result = train(cfg)
-    except (TrainingError, WeightSyncError) as e:
+    except (TrainingError, WeightSyncError, EngineError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     if os.environ.get("RANK", "0") == "0":  # one summary line under torchrun / accelerate launch

@@ -1,7 +1,9 @@
 """`rlvr verify --gold G --response R`: run the math checker on one pair and show why it decided.
 
 Prints the verdict, the extracted answer, both normalised forms, the evidence that decided it and
-the process-reward steps, so a surprising reward can be debugged without writing code.
+the process-reward steps, so a surprising reward can be debugged without writing code. It judges
+as ``math-v1`` rewards by default: a numeric gold needs a numeric literal (``--allow-expressions``
+judges as the MATH tasks do), and with ``--question`` a restatement of the question never passes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="strict (default): only a box, an answer marker or a bare one-line answer counts; "
                         "lenient: otherwise the value stated by the last sentence that states one")
     p.add_argument("--lenient", action="store_true", help="shorthand for --extraction lenient")
+    p.add_argument("--allow-expressions", action="store_true",
+                   help="accept any expression equal to a numeric gold ('2^{10}' for 1024), as the MATH and MATH-500 tasks do; "
+                        "default: a numeric gold needs a numeric literal (544, -3.5, 3/4, \\frac{3}{4}, 1.5e3, 1,000), as "
+                        "math-v1 and the arithmetic, GSM8K, AIME and AMC tasks require, so 'Answer: 68*8' fails for 544")
+    p.add_argument("--question", default=None,
+                   help="the question the response answers: an answer restating one of its expressions ('68*8' for "
+                        "'Compute 68*8.') never passes, and lenient extraction does not take a restated expression or "
+                        "operand as the answer (math-v1 always reads the problem's question)")
     p.add_argument("--rel-tol", type=float, default=None, help="opt-in relative tolerance for numeric answers (default: exact)")
     p.add_argument("--timeout", type=float, default=1.0, help="time budget of the check in seconds (default 1)")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
@@ -44,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         raise rlvr.UserError(f"--rel-tol must be in [0, 1), got {args.rel_tol}")
     warmup()  # a one-off check should not spend its budget starting sympy
     extraction = "lenient" if args.lenient else args.extraction
-    verdict = check(response, args.gold, extraction=extraction, rel_tol=args.rel_tol, timeout_s=args.timeout)
+    verdict = check(response, args.gold, extraction=extraction, rel_tol=args.rel_tol, timeout_s=args.timeout,
+                    numeric_literal=not args.allow_expressions, question=args.question)
     if args.json:
         print(json.dumps(verdict.to_dict(), indent=2, ensure_ascii=False))
         return 0 if verdict.passed else 1
@@ -54,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"normalised: {info.get('pred', '-')}  vs gold  {info.get('gold', '-')}")
     if info.get("decided_by"):
         print(f"decided by: {', '.join(info['decided_by'])}")
-    for key in ("parse_error", "error", "undecided"):
+    for key in ("rejected", "parse_error", "error", "undecided"):
         if key in info:
             print(f"{key}: {info[key]}")
     if verdict.steps:

@@ -104,7 +104,12 @@ class EngineCapabilities:
     stop_strings: bool = True
 
 
-class EngineCapabilityError(RuntimeError):
+class EngineError(RuntimeError):
+    """The rollout engine failed (e.g. its server died); the message names the engine. The run
+    stops with this message and keeps its checkpoints."""
+
+
+class EngineCapabilityError(EngineError):
     """An engine was asked for something its `EngineCapabilities` say it cannot do."""
 
 

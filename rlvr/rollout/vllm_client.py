@@ -24,13 +24,13 @@ from typing import Any, Iterator
 from transformers import PreTrainedTokenizerBase
 
 from rlvr import UserError
-from rlvr.rollout.base import EngineCapabilities, SamplingParams
+from rlvr.rollout.base import EngineCapabilities, EngineError, SamplingParams
 from rlvr.rollout.config import VLLMConfig
 from rlvr.rollout.token_engine import Sample, TokenEngine
 from rlvr.rollout.weights import Weights, WeightSyncError, named_weights, reiterable, to_blobs
 
 
-class ServerError(RuntimeError):
+class ServerError(EngineError):
     """The rollout server refused or failed a request; the message is the server's."""
 
 

@@ -5,7 +5,6 @@ the tempered, truncated distribution."""
 
 from __future__ import annotations
 
-import random
 import warnings
 
 import pytest
@@ -13,35 +12,18 @@ import torch
 import transformers
 
 from rlvr.models.attention import model_mask
-from rlvr.models.loading import load_model
-from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout import kv_decode
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFGenerateEngine
 from rlvr.rollout.kv_decode import sample_next
 from rlvr.algos.correction import truncation_keep
+from tests.rlvr.tiny_adder import PROMPTS, train_adder
 from rlvr.models.batch import build_token_batch, scatter_completion_values, token_logprobs
-
-PROMPTS = ["Compute 4+8.\n", "Compute 12+95.\n", "Compute 60+18.\n", "Compute 7+"]
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A tiny Llama taught for two seconds to write sums and stop: a fresh init only repeats one
-    token, which would leave eos, stop strings and rows ending at different steps untested."""
-    torch.manual_seed(0)
-    path = build_tiny_model(TinyModelConfig(hidden_size=64, layers=2, heads=4, intermediate_size=128, seed=5),
-                            tmp_path_factory.mktemp("tiny") / "m")
-    model, tok = load_model(str(path))
-    rng = random.Random(0)
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(120):
-        sums = [(rng.randint(0, 99), rng.randint(0, 99)) for _ in range(32)]
-        enc = tok([f"Compute {a}+{b}.\n{a}+{b}={a + b}{tok.eos_token}" for a, b in sums], return_tensors="pt", padding=True)
-        model(**enc, labels=enc.input_ids.masked_fill(enc.attention_mask == 0, -100)).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    return model.eval(), tok
+    return train_adder(tmp_path_factory.mktemp("tiny") / "m")
 
 
 @pytest.fixture(params=["sdpa", "eager"])
