@@ -36,7 +36,8 @@ class MathCodeEnv(MultiTurnEnvironment):
         instructions: Text put before each prompt (a system message for chat prompts); "" for none.
         max_turns / max_tokens / max_tool_s / step_timeout_s: The episode's `EpisodeLimits`.
         tool_wall_s / tool_memory_mb / output_chars / backend / backend_options: The `PythonTool`.
-        extraction / timeout_s / rel_tol / process_rewards: The math checker (`envs.math.MathEnv`).
+        extraction / timeout_s / rel_tol / process_rewards / numeric_literal: The math checker
+            (`envs.math.MathEnv`).
     """
 
     stop = PythonTool.stop
@@ -44,11 +45,12 @@ class MathCodeEnv(MultiTurnEnvironment):
     def __init__(self, instructions: str = INSTRUCTIONS, max_turns: int = 4, max_tokens: int = 1024, max_tool_s: float = 20.0,
                  step_timeout_s: float = 30.0, tool_wall_s: float = 3.0, tool_memory_mb: int = 256, output_chars: int = 400,
                  backend: str = "auto", backend_options: dict[str, Any] | None = None, extraction: str = "strict",
-                 timeout_s: float = 1.0, rel_tol: float | None = None, process_rewards: bool = True):
+                 timeout_s: float = 1.0, rel_tol: float | None = None, process_rewards: bool = True, numeric_literal: bool = True):
         self.instructions = instructions
         self.limits = EpisodeLimits(max_turns, max_tokens, max_tool_s, step_timeout_s)
         self.tool = PythonTool(backend, tool_wall_s, tool_memory_mb, output_chars, backend_options=backend_options)
-        self.math = MathEnv(extraction=extraction, timeout_s=timeout_s, rel_tol=rel_tol, process_rewards=process_rewards)
+        self.math = MathEnv(extraction=extraction, timeout_s=timeout_s, rel_tol=rel_tol, process_rewards=process_rewards,
+                            numeric_literal=numeric_literal)
 
     def format_prompt(self, problem: Problem) -> str | list[Message]:
         if not self.instructions:
@@ -85,6 +87,9 @@ class MathCodeEnv(MultiTurnEnvironment):
         gold = str(problem.reference)
         # a program that prints the right answer is not the model answering
         return self.math.wrong_completions(problem) + [f"```python\nprint('Answer: {gold}')\n```\n", f"```python\nprint(r'\\boxed{{{gold}}}')\n```\n"]
+
+    def echo_completions(self, problem: Problem) -> list[str]:
+        return self.math.echo_completions(problem)
 
     def examples(self) -> list[Problem]:
         return self.math.examples()

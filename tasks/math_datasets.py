@@ -1,6 +1,11 @@
 """Static math benchmarks verified by the ``math-v1`` environment: GSM8K, MATH (Hendrycks),
 MATH-500, AIME 2024, AIME 2025 and AMC 2023.
 
+GSM8K, AIME and AMC answers are numbers: a completion must state the number itself (``544``, not
+``68*8``; `envs.math.forms`). MATH and MATH-500 accept any expression of the gold's value
+(``env_kwargs: {numeric_literal: false}``), as their answers are often expressions. Every task's
+verifier reads the question and never credits a restatement of it.
+
 Each split loads from a local file under ``$RLVR_DATA_DIR`` when it exists (tests and offline
 machines; see ``shared/data/SOURCES.md``) and otherwise from its Hugging Face dataset id. Official
 splits are kept. MATH-500 is a subset of MATH test: `Task.data_sets` records it, and
@@ -130,6 +135,7 @@ class HendrycksMath(MathDatasetTask):
     also appears in test.
     """
 
+    env_kwargs = {"numeric_literal": False}  # an expression of the value is an answer here (2^{10} for 1024)
     sources = {
         "train": DataSource(local="math/train.jsonl", hf_id="DigitalLearningGmbH/MATH-lighteval", hf_config="default", hf_split="train"),
         "test": DataSource(local="math/test.jsonl", hf_id="DigitalLearningGmbH/MATH-lighteval", hf_config="default", hf_split="test"),
@@ -174,6 +180,7 @@ def _raw_question(problem: Problem) -> str:
 class Math500(MathDatasetTask):
     """MATH-500 (Lightman et al., PRM800K): 500 MATH test problems, a standard held-out set."""
 
+    env_kwargs = {"numeric_literal": False}  # as MATH: an expression of the value is an answer
     sources = {"test": DataSource(local="math500/test.jsonl", hf_id="HuggingFaceH4/MATH-500", hf_split="test")}
 
     def data_sets(self, split: str) -> frozenset[str]:

@@ -3,12 +3,14 @@
     from envs.math import check
     check("... so \\boxed{\\frac{1}{2}}", "0.5").passed  # True
 
-A check is: extract the final answer (`envs.math.extract`, strict or lenient), compare it with
-the gold answer (plain numbers and fractions on a pure-Python fast path; everything else parsed
-into trees and compared by `envs.math.compare`), and score the worked solution's equalities
-(`envs.math.steps`). It never takes longer than ``timeout_s``: the only step that can be slow,
-sympy, runs in a supervised worker process that is killed when the deadline passes. It never
-raises either: bad arguments and internal failures are a `Verdict` with status ``error``.
+A check is: extract the final answer (`envs.math.extract`, strict or lenient), refuse an answer
+whose form cannot be the answer (an operation left undone where a number is asked for, a
+restatement of the question: `envs.math.forms`), compare it with the gold answer (plain numbers
+and fractions on a pure-Python fast path; everything else parsed into trees and compared by
+`envs.math.compare`), and score the worked solution's equalities (`envs.math.steps`). It never
+takes longer than ``timeout_s``: the only step that can be slow, sympy, runs in a supervised
+worker process that is killed when the deadline passes. It never raises either: bad arguments
+and internal failures are a `Verdict` with status ``error``.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ from envs.base import Environment, safe_verify
 from envs.math import nodes as N
 from envs.math.compare import Comparer
 from envs.math.extract import check_mode, extract_answer, unescape
+from envs.math.forms import Question, is_numeric_literal, question_expressions
 from envs.math.lexer import ParseError, normalize
 from envs.math.parser import parse_answer
 from envs.math.steps import step_rewards
 from envs.types import Problem, Status, Verdict
 
 DEFAULT_TIMEOUT_S = 1.0
+MAX_ECHOED_EXPRESSIONS = 8
+"""Expressions of one question tried as echoes by the self-checks (`MathEnv.echo_completions`)."""
 
 _PLAIN = re.compile(r"^\s*\$?\s*([+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[+-]?\.\d+|[+-]?\d+/[1-9]\d*)\s*\$?\s*\.?\s*$")
 
@@ -52,6 +57,8 @@ def check(
     rel_tol: float | None = None,
     process_rewards: bool = True,
     symbolic: bool = True,
+    numeric_literal: bool = False,
+    question: str | None = None,
 ) -> Verdict:
     """Judge a model response against a gold answer.
 
@@ -59,14 +66,24 @@ def check(
         response: The model's completion.
         gold: The gold answer (LaTeX or plain text; numbers are converted with ``str``).
         extraction: ``"strict"`` (default): without an explicit answer (box, marker or a bare
-            one-line answer) the verdict is ``no_answer``. ``"lenient"``: the value stated by the
-            last sentence that states one (see `envs.math.extract`).
+            one-line answer) the verdict is ``no_answer``; so is a bare line that does not parse
+            ("The sum of 47 and 38 is 85."). ``"lenient"``: the value stated by the last sentence
+            that states one (see `envs.math.extract`).
         timeout_s: Hard bound on the whole check; a check that cannot finish in time returns
             status ``timeout``.
         rel_tol: Opt-in relative tolerance for constant answers (e.g. ``1e-4``); None (default)
             means exact equality only.
         process_rewards: Score the intermediate equalities of the worked solution (``steps``).
         symbolic: Allow the sympy worker for answers exact arithmetic cannot decide.
+        numeric_literal: When the gold is a number, only a numeric literal passes (``544``,
+            ``-3.5``, ``3/4``, ``\\frac{3}{4}``, ``1.5e3``, ``1,000``; see `envs.math.forms`): an
+            operation left undone (``68*8``, ``\\frac{10}{2}``) fails with ``info["rejected"]``.
+            False (default here, where `check` compares values): any expression of the gold's
+            value passes (MATH: ``2^{10}`` for 1024). Rewards use `MathEnv`, whose default is True.
+        question: The question's text. When given, an answer that restates one of its expressions
+            (``68*8`` for "Compute 68*8.", ``\\sqrt{8}`` for "Simplify $\\sqrt{8}$") never passes,
+            unless it is written exactly as the gold; lenient extraction does not take a restated
+            expression or operand as the value a sentence states.
 
     Returns:
         A `Verdict`: reward 1.0 and ``passed`` when equal; ``extracted`` is the answer found;
@@ -75,26 +92,41 @@ def check(
     """
     start = time.monotonic()
     try:
-        return _check(response, gold, extraction, start, timeout_s, rel_tol, process_rewards, symbolic)
+        return _check(response, gold, extraction, start, timeout_s, rel_tol, process_rewards, symbolic, numeric_literal, question)
     except Exception as e:  # a verifier must never raise to its caller: report, do not crash
         return Verdict(0.0, False, Status.ERROR, info={"error": f"{type(e).__name__}: {e}"[:500], "check_s": time.monotonic() - start})
 
 
 def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: float, rel_tol: float | None,
-           process_rewards: bool, symbolic: bool) -> Verdict:
+           process_rewards: bool, symbolic: bool, numeric_literal: bool, question: str | None) -> Verdict:
     deadline = start + timeout_s
     if not isinstance(response, str):
         raise TypeError(f"response must be a string, got {type(response).__name__}")
+    if question is not None and not isinstance(question, str):
+        raise TypeError(f"question must be a string or None, got {type(question).__name__}")
     check_mode(extraction)
     gold_text = unescape(_gold_text(gold))
     response = unescape(response)
+    asked = Question.of(question)
     steps = step_rewards(response) if process_rewards else ()
-    found = extract_answer(response, extraction=extraction)
+    found = extract_answer(response, extraction=extraction, question=asked)
     if found is None:
         return Verdict(0.0, False, Status.NO_ANSWER, steps=steps, info={"check_s": time.monotonic() - start})
     info: dict[str, Any] = {"method": found.method, "span": [found.start, found.end]}
 
     fast_pred, fast_gold = plain_number(found.answer), plain_number(gold_text)
+    pred_tree = None
+    if found.method == "bare" and fast_pred is None:
+        try:  # a bare line is an answer only when it reads as one (or is the gold's very text)
+            pred_tree = parse_answer(found.answer)
+        except (ParseError, RecursionError) as e:
+            if not _same_text(found.answer, gold_text):
+                info.update(parse_error=str(e), bare_line=found.answer[:200], check_s=time.monotonic() - start)
+                return Verdict(0.0, False, Status.NO_ANSWER, steps=steps, info=info)
+    rejected = _rejected(found.answer, gold_text, fast_gold, asked, numeric_literal)
+    if rejected:
+        info.update(rejected=rejected, check_s=time.monotonic() - start)
+        return Verdict(0.0, False, Status.OK, steps=steps, extracted=found.answer, info=info)
     if fast_pred is not None and fast_gold is not None:
         ok = fast_pred == fast_gold
         info.update(pred=_frac_text(fast_pred), gold=_frac_text(fast_gold), decided_by=["fast-rational"], check_s=time.monotonic() - start)
@@ -106,7 +138,7 @@ def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: f
         return _textual(found.answer, gold_text, steps, info, f"gold answer could not be parsed: {e}", start)
     info["gold"] = N.to_text(gold_tree)
     try:
-        pred_tree = parse_answer(found.answer)
+        pred_tree = pred_tree if pred_tree is not None else parse_answer(found.answer)
     except (ParseError, RecursionError) as e:
         info.update(parse_error=str(e), check_s=time.monotonic() - start)
         return Verdict(0.0, False, Status.OK, steps=steps, extracted=found.answer, info=info)
@@ -124,6 +156,22 @@ def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: f
     if comparer.timed_out and not ok:
         return Verdict(0.0, False, Status.TIMEOUT, steps=steps, extracted=found.answer, info={**info, "timeout_s": timeout_s})
     return Verdict(float(ok), ok, Status.OK, steps=steps, extracted=found.answer, info=info)
+
+
+def _rejected(answer: str, gold_text: str, fast_gold: Fraction | None, asked: Question, numeric_literal: bool) -> str | None:
+    """Why an answer cannot pass whatever its value (`envs.math.forms`), or None."""
+    if numeric_literal and (fast_gold is not None or is_numeric_literal(gold_text, lowest_terms=False)) and not is_numeric_literal(answer):
+        return "not a numeric literal: a numeric answer must be the value itself, not an operation on numbers"
+    if asked.restates(answer) and not _same_text(answer, gold_text):
+        return "restates the question: an expression from the question is not its answer"
+    return None
+
+
+def _same_text(a: str, b: str) -> bool:
+    try:
+        return normalize(a).replace(" ", "") == normalize(b).replace(" ", "")
+    except ParseError:
+        return False
 
 
 def _gold_text(gold: Any) -> str:
@@ -151,6 +199,13 @@ def _textual(pred: str, gold: str, steps, info: dict, reason: str, start: float)
     return Verdict(0.0, False, Status.ERROR, steps=steps, extracted=pred, info={**info, "error": reason})
 
 
+def question_text(problem: Problem) -> str:
+    """The text a problem asks: its prompt, or its chat messages' contents (not the assistant's)."""
+    if isinstance(problem.prompt, str):
+        return problem.prompt
+    return "\n".join(m.get("content", "") for m in problem.prompt if m.get("role") != "assistant")
+
+
 def warmup(timeout_s: float = 60.0) -> bool:
     """Start this process's sympy workers and wait until they are ready (True if all are).
 
@@ -173,9 +228,16 @@ class MathEnv(Environment):
         timeout_s: Hard time bound per verification (default 1 s).
         rel_tol: Opt-in relative numeric tolerance for constant answers (default: exact).
         process_rewards: Fill ``Verdict.steps`` with checked equalities of the solution.
+        numeric_literal: True (default; arithmetic, GSM8K, AIME, AMC): a numeric gold needs a
+            numeric literal (``544``, not ``68*8``). False where an expression is a legitimate
+            answer (MATH, MATH-500: ``env_kwargs: {numeric_literal: false}``).
+
+    Every verification reads the problem's question (its prompt's text): an answer restating one
+    of the question's expressions never passes (see `check`).
     """
 
-    def __init__(self, extraction: str = "strict", timeout_s: float = DEFAULT_TIMEOUT_S, rel_tol: float | None = None, process_rewards: bool = True):
+    def __init__(self, extraction: str = "strict", timeout_s: float = DEFAULT_TIMEOUT_S, rel_tol: float | None = None, process_rewards: bool = True,
+                 numeric_literal: bool = True):
         check_mode(extraction)
         if timeout_s <= 0:
             raise ValueError(f"math env: timeout_s must be > 0, got {timeout_s}")
@@ -185,6 +247,9 @@ class MathEnv(Environment):
         self.timeout_s = timeout_s
         self.rel_tol = rel_tol
         self.process_rewards = process_rewards
+        if not isinstance(numeric_literal, bool):
+            raise ValueError(f"math env: numeric_literal must be true or false, got {numeric_literal!r}")
+        self.numeric_literal = numeric_literal
 
     def __setstate__(self, state: dict) -> None:
         # Unpickled in a verifier worker process: start its sympy workers now (non-blocking) so
@@ -197,7 +262,8 @@ class MathEnv(Environment):
     def verify(self, problem: Problem, completion: str) -> Verdict:
         return check(
             completion, problem.reference, extraction=self.extraction, timeout_s=self.timeout_s,
-            rel_tol=self.rel_tol, process_rewards=self.process_rewards,
+            rel_tol=self.rel_tol, process_rewards=self.process_rewards, numeric_literal=self.numeric_literal,
+            question=question_text(problem),
         )
 
     def verify_many(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
@@ -214,6 +280,21 @@ class MathEnv(Environment):
         value = plain_number(gold)
         wrong = _frac_text(value + 1) if value is not None else f"{gold} + 1"
         return [f"Answer: {wrong}", "", "I am not sure."]
+
+    def echo_completions(self, problem: Problem) -> list[str]:
+        """The question copied, and each of its expressions that asks for an operation given as
+        the answer (``98*1``, ``98*1.``, ``Answer: 98*1``, ``\\boxed{98*1}`` for "Compute
+        98*1."); numbers, lone variables ("(C) $c$") and an expression written exactly as the gold
+        are left out (they can be the answer)."""
+        question = question_text(problem)
+        gold = _gold_text(problem.reference)
+        out = [question] if question.strip() else []
+        asked = Question.of(question)
+        restatable = [e for e in question_expressions(question) if asked.restates(e.rstrip("!.,;: "))]
+        for expr in restatable[:MAX_ECHOED_EXPRESSIONS]:
+            if not _same_text(expr, gold):
+                out += [expr, f"{expr}.", f"Answer: {expr}", f"\\boxed{{{expr}}}"]
+        return out
 
     def examples(self) -> list[Problem]:
         return [

@@ -19,6 +19,9 @@ Rules, in order of preference:
    own answer (in lenient mode only when it is not a prose sentence).
 3. Strict extraction stops there: no answer → ``no_answer``. Lenient extraction reads the prose
    (`envs.math.prose.last_statement`).
+4. Given the question (``question=``), the prose's value is never a restatement of it: a
+   sentence that only mentions the question's expression or operands ("The answer to 75-53 is
+   unknown to me.", "The sum of 47 and 38 is unknown.") states no answer.
 
 Escaped output (``\\\\frac{1}{2}``, ``\\n`` for line breaks, as JSON-encoded text shows it) is
 unescaped first (`unescape`). Every scan is linear in the completion's length (brace matching
@@ -32,6 +35,7 @@ import re
 from dataclasses import dataclass
 
 from envs.math import lexer, prose
+from envs.math.forms import Question
 
 EXTRACTION_MODES = ("strict", "lenient")
 
@@ -171,7 +175,7 @@ _MARKER_HINT = re.compile(r"(?i)answer|####")
 MARKER_HINTS_CHECKED = 20
 
 
-def _last_marker(text: str) -> Extraction | None:
+def _last_marker(text: str, asked: Question) -> Extraction | None:
     """The last marker answer; only lines that mention "answer" or "####" are examined."""
     hints = [m.start() for m in _MARKER_HINT.finditer(text)][-MARKER_HINTS_CHECKED:]
     seen: set[int] = set()
@@ -189,7 +193,7 @@ def _last_marker(text: str) -> Extraction | None:
         for pattern in _MARKERS:
             m = _last_match(pattern, line)
             if m and m.start("ans") > best_start:  # the marker written last on the line wins
-                ans = _trim_marker_answer(m.group("ans"))
+                ans = _trim_marker_answer(m.group("ans"), asked)
                 if ans and not _VERDICT_WORDS.match(ans):
                     at = line.find(ans, m.start("ans"))
                     at = m.start("ans") if at < 0 else at
@@ -214,7 +218,7 @@ def _last_match(pattern: re.Pattern, line: str) -> re.Match | None:
     return last
 
 
-def _trim_marker_answer(ans: str) -> str:
+def _trim_marker_answer(ans: str, asked: Question) -> str:
     ans = re.sub(r'^(?:\\?["“]|\*\*|__)+|(?:\\?["”]|\*\*|__)+$', "", ans.strip()).strip()
     maths = _leading_maths(ans)
     if maths:  # "the answer is $18$ dollars": the math is the answer ("$12$ and $13$": both)
@@ -224,7 +228,7 @@ def _trim_marker_answer(ans: str) -> str:
         ans = ans[: cut.start()]
     ans = ans.strip().rstrip(".").strip()
     if _is_sentence(ans):  # "Final Answer: The largest $n$ is 34": the value it states
-        found = prose.sentence_value(ans)
+        found = prose.sentence_value(ans, question=asked)
         if found is not None:
             return found.answer
     return ans
@@ -275,11 +279,15 @@ def check_mode(extraction: str) -> str:
     return extraction
 
 
-def extract_answer(text: str, *, extraction: str = "strict") -> Extraction | None:
-    """The final answer in ``text``, or None when there is none (see module docstring)."""
+def extract_answer(text: str, *, extraction: str = "strict", question: str | Question | None = None) -> Extraction | None:
+    """The final answer in ``text``, or None when there is none (see module docstring).
+
+    ``question`` (the problem's text): a sentence's value is never one of the question's
+    expressions, nor, unless a verb states it, one of its numbers (rule 4 above)."""
     check_mode(extraction)
+    asked = question if isinstance(question, Question) else Question.of(question)
     boxed = _last_boxed(text)
-    marker = _last_marker(text)
+    marker = _last_marker(text, asked)
     candidates = [c for c in (boxed, marker) if c is not None]
     if candidates:
         return max(candidates, key=lambda c: c.start)
@@ -288,7 +296,7 @@ def extract_answer(text: str, *, extraction: str = "strict") -> Extraction | Non
         return bare
     if bare is not None and not _has_words_outside_math(bare.answer):
         return bare
-    found = prose.last_statement(text)
+    found = prose.last_statement(text, question=asked)
     if found is not None:
         return Extraction(found.answer, found.start, found.end, "sentence")
     return bare

@@ -26,6 +26,13 @@ Rules (`last_statement`):
    ambiguous and gives no answer.
 5. Of a plain quantity only the value is kept, with its percent sign: units and nouns after it
    ("dollars", "marbles") are dropped; of a chain ``7 + 8 = 15`` the value after the last ``=``.
+   Arithmetic left undone in the text (``75-53``, ``68 * 8``) is an operation mentioned, not a
+   value stated, so it is never the answer.
+6. Given the question (`envs.math.forms.Question`), a restatement of it is not a value stated
+   either: a candidate that is one of the question's expressions with an operation in it
+   (``$75-53$``), and a number of the question where no verb of statement precedes it or where
+   it follows "the sum of" ("The sum of 47 and 38 is unknown."); the result of a chain
+   (``3+0 = 3``) is always stated. A sentence left with no candidate states nothing.
 
 Everything is linear in the response (regular expressions over a bounded tail).
 """
@@ -34,6 +41,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from envs.math.forms import Question
 
 TAIL_CHARS = 6000
 """Only the last this-many characters are read (from a paragraph start when there is one)."""
@@ -184,6 +193,10 @@ class _Candidate:
     start: int
     end: int
     answer: str
+    plain: bool = False
+    """Written in the text (not in math delimiters)."""
+    result: bool = False
+    """The value after the last ``=`` of a chain (``7 + 8 = 15``): a result, never a mention."""
 
 
 def _list_markers(response: str, segments: list[_Segment]) -> list[tuple[int, int]]:
@@ -214,7 +227,7 @@ def _candidates(response: str, sentence: list[_Segment]) -> list[_Candidate]:
                     continue
                 if _INDEX.search(chunk, 0, m.start()) or _is_list_marker(response, seg.start + m.start(), seg.start + m.end()):
                     continue
-                out.append(_Candidate(seg.start + m.start(), seg.start + m.end(), _plain_value(run)))
+                out.append(_Candidate(seg.start + m.start(), seg.start + m.end(), _plain_value(run), plain=True, result="=" in run))
             for m in _NUMBER_WORD.finditer(chunk):
                 if _NOT_A_NUMBER_WORD.match(chunk, m.end()) or _PRONOUN_BEFORE.search(chunk, 0, m.start()):
                     continue  # "one of them", "one half", "each one": not a count
@@ -265,15 +278,33 @@ def _negated(response: str, cand: _Candidate, sentence_start: int) -> bool:
     return bool(_NEGATION.search(before) or _QUALIFIER.search(before) or _VERBAL_OPERATOR.match(after))
 
 
+_UNDONE = re.compile(r"\d\s*\)?\s*[-+*×÷^]\s*\(?\s*[-−]?\$?\s?\d")
+"""Two numbers joined by an operator: ``75-53``, ``68 * 8``, ``(3+4)``."""
+_OPERATION = re.compile(r"[-+*/^!=<>]|\\(?:cdot|times|div|binom|dbinom|tbinom|pm)(?![A-Za-z])")
+"""What makes a restated expression an operation to carry out (a lone ``\\sqrt{53}`` may be the
+answer a question names; the checker's own rule judges it)."""
+
+
+_OPERANDS_FOLLOW = re.compile(r"(?i)\b(?:sum|total|product|difference)\s+of\s*$")
+"""After these come the operands ("the sum of 47 and 38"), unless they are not the question's."""
+
+
+def _restated(cand: _Candidate, question: Question | None) -> bool:
+    """An operation mentioned rather than a value stated (rules 5 and 6)."""
+    if cand.plain and _UNDONE.search(cand.answer):
+        return True
+    return question is not None and _OPERATION.search(cand.answer.lstrip("-+−")) is not None and question.restates(cand.answer)
+
+
 AMBIGUOUS = Found("", -1, -1)
 """A sentence that mentions several values and states none of them."""
 
 
-def statement_answer(response: str, sentence: list[_Segment]) -> Found | None:
-    """The value a sentence states (rule 4 of the module docstring), `AMBIGUOUS`, or None when it
-    mentions no value."""
+def statement_answer(response: str, sentence: list[_Segment], question: Question | None = None) -> Found | None:
+    """The value a sentence states (rules 4-6 of the module docstring), `AMBIGUOUS`, or None when
+    it mentions no value."""
     every = _candidates(response, sentence)
-    cands = [c for c in every if not _negated(response, c, sentence[0].start)]
+    cands = [c for c in every if not _negated(response, c, sentence[0].start) and not _restated(c, question)]
     if not cands:
         return AMBIGUOUS if every else None
     start = _main_clause_start(response, sentence, cands)
@@ -285,12 +316,18 @@ def statement_answer(response: str, sentence: list[_Segment]) -> Found | None:
         anchors = [a for a in anchors if a >= start]
     for a in reversed(anchors):
         after = [c for c in cands if c.start >= a]
+        if question is not None and _OPERANDS_FOLLOW.search(response, max(0, a - 20), a):
+            after = [c for c in after if c.result or not question.mentions(c.answer)]  # "the sum of 47 and 38"
         if after:
             group = _joined(response, after)
             later = [c for c in after if c.start >= group.end]
             if any(re.search(r"(?i)\band\b", response[group.end: c.start]) for c in later):
                 return AMBIGUOUS  # "is 20 cm long and 5 cm wide": two values stated
             return group
+    if question is not None:  # no verb states these: the question's own numbers are only mentioned
+        cands = [c for c in cands if c.result or not question.mentions(c.answer)]
+        if not cands:
+            return AMBIGUOUS
     if len(cands) == 1:
         c = cands[0]
         return Found(c.answer, c.start, c.end)
@@ -325,7 +362,7 @@ def _joined(response: str, after: list[_Candidate]) -> Found:
     return Found(", ".join(c.answer for c in group), group[0].start, group[-1].end)
 
 
-def last_statement(response: str) -> Found | None:
+def last_statement(response: str, question: Question | None = None) -> Found | None:
     """The final answer stated in prose (see module docstring), or None."""
     base = max(0, len(response) - TAIL_CHARS)
     if base:
@@ -338,7 +375,7 @@ def last_statement(response: str) -> Found | None:
         first = response[sentence[0].start: sentence[0].end] if sentence[0].kind == "text" else ""
         if _SKIP_START.match(first):
             continue
-        found = statement_answer(response, sentence)
+        found = statement_answer(response, sentence, question)
         if found is AMBIGUOUS:
             return None  # the closing statement is unclear: an earlier value is not the answer
         if found is not None:
@@ -346,12 +383,12 @@ def last_statement(response: str) -> Found | None:
     return None
 
 
-def sentence_value(text: str) -> Found | None:
+def sentence_value(text: str, question: Question | None = None) -> Found | None:
     """The value stated by one sentence (an "answer is" marker followed by prose: "The largest
     $n$ is 34"), or None when it states none unambiguously."""
     segments = _segments(text, 0)
     sentences = _sentences(text, segments)
     if not sentences:
         return None
-    found = statement_answer(text, sentences[0])
+    found = statement_answer(text, sentences[0], question)
     return None if found is AMBIGUOUS else found

@@ -58,8 +58,10 @@ def test_unparseable_gold_is_an_error_not_a_silent_zero():
 
 
 def test_unparseable_response_fails_with_its_reason():
-    v = check("\\boxed{\\frac{1}{}", "1")
+    v = check("Answer: \\frac{1}{}", "1")
     assert v.status is Status.OK and not v.passed and v.info["parse_error"]
+    v = check("\\boxed{\\frac{1}{}", "1")  # not a box, so a bare line; one that does not parse is no answer
+    assert v.status is Status.NO_ANSWER and not v.passed and v.info["parse_error"]
 
 
 def test_amc_style_float_gold():
