@@ -29,3 +29,54 @@ def test_verify_extraction_mode_is_selectable(capsys):
     assert main(["verify", "--gold", "82", "--response", prose, "--extraction", "lenient"]) == 0
     assert "via sentence" in capsys.readouterr().out
     assert main(["verify", "--gold", "82", "--response", prose, "--lenient"]) == 0
+
+
+# -- issue 20: rewards a real model cannot game -------------------------------------------------
+
+
+def _verdict(capsys, *args: str) -> dict:
+    code = main(["verify", *args, "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == (0 if data["passed"] else 1)
+    return data
+
+
+def test_the_question_s_own_expression_never_passes_by_default(capsys):
+    for gold, response in [("544", "Answer: 68*8"), ("544", "68*8"), ("18", "\\boxed{(16-3-4)*2}")]:
+        data = _verdict(capsys, "--gold", gold, "--response", response)
+        assert data["passed"] is False and data["status"] == "ok" and "numeric literal" in data["info"]["rejected"], (response, data)
+    assert _verdict(capsys, "--gold", "544", "--response", "Answer: 544")["passed"]
+    assert _verdict(capsys, "--gold", "544", "--response", "Answer: 68*8 = 544")["passed"]  # the value stated
+    assert _verdict(capsys, "--gold", "0.75", "--response", "\\boxed{\\frac{3}{4}}")["passed"]
+
+
+def test_lenient_extraction_does_not_take_a_restated_question(capsys):
+    data = _verdict(capsys, "--extraction", "lenient", "--gold", "22", "--response", "The answer to 75-53 is unknown to me.")
+    assert data["passed"] is False and data["status"] == "no_answer" and data["extracted"] is None
+    data = _verdict(capsys, "--extraction", "lenient", "--gold", "47", "--question", "Compute 47*1.",
+                    "--response", "The product of 47 and 1 is unknown.")
+    assert data["passed"] is False and data["status"] == "no_answer"
+    assert _verdict(capsys, "--extraction", "lenient", "--gold", "22", "--response", "So 75-53 = 22.")["passed"]
+
+
+def test_a_bare_sentence_is_no_answer_in_strict_mode(capsys):
+    data = _verdict(capsys, "--gold", "85", "--response", "The sum of 47 and 38 is 85.")
+    assert data["status"] == "no_answer" and data["passed"] is False and data["info"]["parse_error"]
+
+
+def test_expressions_are_allowed_on_request_but_never_the_question_s_own(capsys):
+    assert _verdict(capsys, "--gold", "1024", "--response", "\\boxed{2^{10}}", "--allow-expressions")["passed"]
+    assert not _verdict(capsys, "--gold", "1024", "--response", "\\boxed{2^{10}}")["passed"]
+    data = _verdict(capsys, "--gold", "544", "--response", "Answer: 68*8", "--allow-expressions", "--question", "Compute 68*8.")
+    assert data["passed"] is False and "restates the question" in data["info"]["rejected"]
+    main(["verify", "--gold", "544", "--response", "Answer: 68*8"])
+    assert "rejected: not a numeric literal" in capsys.readouterr().out
+
+
+def test_help_documents_the_answer_form_options(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["verify", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--allow-expressions" in out and "numeric literal" in out and "--question" in out
