@@ -3,7 +3,7 @@
 An environment is stateless and picklable so that `verify` can run in worker processes. Subclasses
 implement `verify`; everything else has a sensible default. The self-check hooks
 (`gold_completion`, `wrong_completions`, `examples`) let `rlvr envs check` test an environment
-without knowing anything about it.
+without knowing anything about it (`echo_completions` too: a copy of the prompt must not pass).
 """
 
 from __future__ import annotations
@@ -65,6 +65,11 @@ class Environment(ABC):
     def wrong_completions(self, problem: Problem) -> list[str]:
         """Plausible but wrong completions (perturbed answers) that must fail."""
         return []
+
+    def echo_completions(self, problem: Problem) -> list[str]:
+        """Completions that only restate the problem and must fail. Default: the prompt's text."""
+        prompt = problem.prompt if isinstance(problem.prompt, str) else "\n".join(m.get("content", "") for m in problem.prompt)
+        return [prompt] if prompt.strip() else []
 
     def examples(self) -> list[Problem]:
         """A few problems for self-checks when no task is bound to this environment."""

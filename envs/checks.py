@@ -1,10 +1,11 @@
 """Self-checks every environment must pass (used by `rlvr envs check`).
 
 For each sample problem: the gold completion passes, every perturbed completion fails, an empty
-completion fails, and verifying the same completion twice gives the same verdict. Every
-verification must also *work*: a verifier that raises, returns a malformed verdict or times out
-fails the check (a check that passed on error verdicts would pass a verifier that never judges
-anything). Each verification runs in a `VerifierPool` thread with a budget, so a verifier that
+completion fails, an echo of the prompt fails (`Environment.echo_completions`: the question
+copied, and for math each of its expressions given as the answer, ``Answer: 98*1`` for "Compute
+98*1."), and verifying the same completion twice gives the same verdict. Every verification
+must also *work*: a verifier that raises, returns a malformed verdict or times out fails the
+check (a check that passed on error verdicts would pass a verifier that never judges anything). Each verification runs in a `VerifierPool` thread with a budget, so a verifier that
 never returns stops the check after one budget instead of hanging it.
 """
 
@@ -133,6 +134,18 @@ def check_environment(env: Environment, problems: Sequence[Problem], timeout_s: 
                 return f"empty completion was not judged ({_reason(v)})"
             return "empty completion passed" if v.passed else ""
 
+        def echo_fails(p: Problem) -> str | None:
+            echoes, error = _hook("echo_completions()", lambda: env.echo_completions(p))
+            if error or not echoes:
+                return error
+            for e in echoes:
+                v = verify(p, e)
+                if v.status.is_failure:
+                    return f"echo {e[:40]!r} was not judged ({_reason(v)})"
+                if v.passed:
+                    return f"an echo of the prompt passed: {e[:80]!r}"
+            return ""
+
         def deterministic(p: Problem) -> str | None:
             gold, _ = _hook("gold_completion()", lambda: env.gold_completion(p))
             wrong, _ = _hook("wrong_completions()", lambda: env.wrong_completions(p))
@@ -146,7 +159,7 @@ def check_environment(env: Environment, problems: Sequence[Problem], timeout_s: 
             return ""
 
         checks = [("gold passes", gold_passes), ("perturbed answers fail", perturbed_fail),
-                  ("empty answer fails", empty_fails), ("deterministic", deterministic)]
+                  ("empty answer fails", empty_fails), ("echo of the prompt fails", echo_fails), ("deterministic", deterministic)]
         try:
             for name, per_problem in checks:
                 run(name, per_problem)

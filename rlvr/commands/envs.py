@@ -10,7 +10,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s = p.add_subparsers(dest="envs_command", metavar="ACTION", required=True)
     ls = s.add_parser("list", help="list registered environments (imports none of them)")
     ls.set_defaults(func=list_envs)
-    ck = s.add_parser("check", help="self-test an environment: gold passes, wrong/empty fail, deterministic, no leakage")
+    ck = s.add_parser("check", help="self-test an environment: gold passes, wrong/empty answers and an echo of the prompt fail, deterministic, no leakage")
     ck.add_argument("id", help="environment id, e.g. math-v1")
     ck.add_argument("--task", action="append", default=None, help="task(s) whose problems to use (default: every task bound to the environment)")
     ck.add_argument("-n", "--problems", type=int, default=20, help="problems per task to check (default 20)")

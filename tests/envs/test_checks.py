@@ -26,7 +26,7 @@ def test_a_verifier_that_always_raises_fails_every_check(problems):
     report = check_environment(FlakyEnv(always_raise=True), problems)
     assert not report.passed
     failed = {r.name: r.detail for r in report.results if not r.passed}
-    assert set(failed) == {"gold passes", "perturbed answers fail", "empty answer fails", "deterministic", "verifier works"}
+    assert set(failed) == {"gold passes", "perturbed answers fail", "empty answer fails", "echo of the prompt fails", "deterministic", "verifier works"}
     assert "was not judged (error: RuntimeError: flaky verifier failed" in failed["empty answer fails"]
 
 
@@ -54,3 +54,27 @@ def test_self_check_hooks_that_raise_are_failures_not_crashes(problems):
     report = check_environment(BadHooks(raise_every=0), problems)
     gold = next(r for r in report.results if r.name == "gold passes")
     assert not gold.passed and "gold_completion() raised KeyError" in gold.detail
+
+
+def test_an_echo_of_the_prompt_must_fail(problems):
+    from envs.math import MathEnv, check
+
+    class Gullible(MathEnv):
+        """Credits any expression of the gold's value and never looks at the question."""
+
+        def verify(self, problem, completion):
+            return check(completion, problem.reference, numeric_literal=False)
+
+    report = check_environment(Gullible(), problems)
+    echo = next(r for r in report.results if r.name == "echo of the prompt fails")
+    assert not echo.passed and "an echo of the prompt passed" in echo.detail and not report.passed
+    math = check_environment(envs.make("math-v1"), problems)
+    echo = next(r for r in math.results if r.name == "echo of the prompt fails")
+    assert echo.passed and not echo.skipped and echo.detail.startswith("4/4 ok")
+
+
+def test_math_echoes_are_the_question_and_its_expressions(problems):
+    p = problems[0]
+    expr = f"{p.metadata['a']}{p.metadata['op']}{p.metadata['b']}"
+    echoes = envs.make("math-v1").echo_completions(p)
+    assert echoes[0] == p.prompt and {expr, f"{expr}.", f"Answer: {expr}", f"\\boxed{{{expr}}}"} <= set(echoes)
