@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from math import gcd
 
 from envs.math import lexer
@@ -257,6 +258,18 @@ def _arith_key(norm: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     return (numbers, ops) if len(numbers) >= 2 and ops else None
 
 
+def _contains(expression: str, part: str) -> bool:
+    """Whether ``part`` occurs in ``expression`` as a whole (not ``8*6`` inside ``68*68``)."""
+    at = expression.find(part)
+    while at >= 0:
+        before = expression[at - 1] if at else " "
+        after = expression[at + len(part)] if at + len(part) < len(expression) else " "
+        if not (before.isalnum() or before in "._\\") and not (after.isalnum() or after in "._"):
+            return True
+        at = expression.find(part, at + 1)
+    return False
+
+
 @dataclass(frozen=True)
 class Question:
     """What an answer could restate: the question's expressions (normalised) and its numbers.
@@ -270,9 +283,11 @@ class Question:
 
     @classmethod
     def of(cls, text: str | None) -> Question:
-        if not text:
-            return cls()
-        text = text[:MAX_QUESTION_CHARS]
+        """The question ``text`` asks (cached: a group of completions shares its question)."""
+        return _question_of(text[:MAX_QUESTION_CHARS]) if text else cls()
+
+    @classmethod
+    def _read(cls, text: str) -> Question:
         expressions: set[str] = set()
         for piece in question_expressions(text):
             for part in [piece, *_RELATION.split(piece)]:  # "x = 68*8": the whole and each side
@@ -307,10 +322,14 @@ class Question:
         if key is not None and key in self.arithmetic:
             return True
         # a part of one of the question's expressions: "(x+1-x)" of "(x+1-x)!/(x-x+1)!"
-        inside = re.compile(r"(?<![\w.\\])" + re.escape(norm) + r"(?![\w.])")
-        return any(len(e) > len(norm) and inside.search(e) for e in self.expressions)
+        return any(len(e) > len(norm) and _contains(e, norm) for e in self.expressions)
 
     def mentions(self, answer: str) -> bool:
         """Whether ``answer`` is a plain number that the question states (an operand)."""
         value = _value(answer.strip().replace(",", "")) if re.fullmatch(r"\s*-?\d[\d,]*(?:\.\d+)?\s*", answer) else None
         return value is not None and value in self.numbers
+
+
+@lru_cache(maxsize=4096)
+def _question_of(text: str) -> Question:
+    return Question._read(text)
