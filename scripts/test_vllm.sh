@@ -21,4 +21,4 @@ if [ -z "${RLVR_TEST_SFT_BASE:-}" ]; then
   export RLVR_TEST_SFT_BASE=$base
 fi
 echo "[test-vllm] running pytest -m vllm $*"
-exec "$VENV/bin/python" -m pytest -m vllm tests/rlvr/test_vllm.py "$@"
+exec "$VENV/bin/python" -m pytest -m vllm tests/rlvr/test_vllm.py tests/rlvr/test_engine_contract.py "$@"

@@ -13,11 +13,6 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import os
-import re
-import subprocess
-import sys
-import time
 
 import pytest
 import torch
@@ -33,8 +28,8 @@ from rlvr.rollout.engines import ENGINES, EngineSpec, make_engine
 from rlvr.rollout.episodes import run_episodes
 from rlvr.rollout.hf import HFGenerateEngine
 from rlvr.rollout.sync import SyncProbe
-from rlvr.rollout.text import encode_prompt
 from rlvr.rollout.weights import WeightSyncError
+from tests.rlvr.rollout_server import rollout_server
 from tests.rlvr.tiny_adder import PROMPTS, train_adder
 
 TOL = 1e-4  # float32 on both sides
@@ -73,32 +68,8 @@ def engine(request, adder):
     elif name == "vllm":
         yield make_engine(RolloutConfig(engine="vllm", vllm=VLLMConfig(dtype="float32", max_model_len=256)), model_path=path, seed=0)
     else:
-        with rollout_server(path) as url:
+        with rollout_server(path, "vllm.max_model_len=256") as url:
             yield make_engine(RolloutConfig(engine="vllm_server", vllm=VLLMConfig(server_url=url)), model, tok)
-
-
-class rollout_server:
-    """`rlvr rollout serve` on ``path`` in its own process, on a free port; the context is its URL."""
-
-    def __init__(self, path):
-        self.proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "rollout", "serve", "--model", str(path), "--port", "0",
-                                      "vllm.dtype=float32", "vllm.max_model_len=256"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-
-    def __enter__(self) -> str:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line and self.proc.poll() is not None:
-                raise RuntimeError(f"rollout server exited with {self.proc.returncode}")
-            m = re.search(r"ready on (http://\S+)", line)
-            if m:
-                return m.group(1)
-        raise RuntimeError("rollout server did not start in 300 s")
-
-    def __exit__(self, *exc) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
 
 
 def trainer_gap(model, tok, comps: list[Completion], temperature=1.0, top_p=1.0, top_k=0) -> float:

@@ -6,10 +6,7 @@ to 1e-4 (measured here: about 1e-5 at most, 5e-7 on average)."""
 
 import copy
 import importlib.util
-import os
 import re
-import subprocess
-import sys
 import time
 
 import pytest
@@ -26,6 +23,7 @@ from rlvr.rollout.engines import make_engine
 from rlvr.rollout.sync import SyncProbe
 from rlvr.rollout.weights import WeightSyncError
 from rlvr.models.batch import build_token_batch, scatter_completion_values
+from tests.rlvr.rollout_server import rollout_server
 
 pytestmark = [
     pytest.mark.vllm,
@@ -183,24 +181,8 @@ def test_sleep_and_wake_push_the_current_weights(sft_base, trainer, prompts):
 
 @pytest.fixture(scope="module")
 def server(sft_base):
-    """`rlvr rollout serve` in its own process, on a free port."""
-    proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "rollout", "serve", "--model", str(sft_base), "--port", "0",
-                             "vllm.dtype=float32"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        deadline = time.monotonic() + 300
-        url = None
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line and proc.poll() is not None:
-                raise RuntimeError(f"rollout server exited with {proc.returncode}")
-            m = re.search(r"ready on (http://\S+)", line)
-            url = m.group(1) if m else None
-        assert url, "rollout server did not start in 300 s"
+    with rollout_server(sft_base) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 def test_server_mode_generates_and_takes_weight_updates_over_http(server, trainer, prompts):
@@ -267,3 +249,74 @@ def test_a_vllm_sync_that_does_not_arrive_stops_the_run(sft_base, tmp_path, monk
     with pytest.raises(WeightSyncError, match="did not arrive|rollout.probe.max_gap"):
         train(_train_config(sft_base, tmp_path, "update.steps=3", "eval.every=0", "eval.at_start=false"))
     assert [r["step"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl")] == [1]
+
+
+@pytest.fixture(scope="module")
+def tool_base(tmp_path_factory):
+    """A short tool warm-up (sft_tool_products on 2 layers, 300 steps; about 2.5 minutes on one core):
+    the model calls the sandboxed tool in the demonstrations' format, so episodes have observations."""
+    from rlvr.config import load_config
+    from rlvr.train.sft import SFTConfig, sft
+
+    out = tmp_path_factory.mktemp("tool")
+    return sft(load_config(SFTConfig, "sft_tool_products", [
+        f"output_dir={out}", "name=sft", "tiny.layers=2", "steps=300", "eval.limit=20", "log.progress=false",
+        "log.tensorboard=false", "log.plot=false", "threads=1"]))
+
+
+def test_multi_turn_grpo_trains_on_vllm_with_hf_transcripts_masked_observations_and_proven_syncs(tool_base, tmp_path):
+    from rlvr.config import load_config
+    from rlvr.plots import read_metrics
+    from rlvr.train import TrainConfig, train
+
+    task = tasks.make("tool-products-v1")
+    model, tok = load_model(str(tool_base))
+    settings = EvalSettings(limit=24, max_new_tokens=64)
+    ours = evaluate(make_engine(vllm_config(max_model_len=256), model_path=tool_base, seed=0), task, settings, progress=False)
+    theirs = evaluate(make_engine(RolloutConfig(), model, tok), task, settings, progress=False)
+    episodes = [c for row in ours["_greedy_samples"].completions for c in row]
+    assert [c.episode.transcript for c in episodes] == [c.episode.transcript
+                                                       for row in theirs["_greedy_samples"].completions for c in row]
+    assert any(c.episode.info["observation_tokens"] > 0 for c in episodes)  # the tool was called and answered
+
+    cfg = load_config(TrainConfig, "tool_products", [
+        f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tool_base}", "threads=1", "rollout.engine=vllm",
+        "rollout.vllm.dtype=float32", "rollout.vllm.max_model_len=256", "rollout.prompts_per_step=8", "update.steps=3",
+        "eval.every=0", "eval.at_start=false", "log.checkpoint_every=0", "log.progress=false", "log.tensorboard=false",
+        "log.plot=false"])
+    result = train(cfg)
+    assert result.status == "completed" and result.steps == 3
+    rows = [r for r in read_metrics(result.run_dir / "metrics.jsonl") if "episode/observation_tokens" in r]
+    assert sum(r["episode/observation_tokens"] for r in rows) > 0
+    # observation tokens are context: had they been scored, the engine's 0.0 log-probs there would differ from the trainer's
+    assert max(r["rollout/logprob_gap"] for r in rows) < TOL
+    gaps = [r["sync/logprob_gap_mean"] for r in read_metrics(result.run_dir / "metrics.jsonl") if "sync/logprob_gap_mean" in r]
+    assert len(gaps) == 3 and max(gaps) < TOL  # the probe after every sync
+
+
+def test_a_server_killed_mid_run_ends_it_with_an_error_naming_the_engine_and_keeps_its_checkpoints(sft_base, tmp_path):
+    import threading
+
+    from rlvr.rollout.base import EngineError
+    from rlvr.train import train
+
+    server = rollout_server(sft_base)
+    url = server.__enter__()
+    metrics = tmp_path / "run" / "metrics.jsonl"
+
+    def kill_after_the_first_step():
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not (metrics.is_file() and '"step": 1' in metrics.read_text()):
+            time.sleep(0.2)
+        server.proc.kill()
+
+    killer = threading.Thread(target=kill_after_the_first_step, daemon=True)
+    killer.start()
+    try:
+        with pytest.raises(EngineError, match=rf"rollout engine vllm_server at {re.escape(url)} failed on /(generate|score|weights)"):
+            train(_train_config(sft_base, tmp_path, "rollout.engine=vllm_server", f"rollout.vllm.server_url={url}",
+                                "update.steps=20", "eval.every=0", "eval.at_start=false", "log.checkpoint_every=0"))
+    finally:
+        killer.join()
+        server.__exit__(None, None, None)
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir() if p.name.startswith("step-")), "no checkpoint kept"
