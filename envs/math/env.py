@@ -24,7 +24,7 @@ from envs.base import Environment, safe_verify
 from envs.math import nodes as N
 from envs.math.compare import Comparer
 from envs.math.extract import check_mode, extract_answer, unescape
-from envs.math.forms import Question, is_numeric_literal, question_expressions
+from envs.math.forms import Question, is_numeric_literal, question_expressions, same_expression
 from envs.math.lexer import ParseError, normalize
 from envs.math.parser import parse_answer
 from envs.math.steps import step_rewards
@@ -120,7 +120,7 @@ def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: f
         try:  # a bare line is an answer only when it reads as one (or is the gold's very text)
             pred_tree = parse_answer(found.answer)
         except (ParseError, RecursionError) as e:
-            if not _same_text(found.answer, gold_text):
+            if not same_expression(found.answer, gold_text):
                 info.update(parse_error=str(e), bare_line=found.answer[:200], check_s=time.monotonic() - start)
                 return Verdict(0.0, False, Status.NO_ANSWER, steps=steps, info=info)
     rejected = _rejected(found.answer, gold_text, fast_gold, asked, numeric_literal)
@@ -162,16 +162,9 @@ def _rejected(answer: str, gold_text: str, fast_gold: Fraction | None, asked: Qu
     """Why an answer cannot pass whatever its value (`envs.math.forms`), or None."""
     if numeric_literal and (fast_gold is not None or is_numeric_literal(gold_text, lowest_terms=False)) and not is_numeric_literal(answer):
         return "not a numeric literal: a numeric answer must be the value itself, not an operation on numbers"
-    if asked.restates(answer) and not _same_text(answer, gold_text):
+    if asked.restates(answer) and not same_expression(answer, gold_text):
         return "restates the question: an expression from the question is not its answer"
     return None
-
-
-def _same_text(a: str, b: str) -> bool:
-    try:
-        return normalize(a).replace(" ", "") == normalize(b).replace(" ", "")
-    except ParseError:
-        return False
 
 
 def _gold_text(gold: Any) -> str:
@@ -292,7 +285,7 @@ class MathEnv(Environment):
         asked = Question.of(question)
         restatable = [e for e in question_expressions(question) if asked.restates(e.rstrip("!.,;: "))]
         for expr in restatable[:MAX_ECHOED_EXPRESSIONS]:
-            if not _same_text(expr, gold):
+            if not same_expression(expr, gold):
                 out += [expr, f"{expr}.", f"Answer: {expr}", f"\\boxed{{{expr}}}"]
         return out
 

@@ -20,8 +20,8 @@ Rules, in order of preference:
 3. Strict extraction stops there: no answer → ``no_answer``. Lenient extraction reads the prose
    (`envs.math.prose.last_statement`).
 4. Given the question (``question=``), the prose's value is never a restatement of it: a
-   sentence that only mentions the question's expression or operands ("The answer to 75-53 is
-   unknown to me.", "The sum of 47 and 38 is unknown.") states no answer.
+   sentence that only mentions the question's expression or names its operands ("The answer to
+   75-53 is unknown to me.", "The sum of 47 and 38 is unknown.") states no answer.
 
 Escaped output (``\\\\frac{1}{2}``, ``\\n`` for line breaks, as JSON-encoded text shows it) is
 unescaped first (`unescape`). Every scan is linear in the completion's length (brace matching
@@ -283,7 +283,7 @@ def extract_answer(text: str, *, extraction: str = "strict", question: str | Que
     """The final answer in ``text``, or None when there is none (see module docstring).
 
     ``question`` (the problem's text): a sentence's value is never one of the question's
-    expressions, nor, unless a verb states it, one of its numbers (rule 4 above)."""
+    expressions, nor one of its numbers named as an operand (rule 4 above)."""
     check_mode(extraction)
     asked = question if isinstance(question, Question) else Question.of(question)
     boxed = _last_boxed(text)

@@ -243,6 +243,15 @@ def _normal(text: str) -> str:
     return s
 
 
+def same_expression(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are written alike (spacing, delimiters, outer brackets and
+    operator spelling aside): an answer written as the gold is never a restatement."""
+    try:
+        return _normal(a) == _normal(b)
+    except lexer.ParseError:
+        return False
+
+
 def _operation(norm: str) -> bool:
     """Whether a normalised expression asks for something to be done (an operator or command)."""
     return bool(re.search(r"[-+*/^!]|\\[A-Za-z]+|_\{?\d", norm.lstrip("+-")))  # 1230_{4}: a base to convert

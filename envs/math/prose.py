@@ -30,9 +30,12 @@ Rules (`last_statement`):
    value stated, so it is never the answer.
 6. Given the question (`envs.math.forms.Question`), a restatement of it is not a value stated
    either: a candidate that is one of the question's expressions with an operation in it
-   (``$75-53$``), and a number of the question where no verb of statement precedes it or where
-   it follows "the sum of" ("The sum of 47 and 38 is unknown."); the result of a chain
-   (``3+0 = 3``) is always stated. A sentence left with no candidate states nothing.
+   (``$75-53$``), or a number of the question after "the sum of", "the product of", ... ("The
+   sum of 47 and 38 is unknown."; operands next to "plus", "times", ... are never values, rule 4).
+   A sentence left with no candidate states nothing. Without a verb of statement, the question's
+   numbers give way to the other values mentioned ("So in 4 weeks, he spends 36 hours." states
+   36 when the question asked about 4 weeks); mentioned alone ("he recycles it in 2 days"), a
+   number of the question stays the answer: it may well be the value.
 
 Everything is linear in the response (regular expressions over a bounded tail).
 """
@@ -68,10 +71,10 @@ _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}\b")
 _SENTENCE_END = re.compile(r"(?<!\b[A-Za-z])(?<!\.\.)[.!?](?=\s|$)|\n")
 _NUMBER = r"[-−]?\$?\s?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
 _PERCENT = r"(?:\s*(?:%|\\%|percent\b|per\s+cent\b|pct\b|percentage\b|°|degrees?\b))?"
-_UNIT_GLUED = r"(?:mm|cm|km|m|kg|mg|g|s|h|hr|min|ft|in|yd|mi|lb|oz|ml|l|L)(?![A-Za-z0-9])"
+_UNIT_GLUED = r"(?:mm|cm|km|m|kg|mg|g|s|h|hr|min|ft|in|yd|mi|lb|oz|ml|l|L|mph|kph|am|pm|kb|Kb|KB|Mb|MB|Gb|GB)(?![A-Za-z0-9])"
 _RUN_END = r"(?!,\d)(?:(?![\w.])|(?=\.(?!\d))|(?=" + _UNIT_GLUED + r"))"
-"""A quantity ends at a non-word character or at a unit glued to it (``12cm``, ``1,000.99m²``);
-``3x`` is not a quantity (a variable follows)."""
+"""A quantity ends at a non-word character or at a unit glued to it (``12cm``, ``1,000.99m²``,
+``10pm``); ``3x`` is not a quantity (a variable follows), nor is ``4th`` (an ordinal)."""
 _PLAIN_RUN = re.compile(
     r"(?<![\w.,])(?:[A-Za-z]\s*=\s*)?(?:\(\s*)*" + _NUMBER + _PERCENT
     + r"(?:\s*\)|\s*[-+*/×÷^=]\s*\(?\s*" + _NUMBER + _PERCENT + r")*" + _RUN_END
@@ -285,8 +288,14 @@ _OPERATION = re.compile(r"[-+*/^!=<>]|\\(?:cdot|times|div|binom|dbinom|tbinom|pm
 answer a question names; the checker's own rule judges it)."""
 
 
-_OPERANDS_FOLLOW = re.compile(r"(?i)\b(?:sum|total|product|difference)\s+of\s*$")
-"""After these come the operands ("the sum of 47 and 38"), unless they are not the question's."""
+_OPERANDS_FOLLOW = re.compile(r"(?i)\b(?:sum|product|difference|quotient|ratio)\s+(?:of|between)\s+(?:\$?[\d.,]+\$?\s*(?:,|and)\s*)*$")
+"""After these come operands ("the sum of 47 and 38"): the question's numbers there are not stated."""
+
+
+def _named_operand(response: str, cand: _Candidate, question: Question | None) -> bool:
+    """A number of the question named as an operand ("the sum of 47 and 38"), not stated."""
+    return (question is not None and not cand.result and question.mentions(cand.answer)
+            and _OPERANDS_FOLLOW.search(response, max(0, cand.start - 60), cand.start) is not None)
 
 
 def _restated(cand: _Candidate, question: Question | None) -> bool:
@@ -304,7 +313,8 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
     """The value a sentence states (rules 4-6 of the module docstring), `AMBIGUOUS`, or None when
     it mentions no value."""
     every = _candidates(response, sentence)
-    cands = [c for c in every if not _negated(response, c, sentence[0].start) and not _restated(c, question)]
+    cands = [c for c in every if not _negated(response, c, sentence[0].start) and not _restated(c, question)
+             and not _named_operand(response, c, question)]
     if not cands:
         return AMBIGUOUS if every else None
     start = _main_clause_start(response, sentence, cands)
@@ -316,18 +326,15 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
         anchors = [a for a in anchors if a >= start]
     for a in reversed(anchors):
         after = [c for c in cands if c.start >= a]
-        if question is not None and _OPERANDS_FOLLOW.search(response, max(0, a - 20), a):
-            after = [c for c in after if c.result or not question.mentions(c.answer)]  # "the sum of 47 and 38"
         if after:
             group = _joined(response, after)
             later = [c for c in after if c.start >= group.end]
             if any(re.search(r"(?i)\band\b", response[group.end: c.start]) for c in later):
                 return AMBIGUOUS  # "is 20 cm long and 5 cm wide": two values stated
             return group
-    if question is not None:  # no verb states these: the question's own numbers are only mentioned
-        cands = [c for c in cands if c.result or not question.mentions(c.answer)]
-        if not cands:
-            return AMBIGUOUS
+    if question is not None:  # no verb: of the values mentioned, the question's own are not the answer
+        new = [c for c in cands if c.result or not question.mentions(c.answer)]
+        cands = new or cands  # ... unless nothing else is mentioned ("he recycles it in 2 days")
     if len(cands) == 1:
         c = cands[0]
         return Found(c.answer, c.start, c.end)

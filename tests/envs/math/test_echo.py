@@ -172,3 +172,13 @@ def test_metrics_see_an_echo_as_a_wrong_answer_and_prose_as_no_answer():
     assert restated.status is Status.OK and "restates the question" in restated.info["rejected"]
     prose = env.verify(p, "Compute 68*8.")
     assert prose.status is Status.NO_ANSWER and prose.reward == 0.0
+
+
+def test_lenient_question_numbers_give_way_to_the_value_stated():
+    env = MathEnv(extraction="lenient")
+    p = Problem("g", "Jim watches TV for 3 hours a night, 3 nights a week. How many hours in 4 weeks?", "36")
+    assert env.verify(p, "So in 4 weeks, he spends 9*4=36 hours.").passed  # 4 is the question's, 36 the value
+    p = Problem("g", "A chalk is recycled when it is smaller than 2 inches. In how many days is it recycled?", "2")
+    assert env.verify(p, "Since 1.76 is less than 2 inches, he will recycle this stick in 2 days.").extracted == "2"
+    p = Problem("g", "It rains until the tank is full, from 6 pm on. When is it full?", "10")
+    assert env.verify(p, "The tank will be filled at 6 + 4 = 10pm.").passed  # a unit glued to the result
