@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gold", required=True, help="the gold answer, e.g. '\\frac{1}{2}'")
     p.add_argument("--response", required=True, help="the model's response text, or '-' to read it from standard input")
     p.add_argument("--extraction", choices=("strict", "lenient"), default="strict",
-                   help="strict (default): only a box, an answer marker or a bare one-line answer counts; "
+                   help="strict (default): only a box, an answer marker or a bare one-line answer that parses counts; "
                         "lenient: otherwise the value stated by the last sentence that states one")
     p.add_argument("--lenient", action="store_true", help="shorthand for --extraction lenient")
     p.add_argument("--allow-expressions", action="store_true",
