@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verify-timeout", type=float, default=30.0, help="budget of one verification in seconds (default 30); over it: a timeout verdict")
     p.add_argument("--out", default=None, help="report directory (default: runs/eval/<task>-<split>/<model>)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
-    p.add_argument("--engine", default="hf", help="rollout engine: hf, vllm or vllm_server (default hf)")
+    p.add_argument("--engine", default="hf", help="rollout engine, any registered name: hf, vllm, vllm_server... (default hf)")
     p.add_argument("--rollout", nargs="*", default=[], metavar="KEY=VALUE",
                    help="rollout settings of the engine, e.g. vllm.dtype=bfloat16 vllm.server_url=http://host:8000")
     p.set_defaults(func=run)

@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--chunk-prompts", type=int, default=32, help="prompts per generate call; verification overlaps the next call")
     b.add_argument("--verify-workers", type=int, default=1, help="verification workers (0 = inline)")
     b.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
-    b.add_argument("--engine", default="hf", help="rollout engine: hf, vllm or vllm_server (default hf)")
+    b.add_argument("--engine", default="hf", help="rollout engine, any registered name: hf, vllm, vllm_server... (default hf)")
     b.add_argument("--rollout", nargs="*", default=[], metavar="KEY=VALUE", help="rollout settings of the engine, e.g. vllm.dtype=bfloat16")
     b.add_argument("--out", required=True, help="pairs file to write (JSONL)")
     b.add_argument("--overwrite", action="store_true", help="replace an existing OUT")

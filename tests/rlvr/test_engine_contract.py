@@ -32,6 +32,8 @@ from rlvr.rollout.weights import WeightSyncError
 from tests.rlvr.rollout_server import rollout_server
 from tests.rlvr.tiny_adder import PROMPTS, train_adder
 
+pytestmark = pytest.mark.smoke  # the newest lane's subset (scripts/test_newest.sh)
+
 TOL = 1e-4  # float32 on both sides
 VLLM = [pytest.mark.vllm, pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                                              reason="vLLM is not installed here: scripts/test_vllm.sh runs these in .venv-vllm")]

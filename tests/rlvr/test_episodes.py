@@ -28,6 +28,8 @@ from rlvr.rollout.hf import HFGenerateEngine
 from rlvr.rollout.text import encode_prompt
 from rlvr.models.batch import build_token_batch, scatter_completion_values, token_logprobs
 
+pytestmark = pytest.mark.smoke  # the newest lane's subset (scripts/test_newest.sh)
+
 STOPS = tuple("abcdefghijklmnop")
 PROBLEMS = [Problem(f"p/{i}", f"question {i}: ", "x") for i in range(3)]
 

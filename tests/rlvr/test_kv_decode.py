@@ -20,6 +20,8 @@ from rlvr.algos.correction import truncation_keep
 from tests.rlvr.tiny_adder import PROMPTS, train_adder
 from rlvr.models.batch import build_token_batch, scatter_completion_values, token_logprobs
 
+pytestmark = pytest.mark.smoke  # the newest lane's subset (scripts/test_newest.sh)
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):

@@ -22,6 +22,8 @@ from rlvr.rollout.vllm_client import _with_last
 from rlvr.models.batch import build_token_batch, scatter_completion_values
 from rlvr.rollout.weights import WeightSyncError, from_blob, layer_key, named_weights, to_blobs
 
+pytestmark = pytest.mark.smoke  # the newest lane's subset (scripts/test_newest.sh)
+
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
