@@ -66,6 +66,11 @@ class Environment(ABC):
         """Plausible but wrong completions (perturbed answers) that must fail."""
         return []
 
+    def answer_instruction(self, problem: Problem) -> str:
+        """How to write the answer so that `verify` finds it, said to a chat model after the
+        question (``prompt.instruction`` overrides it). Default: nothing to say."""
+        return ""
+
     def echo_completions(self, problem: Problem) -> list[str]:
         """Completions that only restate the problem and must fail. Default: the prompt's text."""
         prompt = problem.prompt if isinstance(problem.prompt, str) else "\n".join(m.get("content", "") for m in problem.prompt)

@@ -71,6 +71,9 @@ def _unit_score(score: Any) -> float | None:
 class ReasoningGymEnv(Environment):
     """Scores a completion with the reasoning-gym generator's ``score_answer`` (see the module docstring)."""
 
+    def answer_instruction(self, problem: Problem) -> str:
+        return 'End your response with a line "Answer: <answer>".'
+
     def verify(self, problem: Problem, completion: str) -> Verdict:
         dataset, config, entry = entry_of(problem)
         answer = extract(completion)

@@ -52,6 +52,9 @@ class CodeEnv(Environment):
                 self._backend = (os.getpid(), sandboxes.make_backend(self.backend_name, **self.backend_options))
         return self._backend[1]
 
+    def answer_instruction(self, problem: Problem) -> str:
+        return "Write the complete solution as one Python code block (```python ... ```)."
+
     def verify(self, problem: Problem, completion: str) -> Verdict:
         return self.verify_many([problem], [completion])[0]
 

@@ -252,6 +252,15 @@ class MathEnv(Environment):
 
         get_pool().start()
 
+    def answer_instruction(self, problem: Problem) -> str:
+        """An ``Answer:`` line (a number where one is required), unless the prompt already says how."""
+        asked = question_text(problem)
+        if "\\boxed" in asked or "Answer:" in asked:
+            return ""
+        if self.numeric_literal:
+            return 'End your response with a line "Answer: <number>", the number written out in digits.'
+        return 'End your response with a line "Answer: <final answer>".'
+
     def verify(self, problem: Problem, completion: str) -> Verdict:
         return check(
             completion, problem.reference, extraction=self.extraction, timeout_s=self.timeout_s,

@@ -44,7 +44,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", default="hf", help="rollout engine, any registered name: hf, vllm, vllm_server... (default hf)")
     p.add_argument("--rollout", nargs="*", default=[], metavar="KEY=VALUE",
                    help="rollout settings of the engine, e.g. vllm.dtype=bfloat16 vllm.server_url=http://host:8000")
+    add_prompt_options(p)
     p.set_defaults(func=run)
+
+
+def add_prompt_options(p: argparse.ArgumentParser) -> None:
+    """``--prompt-format``, ``--system``, ``--instruction``: `rlvr.rollout.prompts.PromptConfig` on the command line."""
+    p.add_argument("--prompt-format", default="auto", choices=("auto", "chat", "raw"),
+                   help="auto (default: the chat template when the model's tokenizer has one), chat (the question as a user "
+                        "message through the chat template) or raw (the task's text as it is)")
+    p.add_argument("--system", default=None, help="chat: a system message before each question")
+    p.add_argument("--instruction", default=None,
+                   help="chat: the answer-format instruction after each question (default: the environment's; '' for none)")
+
+
+def prompt_config(args: argparse.Namespace):
+    from rlvr.rollout.prompts import PromptConfig
+
+    return PromptConfig(args.prompt_format, args.system, args.instruction)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = EvalSettings(split=args.split, greedy=not args.no_greedy, n=args.n, temperature=args.temperature, top_p=args.top_p,
                                 max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit,
-                                verify_workers=args.verify_workers, verify_kind=args.verify_kind, verify_timeout_s=args.verify_timeout)
+                                verify_workers=args.verify_workers, verify_kind=args.verify_kind, verify_timeout_s=args.verify_timeout,
+                                prompt=prompt_config(args))
     except InvalidSetting as e:
         if e.field == "n" and args.no_greedy and args.n == 0:
             raise UserError("--no-greedy with --n 0 measures nothing: pass --n K or drop --no-greedy") from None
@@ -81,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
     json_path, md_path = write_report(report, out)
     print(md_path.read_text())
     print(f"reports: {json_path} {md_path}")
+    for warning in report["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     if every_verification_failed(report):
         v = report["verify"]
         print(f"error: every verification failed ({v['errors']} errors, {v['timeouts']} timeouts; first: {v['first_failure']}): "

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rlvr.commands.eval import add_prompt_options
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("pairs", help="build preference pairs (for DPO) from verified samples of a model, or check a pairs file")
@@ -35,6 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--rollout", nargs="*", default=[], metavar="KEY=VALUE", help="rollout settings of the engine, e.g. vllm.dtype=bfloat16")
     b.add_argument("--out", required=True, help="pairs file to write (JSONL)")
     b.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    add_prompt_options(b)
     b.set_defaults(func=build)
     c = s.add_parser("check", help="validate a pairs file row by row; with --task re-verify that every chosen passes and every rejected fails")
     c.add_argument("path", help="pairs file (JSONL)")
@@ -69,7 +72,9 @@ def build(args: argparse.Namespace) -> int:
     from rlvr.models.paths import resolve_model
     from rlvr.rollout.base import SamplingParams
     from rlvr.rollout.config import RolloutConfig
+    from rlvr.commands.eval import prompt_config
     from rlvr.rollout.engines import make_engine
+    from rlvr.rollout.prompts import resolve_style
     from rlvr.train.common import seed_everything, set_threads
     from rlvr.train.pairs import group_pairs, meta_path
     from rlvr.train.sampling import GroupSampler
@@ -99,6 +104,7 @@ def build(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     seed_everything(args.seed)
     engine = make_engine(rollout, model_path=args.model, seed=args.seed)
+    style = resolve_style(prompt_config(args), engine.tokenizer, args.model)
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens)
     stream = task.stream(args.split, seed=args.seed)
     problems = []
@@ -108,7 +114,7 @@ def build(args: argparse.Namespace) -> int:
         return problems[-n:]
 
     with VerifierPool(task.env, workers=args.verify_workers, kind="thread" if args.verify_workers else "inline") as pool:
-        sampler = GroupSampler(generate=lambda ps: engine.generate([task.env.format_prompt(p) for p in ps], args.n, sampling),
+        sampler = GroupSampler(generate=lambda ps: engine.generate([style.render(task.env, p) for p in ps], args.n, sampling),
                                submit=lambda ps, cs: pool.submit(ps, [c.text for c in cs]), group_size=args.n, chunk_prompts=args.chunk_prompts)
         report = sampler.collect(take, args.prompts)
 
@@ -119,7 +125,8 @@ def build(args: argparse.Namespace) -> int:
         outcome["all_passed" if valid and all(v.passed for v in valid) else "mixed" if any(v.passed for v in valid) else "all_failed"] += 1
         rng = random.Random(stable_hash("pairs", args.seed, g.problem.id))
         for w, l in group_pairs(texts, g.verdicts, args.pairs_per_group, args.pairing, rng):
-            rows.append({"prompt": task.env.format_prompt(g.problem), "chosen": texts[w], "rejected": texts[l], "problem_id": g.problem.id,
+            # the prompt as shown: chat messages for a chat model, so that DPO renders the same ids
+            rows.append({"prompt": style.render(task.env, g.problem), "chosen": texts[w], "rejected": texts[l], "problem_id": g.problem.id,
                          "reference": g.problem.reference, "chosen_verdict": _verdict(g.verdicts[w]), "rejected_verdict": _verdict(g.verdicts[l]),
                          "group": {"size": len(texts), "passed": sum(v.passed for v in g.verdicts), "valid": len(valid)}})
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ from rlvr.eval.metrics import ks_up_to, majority_correct, mean_score_interval, p
 from rlvr.eval.provenance import library_versions, model_provenance, project_commit, utc_now
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams, verifier_input
 from rlvr.rollout.episodes import generate_for
+from rlvr.rollout.prompts import PromptConfig, PromptStyle, resolve_style
 from tasks.base import Task, problems_checksum
 
 CI_METHOD = "Wilson score 95%, over problems (mean@k: each problem scored by the mean of its samples)"
@@ -55,6 +56,8 @@ class EvalSettings:
         chunk_prompts: Prompts per generate call (verification of one chunk overlaps the next).
         verify_workers / verify_kind / verify_timeout_s: Verification pool (see
             `envs.pool.VerifierPool`); every verification is bounded by ``verify_timeout_s``.
+        prompt: How prompts are shown (`rlvr.rollout.prompts.PromptConfig`; resolved against the
+            engine's tokenizer: ``auto`` is chat for a chat model).
     """
 
     split: str = "test"
@@ -69,6 +72,7 @@ class EvalSettings:
     verify_workers: int = 1
     verify_kind: str = "thread"
     verify_timeout_s: float = 30.0
+    prompt: PromptConfig = field(default_factory=PromptConfig)
 
     def __post_init__(self) -> None:
         for name, ok, message in (
@@ -98,16 +102,42 @@ class SampleSet:
 
     completions: list[list[Completion]] = field(default_factory=list)
     verdicts: list[list[Verdict]] = field(default_factory=list)
+    generate_s: float = 0.0
+
+    def generation(self) -> dict[str, float]:
+        """Mean completion length (tokens), shares truncated and empty (nothing but an end of
+        turn), and completion tokens per second of generation."""
+        flat = [c for row in self.completions for c in row]
+        tokens = sum(len(c.token_ids) for c in flat)
+        return {"mean_completion_tokens": tokens / max(len(flat), 1),
+                "truncated_rate": sum(c.truncated for c in flat) / max(len(flat), 1),
+                "empty_rate": sum(not c.text.strip() for c in flat) / max(len(flat), 1),
+                "completion_tokens_per_s": tokens / self.generate_s if self.generate_s > 0 else 0.0}
+
+
+EMPTY_ALARM = 0.5
+"""Share of empty completions above which a report says, loudly, that the model is not answering."""
+
+
+def empty_warning(rate: float, style: str) -> str | None:
+    """What to say when most completions are empty: a chat model given a raw prompt ends its turn at once."""
+    if rate <= EMPTY_ALARM:
+        return None
+    hint = ("the prompts were raw text: a chat model needs its chat template (prompt.format=chat)" if style == "raw" else
+            "check the rendered prompt in the report and prompt.system / prompt.instruction")
+    return f"{rate:.0%} of completions are empty (the model ended its turn at once): {hint}"
 
 
 def _run(engine: RolloutEngine, task: Task, problems: list[Problem], n: int, sampling: SamplingParams,
-         pool: VerifierPool, chunk: int, desc: str, progress: bool) -> SampleSet:
+         pool: VerifierPool, chunk: int, desc: str, progress: bool, style: PromptStyle) -> SampleSet:
     out = SampleSet()
     pending = []
     bar = tqdm(total=len(problems), desc=desc, unit="prob", disable=not progress, leave=False)
     for start in range(0, len(problems), chunk):
         batch = problems[start: start + chunk]
-        comps = generate_for(engine, task.env, batch, n, sampling)  # episodes for a multi-turn environment
+        t0 = time.perf_counter()
+        comps = generate_for(engine, task.env, batch, n, sampling, style)  # episodes for a multi-turn environment
+        out.generate_s += time.perf_counter() - t0
         pending.append((comps, pool.submit([p for p in batch for _ in range(n)], [verifier_input(c) for c in comps])))
         bar.update(len(batch))
     bar.close()
@@ -147,6 +177,7 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
     size = task.size(settings.split)
     problems = task.problems(settings.split, limit=settings.limit)  # only the first `limit` are read
     context_length = engine.context_length
+    style = resolve_style(settings.prompt, engine.tokenizer, model_name or "the model")
     report: dict[str, Any] = {
         "model": model_name,
         # the environment's settings (e.g. the math extraction mode) change what a score means
@@ -168,7 +199,7 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
                       timeout_s=settings.verify_timeout_s) as pool:
         if settings.greedy:
             greedy = _run(engine, task, problems, 1, SamplingParams(temperature=0.0, max_new_tokens=settings.max_new_tokens),
-                          pool, settings.chunk_prompts, "eval greedy", progress)
+                          pool, settings.chunk_prompts, "eval greedy", progress, style)
             correct = [row[0].passed for row in greedy.verdicts]
             c = sum(correct)
             counts = _failures(greedy.verdicts)
@@ -181,6 +212,7 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
                 "no_answer_rate": counts["no_answer"] / max(len(problems), 1),
                 "errors": counts["error"], "timeouts": counts["timeout"],
                 "over_context": len(over_greedy),
+                **greedy.generation(),
                 **episode_section(greedy.completions, greedy.verdicts),
             }
             report["_greedy_samples"] = greedy
@@ -188,7 +220,7 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
             sampling = SamplingParams(temperature=settings.temperature, top_p=settings.top_p,
                                       max_new_tokens=settings.max_new_tokens, seed=settings.seed)
             sampled = _run(engine, task, problems, settings.n, sampling, pool, max(1, settings.chunk_prompts // settings.n),
-                           f"eval {settings.n} samples", progress)
+                           f"eval {settings.n} samples", progress, style)
             per_problem = [[v.passed for v in row] for row in sampled.verdicts]
             means = [sum(row) / len(row) for row in per_problem]
             counts = _failures(sampled.verdicts)
@@ -206,11 +238,17 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
                 "no_answer_rate": counts["no_answer"] / max(total, 1),
                 "errors": counts["error"], "timeouts": counts["timeout"],
                 "over_context": len(over_sampled),
+                **sampled.generation(),
                 **episode_section(sampled.completions, sampled.verdicts),
             }
             report["_sampled_samples"] = sampled
         report["verify"] = {**asdict(pool.stats), "kind": pool.kind, "workers": pool.workers, "timeout_s": pool.timeout_s,
                             "first_failure": _first_failure(greedy, sampled)}
+    first = next((s.completions[0][0] for s in (greedy, sampled) if s is not None and s.completions), None)
+    report["prompt"] = {"format": "chat" if style.chat else "raw", "system": style.system, "instruction": style.instruction,
+                        "rendered_example": first.prompt_text if first is not None else None}
+    rates = [r["empty_rate"] for r in (report.get("greedy"), report.get("sampled")) if r]
+    report["warnings"] = [w for w in [empty_warning(max(rates, default=0.0), report["prompt"]["format"])] if w]
     report["context"] = {"length": context_length, "problems_over": len(over),
                          "examples": [problems[i].id for i in sorted(over)[:10]]}
     report["wall_s"] = time.perf_counter() - t0
@@ -252,6 +290,9 @@ def write_report(report: dict[str, Any], out_dir: str | Path, problems: list[Pro
         with (out / "predictions.jsonl").open("w") as f:
             for i, p in enumerate(problems[: public["problems"]]):
                 row: dict[str, Any] = {"id": p.id, "reference": p.reference}
+                shown = next((s.completions[i][0].prompt_text for s in (greedy, sampled) if s is not None and s.completions[i]), "")
+                if shown:
+                    row["prompt"] = shown  # as the model saw it, after the chat template
                 for name, s in (("greedy", greedy), ("samples", sampled)):
                     if s is not None:
                         row[name] = [{"text": c.text, "reward": v.reward, "status": v.status.value, "extracted": v.extracted, **prediction_fields(c)}
@@ -284,6 +325,7 @@ def render_markdown(r: dict[str, Any]) -> str:
         g = r["greedy"]
         lines.append(f"| greedy accuracy | {g['accuracy']:.3f} ({g['correct']}/{r['problems']}) | {g['ci95'][0]:.3f}–{g['ci95'][1]:.3f} |")
         lines.append(f"| greedy no-answer rate | {g['no_answer_rate']:.3f} | |")
+        lines += _generation_rows("greedy", g)
         lines += markdown_rows("greedy", g)
     if "sampled" in r:
         s, n = r["sampled"], r["sampled"]["n"]
@@ -293,8 +335,14 @@ def render_markdown(r: dict[str, Any]) -> str:
             lines.append(f"| pass@{k} | {v:.3f} | |")
         lines.append(f"| maj@{n} | {s[f'maj@{n}']:.3f} | |")
         lines.append(f"| sampled no-answer rate | {s['no_answer_rate']:.3f} | |")
+        lines += _generation_rows("sampled", s)
         lines += markdown_rows("sampled", s)
     lines += ["", f"Intervals: {r.get('ci_method', CI_METHOD)}."]
+    for warning in r.get("warnings", []):
+        lines += ["", f"**Warning: {warning}.**"]
+    shown = r.get("prompt") or {}
+    if shown.get("rendered_example") is not None:
+        lines += ["", f"Prompts ({shown['format']}), the first as the model saw it:", "", "```", shown["rendered_example"].rstrip("\n"), "```"]
     errs = sum(r.get(x, {}).get("errors", 0) + r.get(x, {}).get("timeouts", 0) for x in ("greedy", "sampled"))
     if errs:
         lines += ["", f"**{errs} verifications failed (error/timeout) and were scored as wrong** "
@@ -305,3 +353,11 @@ def render_markdown(r: dict[str, Any]) -> str:
                       f"{context['length']} tokens (prompt + completion)**: their completions are unreliable "
                       f"(e.g. {', '.join(context['examples'][:3])})."]
     return "\n".join(lines) + "\n"
+
+
+def _generation_rows(name: str, section: dict[str, Any]) -> list[str]:
+    if "mean_completion_tokens" not in section:
+        return []
+    return [f"| {name} mean completion length | {section['mean_completion_tokens']:.1f} tokens | |",
+            f"| {name} truncated / empty | {section['truncated_rate']:.3f} / {section['empty_rate']:.3f} | |",
+            f"| {name} generation speed | {section['completion_tokens_per_s']:.0f} tokens/s | |"]

@@ -63,6 +63,8 @@ class Completion:
         episode: The episode's turns, tool calls and limits (`envs.episode.Episode`) for a
             multi-turn completion; the verifier judges it (see `verifier_input`). None for
             single-turn completions.
+        prompt_text: The prompt as the model saw it (after the chat template), when the engine
+            rendered it from text or messages ("" for a call with token ids only).
     """
 
     prompt_index: int
@@ -76,6 +78,7 @@ class Completion:
     stop_string: str | None = None
     loss_mask: list[int] | None = None
     episode: Episode | None = None
+    prompt_text: str = ""
 
 
 def verifier_input(completion: Completion) -> str | Episode:
@@ -142,9 +145,13 @@ class RolloutEngine(ABC):
 
     def generate(self, prompts: Sequence[str | list[Message]], n: int, sampling: SamplingParams) -> list[Completion]:
         """``n`` completions per prompt (text, or chat messages rendered by the chat template), grouped as `generate_ids`."""
-        from rlvr.rollout.text import encode_prompt
+        from rlvr.rollout.text import render_prompt
 
-        return self.generate_ids([encode_prompt(self.tokenizer, p) for p in prompts], n, sampling)
+        texts = [render_prompt(self.tokenizer, p) for p in prompts]
+        completions = self.generate_ids([self.tokenizer(t)["input_ids"] for t in texts], n, sampling)
+        for c in completions:
+            c.prompt_text = texts[c.prompt_index]
+        return completions
 
     def load_weights(self, model: Any) -> None:
         """Take the trainer's current weights (a module, a state dict or ``(name, tensor)`` pairs).

@@ -28,7 +28,8 @@ from envs.base import Environment
 from envs.episode import End, EpisodeLimits, EpisodeRecorder, MultiTurnEnvironment, Role, StepRunner, Turn
 from envs.types import Message, Problem
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
-from rlvr.rollout.text import encode_prompt, token_char_ends
+from rlvr.rollout.prompts import RAW, PromptStyle
+from rlvr.rollout.text import encode_prompt, render_prompt, token_char_ends
 
 
 @dataclass
@@ -68,7 +69,7 @@ class EpisodeTimings:
 
 def run_episodes(engine: RolloutEngine, env: MultiTurnEnvironment, problems: Sequence[Problem], n: int, sampling: SamplingParams,
                  *, limits: EpisodeLimits | None = None, step_runner: StepRunner | None = None,
-                 timings: EpisodeTimings | None = None) -> list[Completion]:
+                 timings: EpisodeTimings | None = None, style: PromptStyle = RAW) -> list[Completion]:
     """Play ``n`` episodes per problem; one `Completion` per episode, grouped like
     `RolloutEngine.generate` (problem 0's n episodes first).
 
@@ -82,6 +83,8 @@ def run_episodes(engine: RolloutEngine, env: MultiTurnEnvironment, problems: Seq
             observation tokens after the prompt.
         step_runner: Runs step functions concurrently (default: a new one for this call).
         timings: Filled with the time spent generating and stepping, if given.
+        style: How each problem's prompt is shown (`rlvr.rollout.prompts`; default: as the
+            environment formats it).
     """
     engine.require("multi_turn", f"play the multi-turn episodes of {env.id or type(env).__name__}")
     if env.stop or sampling.stop:
@@ -89,7 +92,8 @@ def run_episodes(engine: RolloutEngine, env: MultiTurnEnvironment, problems: Seq
     limits = limits or env.limits
     tok = engine.tokenizer
     timings = timings if timings is not None else EpisodeTimings()
-    prompts = [encode_prompt(tok, env.format_prompt(p)) for p in problems]
+    texts = [render_prompt(tok, style.render(env, p)) for p in problems]
+    prompts = [tok(t)["input_ids"] for t in texts]
     live = [_Live(i, p, prompts[i], EpisodeRecorder(limits)) for i, p in enumerate(problems) for _ in range(n)]
     stop = tuple(dict.fromkeys((*sampling.stop, *env.stop)))
     own_runner = step_runner is None
@@ -122,7 +126,7 @@ def run_episodes(engine: RolloutEngine, env: MultiTurnEnvironment, problems: Seq
     for e in live:
         if not e.recorder.done:
             e.recorder.stop(End.MAX_TURNS)
-    return [_completion(e) for e in live]
+    return [_completion(e, texts[e.problem_index]) for e in live]
 
 
 def _add_model_turn(e: _Live, out: Completion, budget: int, tok: Any) -> None:
@@ -150,22 +154,23 @@ def _add_observation(e: _Live, observation: str, tok: Any, max_tokens: int) -> N
     e.recorder.observation(text)
 
 
-def _completion(e: _Live) -> Completion:
+def _completion(e: _Live, prompt_text: str) -> Completion:
     episode = e.recorder.episode()
     episode.info.update(observation_tokens=e.observation_tokens, model_tokens=len(e.ids) - e.observation_tokens)
     return Completion(
         prompt_index=e.problem_index, prompt_ids=list(e.prompt_ids), token_ids=e.ids, logprobs=e.logprobs, text=e.text,
-        truncated=e.truncated, char_ends=e.char_ends, loss_mask=e.mask, episode=episode,
+        truncated=e.truncated, char_ends=e.char_ends, loss_mask=e.mask, episode=episode, prompt_text=prompt_text,
     )
 
 
 def generate_for(engine: RolloutEngine, env: Environment, problems: Sequence[Problem], n: int, sampling: SamplingParams,
-                 **episode_options: Any) -> list[Completion]:
-    """``n`` completions per problem: episodes for a multi-turn environment (`run_episodes`),
-    one generate call otherwise. What trainers and evaluation call instead of ``engine.generate``."""
+                 style: PromptStyle = RAW, **episode_options: Any) -> list[Completion]:
+    """``n`` completions per problem, prompts shown in ``style``: episodes for a multi-turn
+    environment (`run_episodes`), one generate call otherwise. What trainers and evaluation call
+    instead of ``engine.generate``."""
     if isinstance(env, MultiTurnEnvironment):
-        return run_episodes(engine, env, problems, n, sampling, **episode_options)
-    return engine.generate([env.format_prompt(p) for p in problems], n, sampling)
+        return run_episodes(engine, env, problems, n, sampling, style=style, **episode_options)
+    return engine.generate([style.render(env, p) for p in problems], n, sampling)
 
 
 @dataclass(frozen=True)
@@ -173,7 +178,7 @@ class TokenizedDemonstration:
     """A demonstration laid out as a rollout of the same episode would be.
 
     Attributes:
-        prompt_ids: The prompt's ids (as `encode_prompt`).
+        prompt_ids: The prompt's ids (as `rlvr.rollout.text.encode_prompt`).
         token_ids: Model and observation tokens after the prompt, then end-of-sequence.
         loss_mask: 1 on the model's tokens (end-of-sequence included), 0 on observation tokens.
     """

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from rlvr.algos.presets import AlgoConfig
 from rlvr.config import help_field
 from rlvr.rollout.config import RolloutConfig
+from rlvr.rollout.prompts import PromptConfig
 
 
 @dataclass
@@ -105,6 +106,7 @@ class RunConfig:
     overwrite: bool = help_field(False, "Delete an existing run directory output_dir/name and start again (without it, an existing run is refused)")
     model: ModelConfig = field(default_factory=ModelConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
+    prompt: PromptConfig = field(default_factory=PromptConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)

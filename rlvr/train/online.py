@@ -31,12 +31,14 @@ from rlvr import UserError
 from rlvr.algos.filters import GroupFilter
 from rlvr.rollout.base import SamplingParams, verifier_input
 from rlvr.rollout.engines import make_engine
+from rlvr.rollout.prompts import resolve_style
 from rlvr.rollout.episode_metrics import episode_metrics
 from rlvr.rollout.episodes import generate_for
 from rlvr.rollout.sync import SyncProbe
 from rlvr.train.config import TrainConfig
 from rlvr.train.harness import Harness, TrainableModel, TrainingError
 from rlvr.train.rollouts import generation_metrics
+from rlvr.eval.runner import empty_warning
 from rlvr.train.sampling import GroupSampler, SamplingReport
 from tasks.base import Task
 
@@ -70,14 +72,16 @@ class GroupSource:
         self.sync_metrics: dict[str, float] = {}
         self.pool = VerifierPool(task.env, workers=cfg.verify.workers, kind=cfg.verify.kind, timeout_s=cfg.verify.timeout_s)
         self.sampling = SamplingParams(rollout.temperature, rollout.top_p, rollout.top_k, rollout.max_new_tokens)
+        self.style = resolve_style(cfg.prompt, tokenizer, cfg.model.name_or_path)
         self.sampler = GroupSampler(
-            generate=lambda problems: generate_for(self.engine, task.env, problems, rollout.group_size, self.sampling),
+            generate=lambda problems: generate_for(self.engine, task.env, problems, rollout.group_size, self.sampling, self.style),
             submit=lambda problems, completions: self.pool.submit(problems, [verifier_input(c) for c in completions]),
             group_size=rollout.group_size, chunk_prompts=rollout.chunk_prompts,
             group_filter=group_filter, budget_factor=sampling_budget,
             on_failure_valid=cfg.verify.on_failure == "zero", rank=harness.rank, world=harness.num_processes,
             gather_counts=harness.gather_counts)
         self.position, self.failed_steps = 0, 0
+        self.warned_empty = False
         self.stream = None
         # rollout.overlap: work on a batch that does not depend on the policy (e.g. the frozen
         # reference's log-probs), done in the background thread right after the batch is generated
@@ -140,6 +144,10 @@ class GroupSource:
             self._start_prefetch()
         metrics = generation_metrics(report, self.cfg.rollout.group_size) | {"data/position": float(self.position)} | self.sync_metrics
         metrics["rollout/staleness"] = float(self.policy.updates - report.weights_version)
+        warning = empty_warning(metrics.get("rollout/empty_frac", 0.0), "chat" if self.style.chat else "raw")
+        if warning and not self.warned_empty:  # once a run: every step would say the same
+            self.harness.print(f"warning: {warning}")
+            self.warned_empty = True
         completions = [c for g in report.generated for c in g.completions]
         verdicts = [v for g in report.generated for v in g.verdicts]
         return report, metrics | episode_metrics(completions, verdicts)
@@ -217,7 +225,8 @@ class GroupSource:
         self.sync()
         settings = EvalSettings(split=cfg.eval.split, greedy=True, n=0, max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
                                 limit=cfg.eval.limit, chunk_prompts=cfg.rollout.hf.max_batch_sequences,
-                                verify_workers=cfg.verify.workers, verify_kind=cfg.verify.kind, verify_timeout_s=cfg.verify.timeout_s)
+                                verify_workers=cfg.verify.workers, verify_kind=cfg.verify.kind, verify_timeout_s=cfg.verify.timeout_s,
+                                prompt=cfg.prompt)
         report = evaluate(self.engine, self.task, settings, progress=False)
         self._rest()
         self.prefetched = held

@@ -124,6 +124,7 @@ def generation_metrics(report: SamplingReport, group_size: int) -> dict[str, flo
         "groups/all_correct_frac": float(passed.view(-1, group_size).all(1).float().mean()),
         "rollout/response_len": float(lengths.mean()),
         "rollout/truncated_frac": float(sum(c.truncated for c in completions) / len(completions)),
+        "rollout/empty_frac": float(sum(not c.text.strip() for c in completions) / len(completions)),
         "rollout/tokens": float(lengths.sum() + sum(len(c.prompt_ids) for c in completions)),
         "verify/no_answer_frac": sum(v.status is Status.NO_ANSWER for v in verdicts) / len(verdicts),
         "verify/errors": float(sum(v.status is Status.ERROR for v in verdicts)),
@@ -151,7 +152,7 @@ def sample_rows(report: SamplingReport, limit: int) -> list[dict[str, Any]]:
     """The first ``limit`` generated completions with their verdicts (process-reward steps
     included; an episode turn by turn), marked with whether their group was kept."""
     kept = {id(g) for g in report.kept}
-    rows = ({"problem": g.problem.id, "prompt": g.problem.prompt, "completion": c.text, "reference": g.problem.reference,
+    rows = ({"problem": g.problem.id, "prompt": c.prompt_text or g.problem.prompt, "completion": c.text, "reference": g.problem.reference,
              "kept": id(g) in kept, **verdict_row(v), **prediction_fields(c)}
             for g in report.generated for c, v in zip(g.completions, g.verdicts))
     return list(itertools.islice(rows, limit))

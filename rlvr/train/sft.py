@@ -23,6 +23,7 @@ from rlvr.config import help_field
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout.episodes import TokenizedDemonstration, tokenize_demonstration
 from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.prompts import resolve_style
 from rlvr.models.batch import TokenBatch, build_token_batch, scatter_completion_values
 from rlvr.train.config import EvalConfig, OptimConfig, RunConfig
 from rlvr.train.harness import Harness
@@ -80,6 +81,7 @@ class SFTRecipe:
         model, self.tokenizer = harness.load_model(harness.source("policy", init), "policy")
         self.policy = harness.trainable("policy", model, cfg.optim, cfg.steps, tokenizer=self.tokenizer)
         self.engine = HFGenerateEngine(self.policy.unwrapped, self.tokenizer, synced=harness.sharded)
+        self.style = resolve_style(cfg.prompt, self.tokenizer, cfg.model.name_or_path)
         self.position = 0
         self.total_steps = cfg.steps
         self.title = f"sft {cfg.name} on {self.task.id}"
@@ -117,13 +119,15 @@ class SFTRecipe:
                     raise UserError(f"task {self.task.id} provides no worked solutions in split {self.cfg.task.split!r}; it cannot be used for SFT")
                 continue
             demos.append((problem, turns))
-        return [tokenize_demonstration(self.tokenizer, self.task.env.format_prompt(p), turns) for p, turns in demos[rank * count:(rank + 1) * count]]
+        return [tokenize_demonstration(self.tokenizer, self.style.render(self.task.env, p), turns)
+                for p, turns in demos[rank * count:(rank + 1) * count]]
 
     def evaluate(self) -> dict[str, float]:
         from rlvr.eval.runner import EvalSettings, evaluate
 
         ev = self.cfg.eval
-        settings = EvalSettings(split=ev.split, limit=ev.limit, max_new_tokens=ev.max_new_tokens or 128, chunk_prompts=256)
+        settings = EvalSettings(split=ev.split, limit=ev.limit, max_new_tokens=ev.max_new_tokens or 128, chunk_prompts=256,
+                                prompt=self.cfg.prompt)
         self.last_eval = {"eval/accuracy": evaluate(self.engine, self.task, settings, progress=False)["greedy"]["accuracy"]}
         return self.last_eval
 

@@ -1,0 +1,112 @@
+"""Prompts for chat models (``prompt.*``, `rlvr.rollout.prompts`): chat when the tokenizer has a
+template of its own, a system message and the environment's answer instruction, the rendered prompt
+recorded, and a loud warning when the model's completions are empty.
+
+The chat tokenizer here is the embedded byte tokenizer given a ChatML template (the form SmolLM2 and
+Qwen use), so every rendering is checked token for token against ``apply_chat_template``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import tasks
+from envs.types import Problem
+from rlvr import UserError
+from rlvr.eval.runner import EvalSettings, evaluate, write_report
+from rlvr.models.loading import load_model
+from rlvr.models.tiny import TinyModelConfig, build_tiny_model
+from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.episodes import generate_for
+from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.prompts import RAW, PromptConfig, PromptStyle, resolve_style
+
+CHATML = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+          "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = build_tiny_model(TinyModelConfig(hidden_size=32, layers=1, heads=2, intermediate_size=64), tmp_path_factory.mktemp("tiny"))
+    return load_model(str(path))
+
+
+@pytest.fixture
+def chat_tokenizer(tiny):
+    _, tok = tiny
+    tok = type(tok).from_pretrained(tok.name_or_path) if tok.name_or_path else tok
+    tok.chat_template = CHATML
+    return tok
+
+
+def test_auto_is_raw_for_the_embedded_tokenizer_and_chat_for_a_template_of_its_own(tiny, chat_tokenizer):
+    _, tok = tiny
+    assert resolve_style(PromptConfig(), tok) == RAW  # its minimal template only renders message prompts
+    assert resolve_style(PromptConfig(), chat_tokenizer).chat
+    assert resolve_style(PromptConfig(format="raw"), chat_tokenizer) == RAW
+    assert resolve_style(PromptConfig(format="chat"), tok).chat  # asked for: the minimal template is used
+
+
+def test_chat_is_refused_without_a_template_or_a_generation_prompt(chat_tokenizer):
+    chat_tokenizer.chat_template = None
+    with pytest.raises(UserError, match="prompt.format=chat: the tokenizer of acme/m has no chat template"):
+        resolve_style(PromptConfig(format="chat"), chat_tokenizer, "acme/m")
+    chat_tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    with pytest.raises(UserError, match="chat template of acme/m has no generation prompt"):
+        resolve_style(PromptConfig(), chat_tokenizer, "acme/m")
+
+
+def test_a_question_becomes_a_user_message_with_the_environments_instruction():
+    arithmetic = tasks.make("arithmetic-v1")
+    problem = arithmetic.problems("test")[0]
+    messages = PromptStyle(chat=True, system="Be brief.").render(arithmetic.env, problem)
+    assert messages[0] == {"role": "system", "content": "Be brief."}
+    assert messages[1]["role"] == "user" and messages[1]["content"].startswith(problem.prompt.strip() + "\n\n")
+    assert "Answer: <number>" in messages[1]["content"]  # arithmetic's prompt says nothing of the answer's form
+    gsm = Problem("g/0", "Tom has 3 apples.\n\nPlease reason step by step, and put your final answer within \\boxed{}.", "3")
+    assert PromptStyle(chat=True).render(arithmetic.env, gsm) == [{"role": "user", "content": gsm.prompt.strip()}]  # it already says
+    custom = PromptStyle(chat=True, instruction="Reply with the number only.").render(arithmetic.env, problem)
+    assert custom[0]["content"].endswith("\n\nReply with the number only.")
+    assert PromptStyle(chat=True, instruction="").render(arithmetic.env, problem)[0]["content"] == problem.prompt.strip()
+    assert RAW.render(arithmetic.env, problem) == problem.prompt  # the quickstart's prompts are unchanged
+
+
+def test_every_engine_call_and_report_carries_the_rendered_prompt(tiny, chat_tokenizer, tmp_path):
+    model, _ = tiny
+    engine = HFGenerateEngine(model, chat_tokenizer)
+    task = tasks.make("arithmetic-v1")
+    style = resolve_style(PromptConfig(system="Be brief."), chat_tokenizer)
+    problems = task.problems("test")[:3]
+    comps = generate_for(engine, task.env, problems, 2, SamplingParams(temperature=0.0, max_new_tokens=4), style)
+    expected = chat_tokenizer.apply_chat_template(style.render(task.env, problems[0]), tokenize=False, add_generation_prompt=True)
+    assert comps[0].prompt_text == expected and expected.startswith("<|im_start|>system\nBe brief.<|im_end|>")
+    assert comps[0].prompt_ids == chat_tokenizer(expected).input_ids
+
+    report = evaluate(engine, task, EvalSettings(limit=3, max_new_tokens=4, prompt=PromptConfig(system="Be brief.")), progress=False)
+    assert report["prompt"]["format"] == "chat" and report["prompt"]["rendered_example"] == expected
+    for key in ("mean_completion_tokens", "truncated_rate", "empty_rate", "completion_tokens_per_s"):
+        assert key in report["greedy"], key
+    assert report["greedy"]["completion_tokens_per_s"] > 0 and report["greedy"]["truncated_rate"] == 1.0  # 4 tokens never finish
+    write_report(report, tmp_path)
+    rows = [json.loads(line) for line in (tmp_path / "predictions.jsonl").read_text().splitlines()]
+    assert rows[0]["prompt"] == expected
+    md = (tmp_path / "report.md").read_text()
+    assert "<|im_start|>assistant" in md and "generation speed" in md
+
+
+def test_a_model_that_ends_its_turn_at_once_is_reported_loudly(tiny, tmp_path, capsys):
+    """What a chat model does with a raw prompt: its first token is the end of its turn."""
+    model, tok = tiny
+    hook = model.lm_head.register_forward_hook(lambda m, i, out: out.index_fill(-1, torch.tensor([tok.eos_token_id]), 1e4))
+    try:
+        engine = HFGenerateEngine(model, tok)
+        report = evaluate(engine, tasks.make("arithmetic-v1"), EvalSettings(limit=4, max_new_tokens=8), progress=False)
+    finally:
+        hook.remove()
+    assert report["greedy"]["empty_rate"] == 1.0
+    assert report["warnings"] == ["100% of completions are empty (the model ended its turn at once): the prompts were raw text: "
+                                  "a chat model needs its chat template (prompt.format=chat)"]
+    write_report(report, tmp_path)
+    assert "**Warning: 100% of completions are empty" in (tmp_path / "report.md").read_text()
