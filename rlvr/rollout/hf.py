@@ -20,7 +20,7 @@ from rlvr.algos.correction import truncated_logprobs
 from rlvr.models.batch import trainer_logprobs
 from rlvr.rollout.base import Completion, EngineCapabilities, RolloutEngine, SamplingParams
 from rlvr.rollout.kv_decode import decode, probe_kv_decode, supports_kv_decode
-from rlvr.rollout.text import stop_window, token_char_ends
+from rlvr.rollout.text import end_ids, stop_window, token_char_ends
 
 
 class HFGenerateEngine(RolloutEngine):
@@ -55,6 +55,7 @@ class HFGenerateEngine(RolloutEngine):
         self.synced = synced
         if tokenizer.pad_token_id is None:  # many causal LMs ship without one
             tokenizer.pad_token = tokenizer.eos_token
+        self.end_ids = end_ids(tokenizer, getattr(model, "generation_config", None))  # eos and the chat template's end of turn
 
     @property
     def context_length(self) -> int | None:
@@ -115,7 +116,7 @@ class HFGenerateEngine(RolloutEngine):
         stops = StopStrings(tok, sampling.stop, width) if sampling.stop else None
         result = self.model.generate(
             input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **kwargs,
-            max_new_tokens=sampling.max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+            max_new_tokens=sampling.max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=self.end_ids,
             stopping_criteria=StoppingCriteriaList([stops]) if stops else None,
             output_logits=True, return_dict_in_generate=True, synced_gpus=self.synced,
         )
@@ -125,7 +126,7 @@ class HFGenerateEngine(RolloutEngine):
         t, p, k = (1.0, 1.0, 0) if sampling.greedy else (sampling.temperature, sampling.top_p, sampling.top_k)
         logprobs = truncated_logprobs(logits, new_tokens, t, p, k)
 
-        is_eos = new_tokens == tok.eos_token_id
+        is_eos = torch.isin(new_tokens, torch.tensor(self.end_ids, device=new_tokens.device))
         has_eos = is_eos.any(dim=1)
         # length includes the first eos; sequences without one run to the last step
         lengths = torch.where(has_eos, is_eos.int().argmax(dim=1) + 1, torch.full_like(has_eos, new_tokens.shape[1], dtype=torch.long))
@@ -155,7 +156,7 @@ class HFGenerateEngine(RolloutEngine):
         """`_generate_chunk` through rlvr's own loop (`rlvr.rollout.kv_decode.decode`)."""
         tok = self.tokenizer
         stops = StopStrings(tok, sampling.stop, 0) if sampling.stop else None
-        out = decode(self.model, [ids for _, ids in jobs], max_new_tokens=sampling.max_new_tokens, eos_id=tok.eos_token_id,
+        out = decode(self.model, [ids for _, ids in jobs], max_new_tokens=sampling.max_new_tokens, eos_id=self.end_ids,
                      pad_id=tok.pad_token_id, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
                      greedy=sampling.greedy, stop_check=None if stops is None else lambda rows, generated: stops.scan(rows, generated, generated.shape[1]))
         ends = {row: (int(out.lengths[row]), out.stop_strings.get(row), bool(out.ended[row])) for row in range(len(jobs))}

@@ -126,10 +126,11 @@ def sample_next(logits: Tensor, temperature: float, top_p: float, top_k: int, gr
 
 
 @torch.inference_mode()
-def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_tokens: int, eos_id: int | None, pad_id: int,
+def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_tokens: int, eos_id: int | Sequence[int] | None, pad_id: int,
            temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, greedy: bool = False,
            stop_check: Callable[[list[int], Tensor], dict[int, str]] | None = None) -> Decoded:
     """Sample one completion for each of ``prompts`` (token ids; the same prompt may repeat).
+    A row ends at ``eos_id`` (one id, or several: a chat model's end of turn as well as its eos).
 
     ``stop_check(rows, step_tokens)`` — optional, called after each step with the original row
     indices still running and their tokens so far ``[n, steps]`` — returns ``{row: stop string}``
@@ -137,6 +138,7 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
     """
     device = next(model.parameters()).device
     forward = full_precision(model)
+    ends = None if eos_id is None else torch.tensor([eos_id] if isinstance(eos_id, int) else list(eos_id), dtype=torch.long, device=device)
     B = len(prompts)
     distinct: dict[tuple[int, ...], int] = {}
     first_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts], device=device)
@@ -179,7 +181,7 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
         tokens[active, t] = token
         logprobs[active, t] = logp
         steps = t + 1
-        finished = ~done & (token == eos_id) if eos_id is not None else torch.zeros_like(done)
+        finished = ~done & torch.isin(token, ends) if ends is not None else torch.zeros_like(done)
         if stop_check is not None:
             running = active[~done & ~finished]
             for row, stop in stop_check(running.tolist(), tokens[running, :steps]).items():

@@ -45,6 +45,29 @@ def token_char_ends(tokenizer: PreTrainedTokenizerBase, ids: list[int], text_len
     return ends
 
 
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
+"""Special tokens that end an assistant turn in the chat templates of common model families
+(ChatML: Qwen, SmolLM; Llama 3; Phi-3; Gemma)."""
+
+
+def end_ids(tokenizer: PreTrainedTokenizerBase, generation_config: object = None) -> list[int]:
+    """The token ids that end a completion: the tokenizer's eos, the model's generation config's
+    ``eos_token_id`` (one id or a list), and the end-of-turn token its chat template writes after
+    each turn. A chat model whose eos differs from its end of turn (Qwen: ``<|endoftext|>`` and
+    ``<|im_end|>``) then stops at the end of its turn, as its own ``generate`` would."""
+    ids: list[int] = []
+    configured = getattr(generation_config, "eos_token_id", None)
+    for value in (tokenizer.eos_token_id, *(configured if isinstance(configured, (list, tuple)) else [configured])):
+        if isinstance(value, int) and value not in ids:
+            ids.append(value)
+    template = getattr(tokenizer, "chat_template", None) or ""
+    vocab = tokenizer.get_vocab()
+    for token in END_OF_TURN_TOKENS:
+        if token in template and token in vocab and vocab[token] not in ids:
+            ids.append(vocab[token])
+    return ids
+
+
 def stop_window(stops: Sequence[str]) -> int:
     """Tokens decoded to look for a stop string ending at the newest token (a token decodes to at
     least one character, and a few more cover tokens that decode to nothing alone)."""

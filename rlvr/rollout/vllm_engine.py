@@ -29,6 +29,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from rlvr import UserError
 from rlvr.rollout.base import EngineCapabilities, SamplingParams
 from rlvr.rollout.config import VLLMConfig
+from rlvr.rollout.text import end_ids
 from rlvr.rollout.token_engine import Sample, TokenEngine
 from rlvr.rollout.weights import Weights, WeightSyncError, named_weights, reiterable
 
@@ -37,6 +38,16 @@ def configure_environment(cfg: VLLMConfig) -> None:
     """Environment vLLM reads when it starts (a value the user set wins)."""
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine core in this process: sync by reference
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cfg.kv_cache_gb))  # CPU build only
+
+
+def _generation_config(model_path: str | Path) -> object:
+    """The checkpoint's generation config (its ``eos_token_id`` may list an end of turn), or None."""
+    from transformers import GenerationConfig
+
+    try:
+        return GenerationConfig.from_pretrained(str(model_path))
+    except (OSError, ValueError):
+        return None
 
 
 def _load_into_worker(worker: Any, pairs: Any) -> list[str]:
@@ -88,6 +99,7 @@ class VLLMEngine(TokenEngine):
         self.cfg = cfg
         self.capabilities = EngineCapabilities(own_weights=True, can_sleep=cfg.sleep_level > 0)
         self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(str(model_path))
+        self.end_ids = end_ids(self.tokenizer, _generation_config(model_path))
         kwargs: dict[str, Any] = dict(
             model=str(model_path), dtype=cfg.dtype, seed=seed, enforce_eager=cfg.enforce_eager,
             enable_prefix_caching=cfg.prefix_caching, tensor_parallel_size=cfg.tensor_parallel_size,
@@ -126,6 +138,7 @@ class VLLMEngine(TokenEngine):
             max_tokens=sampling.max_new_tokens, logprobs=0,
             # stop strings need vLLM's detokenizer; the stop string's tokens stay in the completion
             detokenize=bool(sampling.stop), stop=list(sampling.stop) or None, include_stop_str_in_output=True,
+            stop_token_ids=self.end_ids,  # the chat template's end of turn as well as eos, as the HF engine
             # one seed per prompt: identical prompts in a batch must not get identical samples
             seed=None if sampling.seed is None else sampling.seed * 1_000_003 + i,
         ) for i in range(len(prompt_ids))]

@@ -7,6 +7,7 @@ Qwen use), so every rendering is checked token for token against ``apply_chat_te
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -110,3 +111,25 @@ def test_a_model_that_ends_its_turn_at_once_is_reported_loudly(tiny, tmp_path, c
                                   "a chat model needs its chat template (prompt.format=chat)"]
     write_report(report, tmp_path)
     assert "**Warning: 100% of completions are empty" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.parametrize("decode", ["kv", "generate"])
+def test_generation_ends_at_the_chat_templates_end_of_turn_as_well_as_eos(tiny, decode):
+    """Qwen-style: eos is one token, the assistant's turn ends with another (``<|im_end|>``)."""
+    model, tok = tiny
+    tok = type(tok).from_pretrained(tok.name_or_path)
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    chat_model = copy.deepcopy(model)
+    chat_model.resize_token_embeddings(len(tok))
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    assert end != tok.eos_token_id
+    hook = chat_model.lm_head.register_forward_hook(lambda m, i, out: out.index_fill(-1, torch.tensor([end]), 1e4))
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=6)
+    try:
+        plain = HFGenerateEngine(chat_model, tok, decode=decode).generate(["Compute 1+1.\n"], 1, greedy)[0]
+        tok.chat_template = CHATML
+        chat = HFGenerateEngine(chat_model, tok, decode=decode).generate([[{"role": "user", "content": "Compute 1+1."}]], 1, greedy)[0]
+    finally:
+        hook.remove()
+    assert plain.truncated and len(plain.token_ids) == 6  # without a template that writes it, <|im_end|> is just a token
+    assert chat.token_ids == [end] and not chat.truncated and chat.text == ""
