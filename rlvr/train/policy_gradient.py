@@ -226,6 +226,9 @@ class PolicyGradient:
                                  step_mask=r.step_mask, kl_penalty=kl_penalty, token_rewards=token_rewards, values=values,
                                  reduce_sum=self.harness.reduce_sum)
         advantages = ADVANTAGES.get(algo.advantage)(inputs, **algo.advantage_kwargs)
+        if self._no_gradient(advantages, r.mask):  # e.g. every group all right or all wrong: no gradient
+            metrics |= {"train/skipped": 1.0, "train/skipped_no_signal": 1.0, "time/train": time.perf_counter() - t0}
+            return metrics
         returns = lambda_returns(inputs, **algo.advantage_kwargs) if self.critic is not None else None
         mask = r.mask
         if algo.mask_truncated:  # truncated completions shape their groups' baselines but get no gradient
@@ -294,6 +297,18 @@ class PolicyGradient:
         metrics["prm/seq_reward_mean"] = float(rewards.sum(-1)[valid].mean()) if valid.any() else 0.0
         metrics["time/prm"] = time.perf_counter() - t0
         return rewards
+
+    def _no_gradient(self, advantages: torch.Tensor, mask: torch.Tensor) -> bool:
+        """Whether the policy update would have a zero gradient, so that it can be skipped: every
+        advantage is 0 on every process, and no other term moves the policy (no critic or reward
+        model to train, no entropy bonus, and no KL term in the loss unless the policy still equals
+        its reference, where the KL's gradient is 0). A skipped step also skips the optimizer's
+        weight decay and schedule step, as every other skipped step does."""
+        parts = self._parts()
+        if self.critic is not None or self.prm is not None or parts.entropy_coef or (parts.kl_coef and self.policy.updates > 0):
+            return False
+        signal = self.harness.reduce_sum(torch.tensor([float((advantages * mask).abs().sum())]))
+        return float(signal[0]) == 0.0
 
     def _parts(self) -> ObjectiveParts:
         algo = self.algo
