@@ -27,7 +27,7 @@ from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs, lambda_returns
 from rlvr.algos.aggregation import Normalizer
 from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.objective import ObjectiveInputs, ObjectiveParts, policy_objective
-from rlvr.algos.correction import CORRECTIONS
+from rlvr.algos.correction import CORRECTIONS, mismatch_warning
 from rlvr.algos.presets import Algorithm, CorrectionConfig, group_relative, resolve_algorithm
 from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
 from rlvr.rollout.base import SamplingParams
@@ -115,6 +115,7 @@ class PolicyGradient:
         self.epochs = cfg.update.epochs_per_batch or self.algo.epochs_per_batch
         self.minibatches = cfg.update.minibatches or self.algo.minibatches
         self.total_steps = cfg.update.steps
+        self.warned_mismatch = False
         self.title = f"{cfg.name}: {self.algo.preset} on {self.task.id}"
         micro = cfg.update.micro_batch_size
         optimizer_steps = cfg.update.steps * self.epochs * self.minibatches
@@ -183,6 +184,10 @@ class PolicyGradient:
         report, rollouts, metrics = self.collect()
         if self.groups.trainable(report, float(rollouts.valid.sum()) if rollouts is not None else 0.0, metrics):
             metrics |= self.update(rollouts, step)
+            warning = mismatch_warning(metrics.get("mismatch/kl_k1", 0.0), self.algo.correction.kind, cfg.model.precision)
+            if warning and not self.warned_mismatch:  # once a run
+                self.harness.print(f"warning: {warning}")
+                self.warned_mismatch = True
         if self.algo.ref_update_every and step % self.algo.ref_update_every == 0:
             self.reference.load_state_dict(self.policy.unwrapped.state_dict())
             metrics["policy/reference_refreshed"] = 1.0

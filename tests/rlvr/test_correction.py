@@ -145,3 +145,13 @@ def test_truncated_logprobs_are_differentiable_and_batched():
     expected = torch.log_softmax(logits / 0.7, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     assert torch.allclose(full, expected, atol=1e-6)
     assert (out >= full - 1e-6).all()  # renormalising over fewer tokens never lowers a kept token's log-prob
+
+
+def test_an_uncorrected_mismatch_is_warned_naming_the_correction():
+    from rlvr.algos.correction import MISMATCH_ALARM_KL, mismatch_warning
+
+    said = mismatch_warning(0.028, "none", "bf16")  # SmolLM2-135M in bf16 at step 2
+    assert "mismatch KL 0.028 per token (bf16 rounds" in said and "algo.correction.kind=tis" in said
+    assert mismatch_warning(0.028, "tis", "bf16") is None  # corrected: nothing to say
+    assert mismatch_warning(MISMATCH_ALARM_KL / 2, "none", "bf16") is None and mismatch_warning(0.0, "none") is None
+    assert mismatch_warning(float("nan"), "none") is None
