@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -10,11 +12,16 @@ from rlvr.models.paths import resolve_model
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
+_PAD_NOTED: set[str] = set()
+"""Models whose missing pad token was already reported in this process."""
+
 
 def load_model(name_or_path: str, dtype: str = "float32", trust_remote_code: bool = False,
                attn_implementation: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """``(model, tokenizer)`` from a local directory or a hub id (hub only when online), on
-    ``attn_implementation`` (None: transformers' default)."""
+    """``(model, tokenizer)`` from a local directory, a ``.gguf`` file, a built-in name (both
+    converted once, `rlvr.models.sources`) or a hub id (hub only when online), on
+    ``attn_implementation`` (None: transformers' default). A tokenizer without a pad token pads
+    with its eos token (said once per model and process)."""
     if dtype not in DTYPES:
         raise UserError(f"model.dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     source = resolve_model(name_or_path)
@@ -30,7 +37,19 @@ def load_model(name_or_path: str, dtype: str = "float32", trust_remote_code: boo
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"could not load model {name_or_path!r}: {first}") from e
     if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
+        use_eos_for_padding(tokenizer, name_or_path)
     return model, tokenizer
 
 
+def use_eos_for_padding(tokenizer: PreTrainedTokenizerBase, name: str) -> None:
+    """Pad with the eos token when the tokenizer has no pad token, and say so once per model:
+    padding is masked out of every loss and log-prob, so the choice of token does not change
+    results, but a reader comparing token ids should know. `UserError` when there is no eos either."""
+    if tokenizer.eos_token is None:
+        raise UserError(f"the tokenizer of {name!r} has neither a pad nor an eos token: rlvr needs one to pad batches "
+                        "and end completions; add an eos_token to its tokenizer_config.json")
+    tokenizer.pad_token = tokenizer.eos_token
+    if name not in _PAD_NOTED:
+        _PAD_NOTED.add(name)
+        warnings.warn(f"the tokenizer of {name!r} has no pad token: padding with its eos token {tokenizer.eos_token!r} "
+                      f"(id {tokenizer.eos_token_id})", UserWarning, stacklevel=3)
