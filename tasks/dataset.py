@@ -25,6 +25,33 @@ from tasks.base import Task, TaskError
 DATA_DIR_ENV = "RLVR_DATA_DIR"
 """Environment variable naming a folder that relative local paths are resolved against."""
 
+CHECKOUT_DATA_DIR = Path("..") / "shared" / "data"
+"""Where the data folder is looked for beside an rlvr checkout's root when ``$RLVR_DATA_DIR`` is
+unset (the layout scripts/test.sh points ``$RLVR_DATA_DIR`` at)."""
+
+
+def data_dir() -> Path | None:
+    """The folder relative local data paths are resolved against: ``$RLVR_DATA_DIR``, else, when
+    rlvr runs from a checkout (its root holds pyproject.toml), ``../shared/data`` beside that root
+    if it exists; None when neither applies."""
+    configured = os.environ.get(DATA_DIR_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    root = Path(__file__).resolve().parents[1]
+    beside = (root / CHECKOUT_DATA_DIR).resolve()
+    return beside if (root / "pyproject.toml").is_file() and beside.is_dir() else None
+
+
+def _looked_in() -> str:
+    """Where relative data paths were looked for, and how to point elsewhere (for error messages)."""
+    folder = data_dir()
+    if os.environ.get(DATA_DIR_ENV):
+        return f"${DATA_DIR_ENV} ({folder}) and the current directory"
+    if folder is not None:
+        return f"{folder} (the checkout's {CHECKOUT_DATA_DIR}; set ${DATA_DIR_ENV} to use another folder) and the current directory"
+    return f"the current directory (${DATA_DIR_ENV} is unset and there is no {CHECKOUT_DATA_DIR} beside the checkout)"
+
+
 HUB_PROBE_TIMEOUT_S = 3.0
 """How long to wait for a connection to the hub before declaring it unreachable."""
 
@@ -38,8 +65,8 @@ class DataSource:
     """Where one split's rows come from.
 
     Attributes:
-        local: A file path; relative paths are resolved against ``$RLVR_DATA_DIR`` and then the
-            current directory.
+        local: A file path; relative paths are resolved against `data_dir()` (``$RLVR_DATA_DIR``,
+            else ``../shared/data`` beside a checkout) and then the current directory.
         hf_id: A Hugging Face dataset id, used when no local file is found.
         hf_config: The dataset configuration name, if any.
         hf_split: The split name on the hub.
@@ -54,8 +81,9 @@ class DataSource:
         if not self.local:
             return None
         candidates = [Path(self.local).expanduser()]
-        if not candidates[0].is_absolute() and os.environ.get(DATA_DIR_ENV):
-            candidates.insert(0, Path(os.environ[DATA_DIR_ENV]) / self.local)
+        folder = data_dir()
+        if not candidates[0].is_absolute() and folder is not None:
+            candidates.insert(0, folder / self.local)
         return next((p for p in candidates if p.exists()), None)
 
     def describe(self) -> str:
@@ -167,7 +195,7 @@ def load_rows(source: DataSource) -> tuple[list[dict[str, Any]], LoadReport]:
         report.rows = len(rows) + len(report.bad_rows)
         return rows, report
     if source.hf_id:
-        where = f" (no local file {source.local!r} under ${DATA_DIR_ENV} or the current directory)" if source.local else ""
+        where = f" (no local file {source.local!r} in {_looked_in()})" if source.local else ""
         fix = f"set ${DATA_DIR_ENV} to a folder that holds {source.local!r}, or " if source.local else ""
         if not _hub_offline() and not hub_reachable():
             # fail now: `datasets` would retry the hub for about 30 s before failing
@@ -181,7 +209,8 @@ def load_rows(source: DataSource) -> tuple[list[dict[str, Any]], LoadReport]:
                                   f"{type(e).__name__}: {e}" + (f"; {fix.removesuffix(', or ')}" if fix else "")) from e
         rows = ds.to_list()
         return rows, LoadReport(f"hf:{source.hf_id}", rows=len(rows))
-    raise DataUnavailable(f"data file {source.local!r} not found (looked in ${DATA_DIR_ENV} and the current directory) and no hub id is set")
+    raise DataUnavailable(f"data file {source.local!r} not found (looked in {_looked_in()}) and no hub id is set; "
+                          f"set ${DATA_DIR_ENV} to the folder that holds it")
 
 
 def _hub_offline() -> bool:
