@@ -15,6 +15,7 @@ from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
 from rlvr.models.attention import model_mask
+from rlvr.models.head import head_logprobs, head_path, hidden_states
 from rlvr.models.packing import shared_prefix_layout, supports_packing
 
 
@@ -87,20 +88,55 @@ def token_logprobs(model: torch.nn.Module, batch: TokenBatch, temperature: float
     With ``pack`` (and the batch's ``prompt_lens`` known, and a model that takes a 4-D mask) the
     forward runs on the shared-prefix packing of the batch (`rlvr.models.packing`): each distinct
     prompt once, no padding; the same numbers up to float rounding on the completion mask, and 0
-    off it (only those targets are scored)."""
+    off it (only those targets are scored).
+
+    Without truncation, on a model whose logits are its head applied to its backbone's output (most
+    causal LMs; checked once per model against the plain forward), the head runs in chunks of
+    positions (`rlvr.models.head`): no ``[B, L, V]`` logits are held, so memory stops growing with
+    the micro-batch on a real vocabulary; the values are the same (0 on padding)."""
     targets = batch.input_ids[:, 1:]
-    if not (pack and batch.prompt_lens is not None and supports_packing(model)):
+    packed = pack and batch.prompt_lens is not None and supports_packing(model)
+    chunked = top_p >= 1 and top_k <= 0 and head_path(model, *_probe(model, batch, temperature))
+    device = batch.input_ids.device
+    if packed:
+        layout = shared_prefix_layout(batch.input_ids.cpu(), batch.attention_mask.sum(-1).cpu(), batch.prompt_lens)
+        inputs = dict(input_ids=layout.input_ids.to(device), attention_mask=model_mask(model, layout.attention_mask.to(device)),
+                      position_ids=layout.position_ids.to(device))
+        scored = batch.completion_mask.bool()
+        source = layout.source.to(device)[scored]
+    elif chunked:
+        inputs = dict(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+        scored = batch.attention_mask[:, 1:].bool()  # every real target (padding stays 0)
+    else:
         logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
         return _score(logits, targets, temperature, entropy, entropy_grad, top_p, top_k)
-    device = batch.input_ids.device
-    layout = shared_prefix_layout(batch.input_ids.cpu(), batch.attention_mask.sum(-1).cpu(), batch.prompt_lens)
-    logits = model(input_ids=layout.input_ids.to(device), attention_mask=model_mask(model, layout.attention_mask.to(device)),
-                   position_ids=layout.position_ids.to(device)).logits
-    scored = batch.completion_mask.bool()
-    source = layout.source.to(device)[scored]
-    logp, ent = _score(logits.reshape(-1, logits.shape[-1])[source], targets[scored], temperature, entropy, entropy_grad, top_p, top_k)
+    if chunked:
+        hidden = hidden_states(model, **inputs)
+        flat = hidden.reshape(-1, hidden.shape[-1])[source] if packed else hidden[:, :-1][scored]
+        logp, ent = head_logprobs(model, flat, targets[scored], temperature, entropy, entropy_grad)
+    else:
+        logits = model(**inputs).logits
+        logp, ent = _score(logits.reshape(-1, logits.shape[-1])[source], targets[scored], temperature, entropy, entropy_grad, top_p, top_k)
     place = lambda values: torch.zeros(scored.shape, dtype=values.dtype, device=device).masked_scatter(scored, values)  # noqa: E731
     return place(logp), None if ent is None else place(ent)
+
+
+def _probe(model: torch.nn.Module, batch: TokenBatch, temperature: float) -> tuple:
+    """Two ways to score the first two sequences of ``batch`` (plain forward, chunked head), for
+    `rlvr.models.head.head_path`'s one-time check of a model."""
+    small = batch.select(torch.arange(min(2, batch.input_ids.shape[0])))
+    real = small.attention_mask[:, 1:].bool()
+    targets = small.input_ids[:, 1:][real]
+
+    def plain() -> Tensor:
+        logits = model(input_ids=small.input_ids, attention_mask=small.attention_mask).logits[:, :-1]
+        return _score(logits, small.input_ids[:, 1:], temperature, False, False, 1.0, 0)[0][real]
+
+    def chunked() -> Tensor:
+        hidden = hidden_states(model, input_ids=small.input_ids, attention_mask=small.attention_mask)
+        return head_logprobs(model, hidden[:, :-1][real], targets, temperature)[0]
+
+    return plain, chunked
 
 
 def _score(logits: Tensor, targets: Tensor, temperature: float, entropy: bool, entropy_grad: bool, top_p: float,

@@ -1,0 +1,139 @@
+"""Log-probs of given tokens without the full-vocabulary logits of a whole micro-batch.
+
+A causal LM's forward ends with ``logits = lm_head(hidden)``, ``[B, L, V]`` in float32: on a real
+vocabulary (SmolLM2: 49,152 tokens) a micro-batch of 32 sequences of 100 tokens holds 630 MB of
+logits, as much again for their gradient, and more for the softmax and entropy intermediates.
+Training only needs, per scored position, the log-prob of one token (and the entropy). So the
+model runs with ``logits_to_keep=1`` (its head on the last position only), its final hidden states
+are taken from the backbone's output, and `HeadLogprobs` applies the head in chunks of positions:
+forward keeps only the per-position log-sum-exp, backward recomputes each chunk's logits. Peak
+memory then grows with the chunk, not with the micro-batch.
+
+Used where it is exact: the model's logits are ``lm_head(backbone(...).last_hidden_state)`` with
+a bias-free head (checked once per model by `head_path`, which compares with the plain forward),
+no top-p/top-k truncation, and no autocast (bf16 runs keep the plain path, whose rounding they were
+measured with).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+CHUNK_TOKENS = 1024  # positions per chunk: 1024 x 49k float32 = 200 MB of logits at a time
+_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # unwrapped model -> usable or not
+
+
+class HeadLogprobs(torch.autograd.Function):
+    """``(logp [N], entropy [N])`` of ``targets`` under ``softmax(hidden @ weight.T / temperature)``
+    for ``hidden`` ``[N, H]``, ``weight`` ``[V, H]``, in chunks of ``chunk`` positions. The entropy
+    is differentiable only when ``entropy_grad`` (else returned detached); None when not asked for."""
+
+    @staticmethod
+    def forward(ctx: Any, hidden: Tensor, weight: Tensor, targets: Tensor, temperature: float, chunk: int, entropy: bool,
+                entropy_grad: bool) -> tuple[Tensor, Tensor]:
+        n = hidden.shape[0]
+        logp = hidden.new_empty(n, dtype=torch.float32)
+        lse = hidden.new_empty(n, dtype=torch.float32)
+        ent = hidden.new_zeros(n, dtype=torch.float32)
+        for s in range(0, n, chunk):
+            z = _chunk_logits(hidden[s: s + chunk], weight, temperature)
+            lse[s: s + chunk] = torch.logsumexp(z, -1)
+            logp[s: s + chunk] = z.gather(-1, targets[s: s + chunk, None]).squeeze(-1) - lse[s: s + chunk]
+            if entropy:
+                p = torch.softmax(z, -1)
+                ent[s: s + chunk] = lse[s: s + chunk] - (p * z).sum(-1)
+        ctx.save_for_backward(hidden, weight, targets, lse, ent)
+        ctx.temperature, ctx.chunk, ctx.entropy_grad = temperature, chunk, entropy and entropy_grad
+        if not ctx.entropy_grad:
+            ctx.mark_non_differentiable(ent)
+        return logp, ent
+
+    @staticmethod
+    def backward(ctx: Any, g_logp: Tensor, g_ent: Tensor | None):
+        hidden, weight, targets, lse, ent = ctx.saved_tensors
+        grad_hidden = torch.zeros_like(hidden) if ctx.needs_input_grad[0] else None
+        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if ctx.needs_input_grad[1] else None
+        for s in range(0, hidden.shape[0], ctx.chunk):
+            h = hidden[s: s + ctx.chunk]
+            z = _chunk_logits(h, weight, ctx.temperature)
+            logp_all = z - lse[s: s + ctx.chunk, None]
+            p = logp_all.exp()
+            # d logp_t / dz = onehot(t) - p
+            g = -p * g_logp[s: s + ctx.chunk, None]
+            g.scatter_add_(-1, targets[s: s + ctx.chunk, None], g_logp[s: s + ctx.chunk, None])
+            if ctx.entropy_grad and g_ent is not None:  # dH/dz = -p (log p + H)
+                g -= p * (logp_all + ent[s: s + ctx.chunk, None]) * g_ent[s: s + ctx.chunk, None]
+            g = g / ctx.temperature  # z = logits / temperature
+            if grad_hidden is not None:
+                grad_hidden[s: s + ctx.chunk] = (g @ weight.float()).to(hidden.dtype)
+            if grad_weight is not None:
+                grad_weight += g.T @ h.float()
+        return grad_hidden, None if grad_weight is None else grad_weight.to(weight.dtype), None, None, None, None, None
+
+
+def _chunk_logits(hidden: Tensor, weight: Tensor, temperature: float) -> Tensor:
+    z = (hidden @ weight.T).float()
+    return z / temperature if temperature not in (0, 1) else z
+
+
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    return getattr(model, "module", model)
+
+
+def _parts(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """(backbone, head) of a Hugging Face causal LM whose head is a bias-free linear layer."""
+    inner = _unwrap(model)
+    get_head, get_backbone = getattr(inner, "get_output_embeddings", None), getattr(inner, "get_decoder", None)
+    if get_head is None or get_backbone is None:
+        return None
+    try:
+        head, backbone = get_head(), get_backbone()
+    except (AttributeError, NotImplementedError):
+        return None
+    if not isinstance(head, torch.nn.Linear) or head.bias is not None or backbone is None:
+        return None
+    return backbone, head
+
+
+def hidden_states(model: torch.nn.Module, **inputs: Any) -> Tensor:
+    """The backbone's last hidden states ``[B, L, H]`` from a forward through ``model`` itself (so
+    DDP and autocast wrappers run as usual) with its head on the last position only."""
+    backbone, _ = _parts(model)  # type: ignore[misc]
+    captured: list[Tensor] = []
+    hook = backbone.register_forward_hook(lambda m, args, out: captured.append(out[0] if isinstance(out, tuple) else out.last_hidden_state))
+    try:
+        model(**inputs, logits_to_keep=1)
+    finally:
+        hook.remove()
+    return captured[-1]
+
+
+def head_path(model: torch.nn.Module, plain: Callable[[], Tensor], chunked: Callable[[], Tensor]) -> bool:
+    """Whether `HeadLogprobs` may stand in for ``model``'s plain forward: the model has the parts
+    and, the first time, ``chunked()`` equals ``plain()`` (log-probs of the same batch) to 1e-4."""
+    inner = _unwrap(model)
+    # under autocast (here, or in a forward that mixed precision wrapped) the plain head rounds in bf16
+    if any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda")) or hasattr(inner, "_original_forward") or _parts(model) is None:
+        return False
+    if inner not in _CHECKED:
+        try:
+            with torch.no_grad():
+                _CHECKED[inner] = bool(torch.allclose(plain(), chunked(), atol=1e-4, rtol=0))
+        except (TypeError, ValueError, RuntimeError, IndexError):  # a forward without logits_to_keep, an unusual output
+            _CHECKED[inner] = False
+    return _CHECKED[inner]
+
+
+def head_logprobs(model: torch.nn.Module, hidden: Tensor, targets: Tensor, temperature: float = 1.0, entropy: bool = False,
+                  entropy_grad: bool = False, chunk: int = CHUNK_TOKENS) -> tuple[Tensor, Tensor | None]:
+    """`HeadLogprobs` with ``model``'s head: ``(logp [N], entropy [N] or None)`` for ``hidden`` ``[N, H]``."""
+    _, head = _parts(model)  # type: ignore[misc]
+    logp, ent = HeadLogprobs.apply(hidden, head.weight, targets, float(temperature), chunk, entropy, entropy_grad)
+    return logp, ent if entropy else None
+
+
+__all__ = ["CHUNK_TOKENS", "HeadLogprobs", "head_logprobs", "head_path", "hidden_states"]

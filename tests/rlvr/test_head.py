@@ -1,0 +1,96 @@
+"""Chunked head log-probs (`rlvr.models.head`): the same log-probs, entropies and gradients as the
+plain forward's full logits, taken on a real (tiny) Llama; the plain path wherever the shortcut
+would not be exact."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from rlvr.models import head as head_module
+from rlvr.models.batch import build_token_batch, token_logprobs
+from rlvr.models.head import HeadLogprobs
+from rlvr.models.loading import load_model
+from rlvr.models.tiny import TinyModelConfig, build_tiny_model
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_the_chunked_function_matches_full_logits_with_gradients(temperature):
+    torch.manual_seed(0)
+    hidden = torch.randn(11, 8, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(37, 8, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 37, (11,))
+    g_logp, g_ent = torch.randn(11, dtype=torch.float64), torch.randn(11, dtype=torch.float64)
+
+    z = hidden @ weight.T / temperature
+    logp_full = torch.log_softmax(z, -1)
+    want_logp = logp_full.gather(-1, targets[:, None]).squeeze(-1)
+    want_ent = -(logp_full.exp() * logp_full).sum(-1)
+    want = torch.autograd.grad((want_logp * g_logp).sum() + (want_ent * g_ent).sum(), (hidden, weight))
+
+    logp, ent = HeadLogprobs.apply(hidden, weight, targets, temperature, 4, True, True)  # chunks of 4: 3 chunks
+    got = torch.autograd.grad((logp * g_logp).sum() + (ent * g_ent).sum(), (hidden, weight))
+    torch.testing.assert_close(logp.double(), want_logp, atol=1e-5, rtol=0)  # computed in float32
+    torch.testing.assert_close(ent.double(), want_ent, atol=1e-5, rtol=0)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    logp, ent = HeadLogprobs.apply(hidden, weight, targets, temperature, 4, True, False)  # entropy measured only
+    assert not ent.requires_grad and logp.requires_grad
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = build_tiny_model(TinyModelConfig(hidden_size=32, layers=2, heads=2, intermediate_size=64), tmp_path_factory.mktemp("t"))
+    model, tok = load_model(str(path))
+    prompts = [tok(p).input_ids for p in ("Compute 1+2.\n", "Compute 31+45.\n", "Compute 31+45.\n")]
+    completions = [tok(c, add_special_tokens=False).input_ids for c in ("1+2=3", "Answer: 76", "31+45=7")]
+    return model, build_token_batch(prompts, completions, tok.pad_token_id)
+
+
+def plain(model, batch, temperature):
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float() / temperature
+    logp_all = torch.log_softmax(logits, -1)
+    logp = logp_all.gather(-1, batch.input_ids[:, 1:, None]).squeeze(-1)
+    return logp, -(logp_all.exp() * logp_all).sum(-1)
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_training_log_probs_take_the_chunked_head_and_equal_the_plain_forward(tiny, pack, monkeypatch):
+    model, batch = tiny
+    monkeypatch.setattr(head_module, "CHUNK_TOKENS", 5)
+    taken = []
+    real_apply = HeadLogprobs.apply
+    monkeypatch.setattr(HeadLogprobs, "apply", lambda *a: taken.append(1) or real_apply(*a))
+    mask = batch.completion_mask.bool()
+    ours = copy.deepcopy(model)
+    logp, ent = token_logprobs(ours, batch, 0.8, entropy=True, entropy_grad=True, pack=pack)
+    ((logp * mask).sum() + (ent * mask).sum()).backward()
+    want_logp, want_ent = plain(model, batch, 0.8)
+    ((want_logp * mask).sum() + (want_ent * mask).sum()).backward()
+    assert taken, "the chunked head was not used"
+    torch.testing.assert_close(logp[mask], want_logp[mask], atol=2e-5, rtol=0)
+    torch.testing.assert_close(ent[mask], want_ent[mask], atol=2e-5, rtol=0)
+    for (name, a), b in zip(ours.named_parameters(), model.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, atol=2e-5, rtol=1e-4, msg=name)
+    model.zero_grad()
+
+
+def test_the_plain_forward_stays_where_the_shortcut_would_not_be_exact(tiny, monkeypatch):
+    model, batch = tiny
+    taken = []
+    real_apply = HeadLogprobs.apply
+    monkeypatch.setattr(HeadLogprobs, "apply", lambda *a: taken.append(1) or real_apply(*a))
+    with torch.no_grad():
+        token_logprobs(model, batch, top_p=0.9)  # truncated distributions: the plain path
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            token_logprobs(model, batch)  # autocast: the rounding bf16 runs were measured with
+    assert not taken
+    scaled = copy.deepcopy(model)  # a model whose forward changes its head's output (as logit soft-capping does)
+    scaled.lm_head.register_forward_hook(lambda m, args, out: out * 2)
+    with torch.no_grad():
+        logp, _ = token_logprobs(scaled, batch)
+        want, _ = plain(scaled, batch, 1.0)
+    assert head_module._CHECKED[scaled] is False and len(taken) == 1  # the one-time check only: then the plain path
+    torch.testing.assert_close(logp, want, atol=1e-5, rtol=0)
