@@ -223,6 +223,44 @@ def test_a_gguf_that_cannot_be_loaded_is_one_line_naming_the_file_and_what_is_su
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())  # nothing half-written
 
 
+@needs_gguf
+def test_a_killed_or_interrupted_conversion_leaves_no_folder_that_a_later_run_would_load(tmp_path, monkeypatch):
+    """The conversion itself is replaced by a stand-in that writes a file and dies: by SIGKILL in a
+    child process, then by KeyboardInterrupt here; only a complete conversion gets the final name."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(sources.CACHE_ENV, str(cache))
+    path = _write_gguf(tmp_path / "small.gguf")
+    folder = cache / f"small-{sources.file_sha256(path)[:12]}"
+    killed = textwrap.dedent(f"""
+        import os, signal
+        from rlvr.models import sources
+        def dies(path, out):
+            (out / "model.safetensors").write_bytes(b"half")
+            os.kill(os.getpid(), signal.SIGKILL)
+        sources._write_hf_folder = dies
+        sources.convert_gguf({str(path)!r})
+    """)
+    proc = subprocess.run([sys.executable, "-c", killed], cwd=REPO, env={**os.environ, sources.CACHE_ENV: str(cache)}, capture_output=True, timeout=120)
+    assert proc.returncode == -9
+    assert not folder.exists() and len(list(cache.glob(".partial-*"))) == 1  # the half-written copy keeps its temporary name
+
+    def interrupted(path, out):
+        (out / "model.safetensors").write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sources, "_write_hf_folder", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        resolve_model(str(path))
+    assert not folder.exists() and not list(cache.glob(".partial-*"))  # its own copy removed, the dead process's too
+
+    def completes(path, out):
+        (out / "config.json").write_text("{}")
+
+    monkeypatch.setattr(sources, "_write_hf_folder", completes)
+    assert resolve_model(str(path)) == str(folder)
+    assert sources.source_record(folder)["sha256"] == sources.file_sha256(path) and not list(cache.glob(".partial-*"))
+
+
 def test_a_file_that_is_not_gguf_is_refused_saying_what_a_model_can_be(tmp_path):
     weights = tmp_path / "model.bin"
     weights.write_bytes(b"x")
