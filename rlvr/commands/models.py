@@ -7,7 +7,11 @@ import argparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("models", help="built-in model names, GGUF import, and the converted-model cache")
+    p = sub.add_parser("models", help="built-in model names, GGUF import, and the converted-model cache",
+                       description="model.name_or_path and --model accept a Hugging Face folder, a .gguf file or a built-in name. "
+                                   "A GGUF file (a built-in is one, inside its package) is converted once into a float32 Hugging Face "
+                                   "folder in $RLVR_MODEL_CACHE (default ~/.cache/rlvr/models), named <name>-<sha256 prefix>, with "
+                                   "rlvr_source.json recording the file and its sha256; later runs reuse it.")
     s = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
     ls = s.add_parser("list", help="built-in names (installed or not), the cache folder and the converted folders in it")
     ls.set_defaults(func=list_models)
