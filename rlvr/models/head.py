@@ -23,7 +23,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-CHUNK_TOKENS = 1024  # positions per chunk: 1024 x 49k float32 = 200 MB of logits at a time
+CHUNK_TOKENS = 256  # positions per chunk: 256 x 49k float32 = 50 MB of logits at a time
 _CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # unwrapped model -> usable or not
 
 
@@ -58,18 +58,20 @@ class HeadLogprobs(torch.autograd.Function):
         grad_hidden = torch.zeros_like(hidden) if ctx.needs_input_grad[0] else None
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if ctx.needs_input_grad[1] else None
         for s in range(0, hidden.shape[0], ctx.chunk):
-            h = hidden[s: s + ctx.chunk]
-            z = _chunk_logits(h, weight, ctx.temperature)
-            logp_all = z - lse[s: s + ctx.chunk, None]
-            p = logp_all.exp()
-            # d logp_t / dz = onehot(t) - p
-            g = -p * g_logp[s: s + ctx.chunk, None]
-            g.scatter_add_(-1, targets[s: s + ctx.chunk, None], g_logp[s: s + ctx.chunk, None])
+            h, rows = hidden[s: s + ctx.chunk], slice(s, s + ctx.chunk)
+            logp_all = _chunk_logits(h, weight, ctx.temperature).sub_(lse[rows, None])  # in place: two [chunk, V] buffers at most
+            g = logp_all.exp()  # p
             if ctx.entropy_grad and g_ent is not None:  # dH/dz = -p (log p + H)
-                g -= p * (logp_all + ent[s: s + ctx.chunk, None]) * g_ent[s: s + ctx.chunk, None]
-            g = g / ctx.temperature  # z = logits / temperature
+                logp_all.add_(ent[rows, None]).mul_(g).mul_(g_ent[rows, None])
+                g.mul_(-g_logp[rows, None]).sub_(logp_all)
+            else:
+                g.mul_(-g_logp[rows, None])
+            del logp_all
+            g.scatter_add_(-1, targets[rows, None], g_logp[rows, None])  # d logp_t / dz = onehot(t) - p
+            if ctx.temperature not in (0, 1):
+                g.div_(ctx.temperature)  # z = logits / temperature
             if grad_hidden is not None:
-                grad_hidden[s: s + ctx.chunk] = (g @ weight.float()).to(hidden.dtype)
+                grad_hidden[rows] = (g @ weight.float()).to(hidden.dtype)
             if grad_weight is not None:
                 grad_weight += g.T @ h.float()
         return grad_hidden, None if grad_weight is None else grad_weight.to(weight.dtype), None, None, None, None, None
