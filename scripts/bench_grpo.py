@@ -144,7 +144,9 @@ def heldout(model: str, threads: int) -> float:
 
 def ensure_base(model: str | None, out: Path) -> str:
     if model:
-        return model
+        from rlvr.models.paths import resolve_model
+
+        return resolve_model(model)  # a built-in name (smollm2-135m-instruct) or a .gguf file: its converted folder
     default = Path("runs/quickstart/sft/final")
     if default.exists():
         return str(default)

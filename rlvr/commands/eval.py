@@ -20,7 +20,7 @@ OPTION_OF = {"n": "--n", "limit": "--limit", "temperature": "--temperature", "to
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a model on a task split (greedy accuracy, mean@k, pass@k, maj@k)")
-    p.add_argument("--model", required=True, help="model directory (with config.json) or Hugging Face id")
+    p.add_argument("--model", required=True, help="model: a directory with config.json, a .gguf file, a built-in name (rlvr models list) or a Hugging Face id")
     p.add_argument("--task", required=True, help="task id, e.g. arithmetic-v1")
     p.add_argument("--task-config", default="{}", help="task config as YAML/JSON, e.g. '{max_digits: 2}'")
     p.add_argument("--split", default="test", help="split to evaluate (default: test)")

@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                  "pass x fail combination, without repeats; completions with the same text count once). Writes JSONL "
                                  "in TRL's prompt/chosen/rejected layout (with problem id, reference and both verdicts) and the "
                                  "provenance in OUT with the suffix .meta.json.")
-    b.add_argument("--model", required=True, help="model directory or Hugging Face id")
+    b.add_argument("--model", required=True, help="model: a directory with config.json, a .gguf file, a built-in name (rlvr models list) or a Hugging Face id")
     b.add_argument("--task", required=True, help="task id, e.g. arithmetic-v1")
     b.add_argument("--task-config", default="{}", help="task config as YAML/JSON, e.g. '{direct_frac: 0.5}'")
     b.add_argument("--split", default="train", help="split to sample prompts from (held-out splits are refused)")

@@ -11,7 +11,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     serve = s.add_parser("serve", help="serve generation, scoring and weight updates over HTTP (needs the vllm package)",
                          description="Key=value settings are the trainer's rollout.* keys, e.g. vllm.tensor_parallel_size=2 "
                                      "vllm.weight_transfer=nccl vllm.sleep_level=1 (see `rlvr train --show-config`).")
-    serve.add_argument("--model", required=True, help="checkpoint directory or Hugging Face id the engine starts from")
+    serve.add_argument("--model", required=True, help="model the engine starts from: a checkpoint directory, a .gguf file, a built-in name (rlvr models list) or a Hugging Face id")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; the server trusts its clients)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     serve.add_argument("--seed", type=int, default=0, help="seed of the engine's sampler")
@@ -31,5 +31,7 @@ def run_serve(args: argparse.Namespace) -> int:
         raise UserError("`rlvr rollout serve` needs the vllm package: scripts/setup_vllm_env.sh on CPUs, pip install -e '.[gpu]' on GPUs")
     from rlvr.rollout.server import serve
 
-    serve(args.model, cfg.vllm, host=args.host, port=args.port, seed=args.seed)
+    from rlvr.models.paths import resolve_model
+
+    serve(resolve_model(args.model), cfg.vllm, host=args.host, port=args.port, seed=args.seed)
     return 0

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from envs.registry import Registry, RegistryError
 from rlvr import UserError
+from rlvr.models.paths import resolve_model
 from rlvr.rollout.base import RolloutEngine
 from rlvr.rollout.config import ENGINE_SECTIONS, RolloutConfig
 
@@ -129,7 +130,7 @@ def _vllm(request: EngineRequest) -> RolloutEngine:
     except ImportError as e:
         raise UserError(f"rollout.engine=vllm needs the vllm package ({e}): scripts/setup_vllm_env.sh on CPUs, "
                         "pip install -e '.[gpu]' on GPUs") from e
-    path = request.model_path or _saved_copy(request.model, request.tokenizer)
+    path = resolve_model(request.model_path) if request.model_path else _saved_copy(request.model, request.tokenizer)
     return VLLMEngine(path, request.tokenizer, request.cfg.vllm, seed=request.seed)
 
 
@@ -138,7 +139,7 @@ def _vllm_server(request: EngineRequest) -> RolloutEngine:
 
     from rlvr.rollout.vllm_client import VLLMServerEngine
 
-    tokenizer = request.tokenizer if request.tokenizer is not None else AutoTokenizer.from_pretrained(request.model_path)
+    tokenizer = request.tokenizer if request.tokenizer is not None else AutoTokenizer.from_pretrained(resolve_model(request.model_path))
     return VLLMServerEngine(request.cfg.vllm, tokenizer)
 
 

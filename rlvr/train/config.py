@@ -22,7 +22,7 @@ from rlvr.rollout.prompts import PromptConfig
 class ModelConfig:
     """The policy to train."""
 
-    name_or_path: str = help_field("tiny", "Hugging Face model id or local directory; 'tiny' builds the embedded model from `tiny` (SFT only)")
+    name_or_path: str = help_field("tiny", "A model directory, a .gguf file, a built-in name (`rlvr models list`: smollm2-135m-instruct) or a Hugging Face id; 'tiny' builds the embedded model from `tiny` (SFT only)")
     dtype: Literal["float32", "bfloat16", "float16"] = help_field("float32", "Parameter dtype")
     precision: Literal["fp32", "bf16"] = help_field("fp32", "Compute precision of training: bf16 runs the forwards and backward under bf16 autocast "
                                                     "with float32 weights and optimizer (accelerate's mixed precision; rlvr's decoding loop stays "

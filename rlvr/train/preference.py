@@ -37,6 +37,7 @@ from rlvr.algos.preference import (PAIR_STATS, PREFERENCE_LOSSES, UNPAIRED_STATS
                                    mismatched_partners, pair_objective, unpaired_objective)
 from rlvr.algos.presets import Algorithm, PreferenceSettings, resolve_algorithm
 from rlvr.config import help_field
+from rlvr.models.paths import resolve_model
 from rlvr.rollout.text import encode_prompt
 from rlvr.models.batch import TokenBatch, build_token_batch, token_logprobs
 from rlvr.train.config import TrainConfig
@@ -323,7 +324,7 @@ class PreferenceRecipe:
         loaded ``policy`` when it still holds the starting weights."""
         harness, pairs, path = self.harness, self.pairs, self.cfg.model.name_or_path
         cache = self.cfg.run_dir / CACHE_FILE
-        fingerprint = pairs.fingerprint(path)
+        fingerprint = pairs.fingerprint(resolve_model(path))
         if cache.is_file():
             saved = torch.load(cache, weights_only=False)
             if saved.get("fingerprint") == fingerprint:
