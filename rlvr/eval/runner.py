@@ -105,14 +105,19 @@ class SampleSet:
     generate_s: float = 0.0
 
     def generation(self) -> dict[str, float]:
-        """Mean completion length (tokens), shares truncated and empty (nothing but an end of
-        turn), and completion tokens per second of generation."""
+        """Mean completion length (tokens) and the shares truncated and empty (nothing but an end
+        of turn): reproducible, unlike `speed`."""
         flat = [c for row in self.completions for c in row]
-        tokens = sum(len(c.token_ids) for c in flat)
-        return {"mean_completion_tokens": tokens / max(len(flat), 1),
+        return {"mean_completion_tokens": self.tokens() / max(len(flat), 1),
                 "truncated_rate": sum(c.truncated for c in flat) / max(len(flat), 1),
-                "empty_rate": sum(not c.text.strip() for c in flat) / max(len(flat), 1),
-                "completion_tokens_per_s": tokens / self.generate_s if self.generate_s > 0 else 0.0}
+                "empty_rate": sum(not c.text.strip() for c in flat) / max(len(flat), 1)}
+
+    def tokens(self) -> int:
+        return sum(len(c.token_ids) for row in self.completions for c in row)
+
+    def speed(self) -> float:
+        """Completion tokens per second of generation."""
+        return self.tokens() / self.generate_s if self.generate_s > 0 else 0.0
 
 
 EMPTY_ALARM = 0.5
@@ -252,6 +257,7 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
     report["context"] = {"length": context_length, "problems_over": len(over),
                          "examples": [problems[i].id for i in sorted(over)[:10]]}
     report["wall_s"] = time.perf_counter() - t0
+    report["speed"] = {f"{name}_completion_tokens_per_s": s.speed() for name, s in (("greedy", greedy), ("sampled", sampled)) if s is not None}
     report["_problems"] = problems
     return report
 
@@ -325,7 +331,7 @@ def render_markdown(r: dict[str, Any]) -> str:
         g = r["greedy"]
         lines.append(f"| greedy accuracy | {g['accuracy']:.3f} ({g['correct']}/{r['problems']}) | {g['ci95'][0]:.3f}–{g['ci95'][1]:.3f} |")
         lines.append(f"| greedy no-answer rate | {g['no_answer_rate']:.3f} | |")
-        lines += _generation_rows("greedy", g)
+        lines += _generation_rows("greedy", g, r)
         lines += markdown_rows("greedy", g)
     if "sampled" in r:
         s, n = r["sampled"], r["sampled"]["n"]
@@ -335,7 +341,7 @@ def render_markdown(r: dict[str, Any]) -> str:
             lines.append(f"| pass@{k} | {v:.3f} | |")
         lines.append(f"| maj@{n} | {s[f'maj@{n}']:.3f} | |")
         lines.append(f"| sampled no-answer rate | {s['no_answer_rate']:.3f} | |")
-        lines += _generation_rows("sampled", s)
+        lines += _generation_rows("sampled", s, r)
         lines += markdown_rows("sampled", s)
     lines += ["", f"Intervals: {r.get('ci_method', CI_METHOD)}."]
     for warning in r.get("warnings", []):
@@ -355,9 +361,10 @@ def render_markdown(r: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _generation_rows(name: str, section: dict[str, Any]) -> list[str]:
+def _generation_rows(name: str, section: dict[str, Any], report: dict[str, Any]) -> list[str]:
     if "mean_completion_tokens" not in section:
         return []
-    return [f"| {name} mean completion length | {section['mean_completion_tokens']:.1f} tokens | |",
-            f"| {name} truncated / empty | {section['truncated_rate']:.3f} / {section['empty_rate']:.3f} | |",
-            f"| {name} generation speed | {section['completion_tokens_per_s']:.0f} tokens/s | |"]
+    rows = [f"| {name} mean completion length | {section['mean_completion_tokens']:.1f} tokens | |",
+            f"| {name} truncated / empty | {section['truncated_rate']:.3f} / {section['empty_rate']:.3f} | |"]
+    speed = (report.get("speed") or {}).get(f"{name}_completion_tokens_per_s")
+    return rows + ([f"| {name} generation speed | {speed:.0f} tokens/s | |"] if speed is not None else [])

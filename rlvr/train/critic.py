@@ -44,7 +44,7 @@ class ValueModel(nn.Module):
 
         from rlvr.models.paths import resolve_model
 
-        path = resolve_model(path)  # a built-in name or a .gguf file: its converted folder
+        path = path if Path(path).is_dir() else resolve_model(path)  # a built-in name or a .gguf file: its converted folder
         try:
             backbone = AutoModel.from_pretrained(path, dtype=dtype, trust_remote_code=trust_remote_code, attn_implementation=attn_implementation)
         except (OSError, ValueError) as e:
@@ -85,7 +85,7 @@ def check_tokenizer(critic_source: str, policy_tokenizer, key: str = "algo.criti
     from rlvr.models.paths import resolve_model
 
     try:
-        theirs = AutoTokenizer.from_pretrained(resolve_model(critic_source))
+        theirs = AutoTokenizer.from_pretrained(critic_source if Path(critic_source).is_dir() else resolve_model(critic_source))
     except (OSError, ValueError):
         raise UserError(f"{key}: {critic_source!r} has no tokenizer to compare with the policy's; save it beside the weights") from None
     if theirs.get_vocab() != policy_tokenizer.get_vocab():

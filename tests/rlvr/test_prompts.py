@@ -87,9 +87,9 @@ def test_every_engine_call_and_report_carries_the_rendered_prompt(tiny, chat_tok
 
     report = evaluate(engine, task, EvalSettings(limit=3, max_new_tokens=4, prompt=PromptConfig(system="Be brief.")), progress=False)
     assert report["prompt"]["format"] == "chat" and report["prompt"]["rendered_example"] == expected
-    for key in ("mean_completion_tokens", "truncated_rate", "empty_rate", "completion_tokens_per_s"):
+    for key in ("mean_completion_tokens", "truncated_rate", "empty_rate"):
         assert key in report["greedy"], key
-    assert report["greedy"]["completion_tokens_per_s"] > 0 and report["greedy"]["truncated_rate"] == 1.0  # 4 tokens never finish
+    assert report["speed"]["greedy_completion_tokens_per_s"] > 0 and report["greedy"]["truncated_rate"] == 1.0  # 4 tokens never finish
     write_report(report, tmp_path)
     rows = [json.loads(line) for line in (tmp_path / "predictions.jsonl").read_text().splitlines()]
     assert rows[0]["prompt"] == expected
