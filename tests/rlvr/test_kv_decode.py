@@ -139,7 +139,7 @@ def test_generate_when_asked_or_when_the_model_does_not_support_the_loop(model_a
 
 
 def test_the_probe_passes_on_the_installed_transformers(model_and_tokenizer):
-    """The release this environment has (5.23 in the main lane, the newest one in the newest lane)
+    """The release this environment has (the pinned one in the main lane, 5.19 in the vLLM lane, the newest in the newest lane)
     drives the loop's cache as the loop expects: the engine uses the loop, without a warning."""
     model, tok = model_and_tokenizer
     assert kv_decode.probe_kv_decode(model) is None
