@@ -165,6 +165,10 @@ def test_eval_of_the_builtin_name_runs_end_to_end(cache, smollm2_cache, tmp_path
     assert model["source"]["sha256"] == sources.source_record(smollm2_cache[1])["sha256"]
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 2
+    # the real chat model gets its chat template by default (raw prompts: every completion was empty)
+    assert report["prompt"]["format"] == "chat" and rows[0]["prompt"].startswith("<|im_start|>system")
+    assert rows[0]["prompt"].endswith("<|im_start|>assistant\n") and 'Answer: <number>' in rows[0]["prompt"]
+    assert report["greedy"]["empty_rate"] == 0.0 and not report["warnings"]
 
 
 @needs_smollm2
