@@ -204,6 +204,8 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
                 errors.append(str(e))
         raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: '{key}' = {value!r} matches none of {_type_name(tp)}")
     if origin is Literal:
+        if isinstance(value, bool) and ("off" if value is False else "on") in get_args(tp):
+            value = "off" if value is False else "on"  # YAML 1.1 reads an unquoted off/on as a bool
         if value not in get_args(tp):
             raise ConfigError(f"{where}: '{key}' must be one of {', '.join(map(repr, get_args(tp)))}, got {value!r}")
         return value

@@ -26,7 +26,7 @@ from typing import Any, Callable
 import torch
 
 from envs.pool import VerifierPool
-from envs.types import Problem
+from envs.types import Problem, Verdict
 from rlvr import UserError
 from rlvr.algos.filters import GroupFilter
 from rlvr.rollout.base import SamplingParams, verifier_input
@@ -38,9 +38,20 @@ from rlvr.rollout.sync import SyncProbe
 from rlvr.train.config import TrainConfig
 from rlvr.train.harness import Harness, TrainableModel, TrainingError
 from rlvr.train.rollouts import generation_metrics
+from rlvr.train.reward_signal import reward_signal
 from rlvr.eval.runner import empty_warning
 from rlvr.train.sampling import GroupSampler, SamplingReport
 from tasks.base import Task
+
+
+class Rewarded:
+    """Pending verdicts, turned into the run's training reward (``verify.reward``) when they arrive."""
+
+    def __init__(self, pending: Any, signal: Callable[[Verdict], Verdict]):
+        self.pending, self.signal = pending, signal
+
+    def result(self) -> list[Verdict]:
+        return [self.signal(v) for v in self.pending.result()]
 
 
 class GroupSource:
@@ -70,12 +81,13 @@ class GroupSource:
         self.engine_updates: int | None = None if self.own_weights else policy.updates
         self.probe: SyncProbe | None = None
         self.sync_metrics: dict[str, float] = {}
+        self.reward = reward_signal(cfg.verify.reward)
         self.pool = VerifierPool(task.env, workers=cfg.verify.workers, kind=cfg.verify.kind, timeout_s=cfg.verify.timeout_s)
         self.sampling = SamplingParams(rollout.temperature, rollout.top_p, rollout.top_k, rollout.max_new_tokens)
         self.style = resolve_style(cfg.prompt, tokenizer, cfg.model.name_or_path)
         self.sampler = GroupSampler(
             generate=lambda problems: generate_for(self.engine, task.env, problems, rollout.group_size, self.sampling, self.style),
-            submit=lambda problems, completions: self.pool.submit(problems, [verifier_input(c) for c in completions]),
+            submit=lambda problems, completions: Rewarded(self.pool.submit(problems, [verifier_input(c) for c in completions]), self.reward),
             group_size=rollout.group_size, chunk_prompts=rollout.chunk_prompts,
             group_filter=group_filter, budget_factor=sampling_budget,
             on_failure_valid=cfg.verify.on_failure == "zero", rank=harness.rank, world=harness.num_processes,
