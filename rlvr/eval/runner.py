@@ -301,7 +301,7 @@ def write_report(report: dict[str, Any], out_dir: str | Path, problems: list[Pro
                     row["prompt"] = shown  # as the model saw it, after the chat template
                 for name, s in (("greedy", greedy), ("samples", sampled)):
                     if s is not None:
-                        row[name] = [{"text": c.text, "reward": v.reward, "status": v.status.value, "extracted": v.extracted, **prediction_fields(c)}
+                        row[name] = [{"text": c.text, "reward": v.reward, "passed": v.passed, "status": v.status.value, "extracted": v.extracted, **prediction_fields(c)}
                                      for c, v in zip(s.completions[i], s.verdicts[i])]
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
     return json_path, md_path
