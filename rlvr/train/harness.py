@@ -448,7 +448,7 @@ class Harness:
     # -- the accumulation routine ---------------------------------------------------------------
 
     def optimizer_step(self, part: TrainableModel, rows: torch.Tensor, objective: Objective, micro_batch_size: int,
-                       lengths: torch.Tensor | None = None) -> dict[str, float] | None:
+                       lengths: torch.Tensor | None = None, idle: torch.Tensor | None = None) -> dict[str, float] | None:
         """One optimizer step of ``part`` on ``rows`` (this process's share of a minibatch).
 
         Micro-batches of ``micro_batch_size`` rows (sorted by ``lengths`` when given: see
@@ -458,6 +458,10 @@ class Harness:
         loss is scaled by the process count because DDP averages gradients while the objective is
         already normalised by totals over all processes. Returns the weighted statistics of the
         objective, ``grad_norm`` (before clipping) and ``lr``.
+
+        ``idle`` ``[len(rows)]`` (bool) marks rows whose loss and gradient are exactly 0 (e.g. a zero
+        advantage with no KL or entropy term): they count in the objective's totals, so the loss is
+        the same, but are not forwarded. Statistics then cover the forwarded rows.
         """
         accel = self.accel
         weight = 1.0
@@ -466,6 +470,8 @@ class Harness:
                 return None
             rows, weight = torch.zeros(1, dtype=torch.long), 0.0
         totals = self.reduce_sum(objective.totals(rows).float() * weight)
+        if idle is not None and weight and not bool(idle.all()):  # all idle: forward them (the step still happens)
+            rows = rows[~idle]
         micros = self.micro_batches(rows, micro_batch_size, lengths, collective=self.sharded)
         part.model.train()
         stats, loss_sum = StatsAccumulator(), 0.0

@@ -250,11 +250,15 @@ class PolicyGradient:
         train_policy = self.critic is None or step > algo.critic.warmup_steps
         policy_stats, critic_stats = [], []
         micro = self.cfg.update.micro_batch_size
+        idle = self._idle_rows(advantages, mask)
         for minibatch in self._minibatches(rows):
             if self.critic is not None:
                 critic_stats.append(self.critic.update(ScoringBatch(r.batch, minibatch, mask, r.lengths), returns, values))
             if train_policy:
-                policy_stats.append(self.harness.optimizer_step(self.policy, minibatch, objective, micro, self._micro_order(r)))
+                policy_stats.append(self.harness.optimizer_step(self.policy, minibatch, objective, micro, self._micro_order(r),
+                                                                idle=None if idle is None else idle[minibatch]))
+        if idle is not None:
+            metrics["train/idle_rows_frac"] = float(idle[rows].float().mean()) if len(rows) else 0.0
         metrics |= _policy_metrics(merge_stats([s for s in policy_stats if s]))
         metrics |= _advantage_metrics(advantages, mask)
         if self.critic is not None:
@@ -314,6 +318,15 @@ class PolicyGradient:
             return False
         signal = self.harness.reduce_sum(torch.tensor([float((advantages * mask).abs().sum())]))
         return float(signal[0]) == 0.0
+
+    def _idle_rows(self, advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
+        """``[B]`` bool: sequences whose policy loss and gradient are exactly 0, so the update need
+        not forward them (a group whose rewards are all equal has zero advantages), or None when a
+        term other than the advantage reaches every sequence (a KL in the loss, an entropy bonus)."""
+        parts = self._parts()
+        if parts.entropy_coef or parts.kl_coef:
+            return None
+        return (advantages * mask).abs().sum(-1) == 0
 
     def _parts(self) -> ObjectiveParts:
         algo = self.algo
