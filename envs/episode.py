@@ -235,10 +235,14 @@ class MultiTurnEnvironment(Environment):
     Attributes:
         stop: Stop strings that end a model turn and call `step`.
         limits: Default limits of an episode.
+        observation_role: The role of an observation when prompts go through a chat template
+            (``tool`` by default; a template that does not know the role gets ``user``). With
+            raw prompts observations are appended as plain text.
     """
 
     stop: tuple[str, ...] = ()
     limits: EpisodeLimits = EpisodeLimits()
+    observation_role: str = "tool"
 
     @abstractmethod
     def step(self, problem: Problem, turns: Sequence[Turn]) -> StepResult:

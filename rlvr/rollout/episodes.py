@@ -29,7 +29,7 @@ from envs.episode import End, EpisodeLimits, EpisodeRecorder, MultiTurnEnvironme
 from envs.types import Message, Problem
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams
 from rlvr.rollout.prompts import RAW, PromptStyle
-from rlvr.rollout.text import encode_prompt, render_prompt, token_char_ends
+from rlvr.rollout.text import ObservationWrap, encode_prompt, observation_wrap, render_prompt, token_char_ends
 
 
 @dataclass
@@ -92,8 +92,12 @@ def run_episodes(engine: RolloutEngine, env: MultiTurnEnvironment, problems: Seq
     limits = limits or env.limits
     tok = engine.tokenizer
     timings = timings if timings is not None else EpisodeTimings()
-    texts = [render_prompt(tok, style.render(env, p)) for p in problems]
+    rendered = [style.render(env, p) for p in problems]
+    texts = [render_prompt(tok, r) for r in rendered]
     prompts = [tok(t)["input_ids"] for t in texts]
+    # observations in a chat transcript are messages of their own role; after raw prompts, plain text
+    wrap = observation_wrap(tok, env.observation_role) if any(isinstance(r, list) for r in rendered) else None
+    wraps = [wrap if isinstance(r, list) else None for r in rendered]
     live = [_Live(i, p, prompts[i], EpisodeRecorder(limits)) for i, p in enumerate(problems) for _ in range(n)]
     stop = tuple(dict.fromkeys((*sampling.stop, *env.stop)))
     own_runner = step_runner is None
@@ -119,7 +123,7 @@ def run_episodes(engine: RolloutEngine, env: MultiTurnEnvironment, problems: Seq
             for e, outcome in zip(stepping, outcomes):
                 observation = e.recorder.stepped(outcome)
                 if observation is not None:
-                    _add_observation(e, observation, tok, limits.max_tokens)
+                    _add_observation(e, observation, tok, limits.max_tokens, wraps[e.problem_index])
     finally:
         if own_runner:
             runner.close()
@@ -144,14 +148,22 @@ def _add_model_turn(e: _Live, out: Completion, budget: int, tok: Any) -> None:
         e.recorder.stop(End.MAX_TOKENS if len(e.ids) >= e.recorder.limits.max_tokens else End.TRUNCATED)
 
 
-def _add_observation(e: _Live, observation: str, tok: Any, max_tokens: int) -> None:
-    ids = tok(observation, add_special_tokens=False)["input_ids"]
+def _add_observation(e: _Live, observation: str, tok: Any, max_tokens: int, wrap: ObservationWrap | None) -> None:
+    ids = observation_ids(tok, observation, wrap)
     if len(e.ids) + len(ids) >= max_tokens:  # no room left for the model to answer after it
         e.recorder.stop(End.MAX_TOKENS)
         return
     text = tok.decode(ids, skip_special_tokens=True)  # the observation as the model sees it
     e.append(ids, [0.0] * len(ids), text, token_char_ends(tok, ids, len(text)), model=False)
-    e.recorder.observation(text)
+    # the environment reads the observation itself (without the chat template's markers)
+    e.recorder.observation(text if wrap is None else tok.decode(tok(observation, add_special_tokens=False)["input_ids"], skip_special_tokens=True))
+
+
+def observation_ids(tok: Any, observation: str, wrap: ObservationWrap | None) -> list[int]:
+    """The ids appended for an observation: its text, or in a chat transcript the template's end of
+    the model's turn, the observation as a message of its role and the next model turn's header.
+    Rollouts and demonstrations both use this, so they lay an episode out alike."""
+    return tok(observation if wrap is None else wrap.text(observation), add_special_tokens=False)["input_ids"]
 
 
 def _completion(e: _Live, prompt_text: str) -> Completion:
@@ -188,16 +200,20 @@ class TokenizedDemonstration:
     loss_mask: list[int]
 
 
-def tokenize_demonstration(tokenizer: Any, prompt: str | list[Message], turns: Sequence[Turn], *, eos: bool = True) -> TokenizedDemonstration:
+def tokenize_demonstration(tokenizer: Any, prompt: str | list[Message], turns: Sequence[Turn], *, eos: bool = True,
+                           observation_role: str = "tool") -> TokenizedDemonstration:
     """Tokenize a written episode for supervised warm-up: each turn alone (as the runner appends
     observations; never the joined transcript, whose tokens may merge across a boundary), model
-    turns masked 1, observations 0, and an end-of-sequence token after the last turn."""
+    turns masked 1, observations 0 (in a chat transcript, as ``observation_role`` messages), and an
+    end-of-sequence token after the last turn."""
     if not turns or turns[0].role is not Role.MODEL:
         raise ValueError("a demonstration starts with a model turn")
+    wrap = observation_wrap(tokenizer, observation_role) if isinstance(prompt, list) else None
     ids: list[int] = []
     mask: list[int] = []
     for turn in turns:
-        piece = tokenizer(turn.text, add_special_tokens=False)["input_ids"]
+        piece = (tokenizer(turn.text, add_special_tokens=False)["input_ids"] if turn.role is Role.MODEL
+                 else observation_ids(tokenizer, turn.text, wrap))
         ids += piece
         mask += [int(turn.role is Role.MODEL)] * len(piece)
     if eos:

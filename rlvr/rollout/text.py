@@ -5,6 +5,7 @@ they all see the same prompt ids and cut completions at the same token."""
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 from typing import Sequence
 
 from transformers import PreTrainedTokenizerBase
@@ -22,6 +23,43 @@ def render_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[Message
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[Message]) -> list[int]:
     """The token ids a prompt is generated from (chat messages through the chat template)."""
     return tokenizer(render_prompt(tokenizer, prompt))["input_ids"]
+
+
+@dataclass(frozen=True)
+class ObservationWrap:
+    """How an observation enters a chat transcript after a model turn that stopped at a tool call:
+    ``before`` (the template's end of the model's turn and the header of a ``role`` message), the
+    observation, ``after`` (the end of that message and the header of the model's next turn)."""
+
+    role: str
+    before: str
+    after: str
+
+    def text(self, observation: str) -> str:
+        return f"{self.before}{observation}{self.after}"
+
+
+_SPLIT = ("RLVRMODELTURNEND", "RLVROBSERVATION")  # plain words: every template copies message content as is
+
+
+def observation_wrap(tokenizer: PreTrainedTokenizerBase, role: str) -> ObservationWrap:
+    """The chat template's rendering of an observation as a ``role`` message between two model
+    turns, read off the template by rendering markers in the content. A template that refuses the
+    role (some allow only user and assistant) gets a ``user`` message instead."""
+    errors = []
+    for r in dict.fromkeys((role, "user")):
+        messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": _SPLIT[0]}, {"role": r, "content": _SPLIT[1]}]
+        try:
+            text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        except Exception as e:  # jinja raises on a role the template does not know
+            errors.append(f"{r}: {e}")
+            continue
+        head, _, tail = text.partition(_SPLIT[0])
+        before, found, after = tail.partition(_SPLIT[1])
+        if head and found:
+            return ObservationWrap(r, before, after)
+        errors.append(f"{r}: the template does not show message contents as they are")
+    raise ValueError(f"the chat template cannot show an observation between model turns ({'; '.join(errors)})")
 
 
 _PIECE_LENGTHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> {token id: length decoded alone}

@@ -119,7 +119,8 @@ class SFTRecipe:
                     raise UserError(f"task {self.task.id} provides no worked solutions in split {self.cfg.task.split!r}; it cannot be used for SFT")
                 continue
             demos.append((problem, turns))
-        return [tokenize_demonstration(self.tokenizer, self.style.render(self.task.env, p), turns)
+        role = getattr(self.task.env, "observation_role", "tool")  # multi-turn environments name it; others have no observations
+        return [tokenize_demonstration(self.tokenizer, self.style.render(self.task.env, p), turns, observation_role=role)
                 for p, turns in demos[rank * count:(rank + 1) * count]]
 
     def evaluate(self) -> dict[str, float]:

@@ -14,15 +14,17 @@ import pytest
 import torch
 
 import tasks
-from envs.types import Problem
+from envs.episode import EpisodeLimits, MultiTurnEnvironment, Role, StepResult, Turn
+from envs.types import Problem, Verdict
 from rlvr import UserError
 from rlvr.eval.runner import EvalSettings, evaluate, write_report
 from rlvr.models.loading import load_model
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.episodes import generate_for
+from rlvr.rollout.episodes import generate_for, tokenize_demonstration
 from rlvr.rollout.hf import HFGenerateEngine
 from rlvr.rollout.prompts import RAW, PromptConfig, PromptStyle, resolve_style
+from rlvr.rollout.text import ObservationWrap, observation_wrap
 
 CHATML = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
           "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
@@ -133,3 +135,50 @@ def test_generation_ends_at_the_chat_templates_end_of_turn_as_well_as_eos(tiny, 
         hook.remove()
     assert plain.truncated and len(plain.token_ids) == 6  # without a template that writes it, <|im_end|> is just a token
     assert chat.token_ids == [end] and not chat.truncated and chat.text == ""
+
+
+class Echo(MultiTurnEnvironment):
+    """Any letter, digit or space ends a model turn; the observation is a fixed string."""
+
+    stop = tuple("abcdefghijklmnopqrstuvwxyz0123456789 ")
+    limits = EpisodeLimits(max_turns=3, max_tokens=96)
+    seen: list[str] = []
+
+    def step(self, problem, turns):
+        Echo.seen += [t.text for t in turns if t.role is Role.OBSERVATION]
+        return StepResult(observation=" [seen] ")
+
+    def verify(self, problem, completion):
+        return Verdict(0.0, False)
+
+
+def test_observations_in_a_chat_transcript_are_messages_of_their_own_role(tiny, chat_tokenizer):
+    model, _ = tiny
+    wrap = observation_wrap(chat_tokenizer, "tool")
+    assert wrap == ObservationWrap("tool", "<|im_end|>\n<|im_start|>tool\n", "<|im_end|>\n<|im_start|>assistant\n")
+    wrapped = chat_tokenizer(wrap.text(" [seen] "), add_special_tokens=False).input_ids
+    problems = [Problem(f"p/{i}", f"Say {i}.", "0") for i in range(3)]
+    Echo.seen = []
+    comps = generate_for(HFGenerateEngine(model, chat_tokenizer), Echo(), problems, 2,
+                         SamplingParams(temperature=1.0, max_new_tokens=16, seed=3), PromptStyle(chat=True))
+    stepped = [c for c in comps if any(t.role is Role.OBSERVATION for t in c.episode.turns)]
+    assert stepped, "some episode must reach an observation"
+    for c in stepped:  # the template's end of turn, a tool message and the next assistant header, all masked out
+        masked = [t for t, m in zip(c.token_ids, c.loss_mask) if not m]
+        assert masked[: len(wrapped)] == wrapped and len(masked) % len(wrapped) == 0
+    assert Echo.seen and set(Echo.seen) == {" [seen] "}  # the environment reads the observation itself
+
+    turns = [Turn(Role.MODEL, "1+1="), Turn(Role.OBSERVATION, " [seen] "), Turn(Role.MODEL, "2")]
+    ids = lambda text: chat_tokenizer(text, add_special_tokens=False).input_ids
+    chat = tokenize_demonstration(chat_tokenizer, [{"role": "user", "content": "q"}], turns)
+    assert chat.token_ids == ids("1+1=") + wrapped + ids("2") + [chat_tokenizer.eos_token_id]
+    assert chat.loss_mask == [1] * len(ids("1+1=")) + [0] * len(wrapped) + [1] * (len(ids("2")) + 1)
+    raw = tokenize_demonstration(chat_tokenizer, "q", turns)  # raw prompts: observations are plain text, as before
+    assert raw.token_ids == ids("1+1=") + ids(" [seen] ") + ids("2") + [chat_tokenizer.eos_token_id]
+
+
+def test_a_template_that_knows_only_user_and_assistant_gets_a_user_message(chat_tokenizer):
+    tok = copy.copy(chat_tokenizer)
+    tok.chat_template = ("{% for m in messages %}{% if m['role'] not in ['user', 'assistant'] %}"
+                         "{{ raise_exception('unknown role ' + m['role']) }}{% endif %}" + CHATML[len("{% for m in messages %}"):])
+    assert observation_wrap(tok, "tool") == ObservationWrap("user", "<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n")
