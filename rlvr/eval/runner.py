@@ -108,9 +108,12 @@ class SampleSet:
         """Mean completion length (tokens) and the shares truncated and empty (nothing but an end
         of turn): reproducible, unlike `speed`."""
         flat = [c for row in self.completions for c in row]
+        verdicts = [v for row in self.verdicts for v in row]
         return {"mean_completion_tokens": self.tokens() / max(len(flat), 1),
                 "truncated_rate": sum(c.truncated for c in flat) / max(len(flat), 1),
-                "empty_rate": sum(not c.text.strip() for c in flat) / max(len(flat), 1)}
+                "empty_rate": sum(not c.text.strip() for c in flat) / max(len(flat), 1),
+                # credited although cut at max_new_tokens: the answer was read from an unfinished response
+                "passed_truncated": sum(c.truncated and v.passed for c, v in zip(flat, verdicts))}
 
     def tokens(self) -> int:
         return sum(len(c.token_ids) for row in self.completions for c in row)
@@ -118,6 +121,17 @@ class SampleSet:
     def speed(self) -> float:
         """Completion tokens per second of generation."""
         return self.tokens() / self.generate_s if self.generate_s > 0 else 0.0
+
+
+def truncated_warning(name: str, section: dict[str, Any]) -> str | None:
+    """What to say when answers were credited to completions cut at max_new_tokens (lenient
+    extraction reads the last value stated, which in a cut response may be a step, not the answer)."""
+    n = section.get("passed_truncated", 0)
+    if not n:
+        return None
+    return (f"{n} {name} completion{'s' if n > 1 else ''} counted as correct {'were' if n > 1 else 'was'} cut at max_new_tokens, "
+            f"so the answer was read from an unfinished response (marked \"truncated\" in predictions.jsonl); "
+            f"raise --max-new-tokens to see whether the model would have kept it")
 
 
 EMPTY_ALARM = 0.5
@@ -253,7 +267,8 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
     report["prompt"] = {"format": "chat" if style.chat else "raw", "system": style.system, "instruction": style.instruction,
                         "rendered_example": first.prompt_text if first is not None else None}
     rates = [r["empty_rate"] for r in (report.get("greedy"), report.get("sampled")) if r]
-    report["warnings"] = [w for w in [empty_warning(max(rates, default=0.0), report["prompt"]["format"])] if w]
+    report["warnings"] = [w for w in [empty_warning(max(rates, default=0.0), report["prompt"]["format"]),
+                                      *(truncated_warning(name, report[name]) for name in ("greedy", "sampled") if name in report)] if w]
     report["context"] = {"length": context_length, "problems_over": len(over),
                          "examples": [problems[i].id for i in sorted(over)[:10]]}
     report["wall_s"] = time.perf_counter() - t0
@@ -301,7 +316,7 @@ def write_report(report: dict[str, Any], out_dir: str | Path, problems: list[Pro
                     row["prompt"] = shown  # as the model saw it, after the chat template
                 for name, s in (("greedy", greedy), ("samples", sampled)):
                     if s is not None:
-                        row[name] = [{"text": c.text, "reward": v.reward, "passed": v.passed, "status": v.status.value, "extracted": v.extracted, **prediction_fields(c)}
+                        row[name] = [{"text": c.text, "reward": v.reward, "passed": v.passed, "truncated": c.truncated, "status": v.status.value, "extracted": v.extracted, **prediction_fields(c)}
                                      for c, v in zip(s.completions[i], s.verdicts[i])]
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
     return json_path, md_path
@@ -366,5 +381,7 @@ def _generation_rows(name: str, section: dict[str, Any], report: dict[str, Any])
         return []
     rows = [f"| {name} mean completion length | {section['mean_completion_tokens']:.1f} tokens | |",
             f"| {name} truncated / empty | {section['truncated_rate']:.3f} / {section['empty_rate']:.3f} | |"]
+    if section.get("passed_truncated"):
+        rows.append(f"| {name} counted correct although truncated | {section['passed_truncated']} | |")
     speed = (report.get("speed") or {}).get(f"{name}_completion_tokens_per_s")
     return rows + ([f"| {name} generation speed | {speed:.0f} tokens/s | |"] if speed is not None else [])

@@ -172,6 +172,22 @@ def test_eval_of_the_builtin_name_runs_end_to_end(cache, smollm2_cache, tmp_path
 
 
 @needs_smollm2
+def test_lenient_credit_for_a_cut_completion_is_flagged(cache, smollm2_cache, tmp_path):
+    """Cut at 12 tokens, the real model's '58 * 5 = 290' still passes leniently: the report says the
+    answer came from an unfinished response, and predictions.jsonl marks it."""
+    out = tmp_path / "eval"
+    proc = _cli("eval", "--model", BUILTIN, "--task", "arithmetic-v1", "--split", "validation", "--limit", "40", "--max-new-tokens", "12",
+                "--env-kwargs", "{extraction: lenient}", "--threads", "1", "--out", str(out), env={sources.CACHE_ENV: str(cache)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    rows = [json.loads(line)["greedy"][0] for line in (out / "predictions.jsonl").read_text().splitlines()]
+    cut = sum(r["passed"] and r["truncated"] for r in rows)
+    assert cut >= 1 and report["greedy"]["passed_truncated"] == cut
+    assert any(w.startswith(f"{cut} greedy completion") and "cut at max_new_tokens" in w for w in report["warnings"])
+    assert "counted correct although truncated" in (out / "report.md").read_text()
+
+
+@needs_smollm2
 def test_models_list_shows_builtins_the_cache_and_its_folders(cache, smollm2_cache, capsys):
     assert main(["models", "list"]) == 0
     out = capsys.readouterr().out
