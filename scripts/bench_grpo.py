@@ -15,6 +15,14 @@ verifiers, not for arithmetic's 8 ms).
     python scripts/bench_grpo.py --steps 20             # TRL needs: pip install -e '.[bench]'
     python scripts/bench_grpo.py --model runs/quickstart/sft/final --frameworks rlvr
     python scripts/bench_grpo.py --variant overlap='rollout.overlap=true'   # rlvr, rlvr-overlap and TRL in one run
+    python scripts/bench_grpo.py --model smollm2-135m-instruct --steps 6  # a real chat model: the chat profile
+
+Profiles: ``embedded`` (the numbers above, for the embedded character-level model) and ``chat`` (a
+real pretrained chat model: 8 prompts x 4 completions x 48 tokens, micro-batch 32, temperature
+0.7 / top-p 0.9, learning rate 1e-5, both frameworks given the same chat messages: the question
+and the task's answer instruction, rendered by the model's own chat template). ``auto`` picks
+``chat`` when the model's tokenizer has a chat template. Held-out accuracy is then measured on the
+first 200 test problems.
 """
 
 from __future__ import annotations
@@ -22,39 +30,66 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-PROMPTS_PER_STEP, GROUP, MICRO, MAX_NEW, LR, WARMUP, BETA, CLIP = 32, 8, 128, 64, 1e-4, 2, 0.04, 0.2
-TASK_CONFIG = {"direct_frac": 0.5}
+@dataclass(frozen=True)
+class Profile:
+    """The settings both frameworks share."""
+
+    prompts_per_step: int
+    group: int
+    micro: int
+    max_new: int
+    lr: float
+    warmup: int
+    beta: float
+    clip: float
+    temperature: float
+    top_p: float
+    chat: bool
+    task_config: dict = field(default_factory=dict)
+    heldout_limit: int | None = None
 
 
-def run_rlvr(model: str, steps: int, out: Path, threads: int, seed: int, extra: tuple[str, ...] = (), name: str = "rlvr") -> dict:
+PROFILES = {
+    "embedded": Profile(32, 8, 128, 64, 1e-4, 2, 0.04, 0.2, 1.0, 1.0, chat=False, task_config={"direct_frac": 0.5}),
+    "chat": Profile(8, 4, 32, 48, 1e-5, 2, 0.04, 0.2, 0.7, 0.9, chat=True, heldout_limit=200),
+}
+
+
+def run_rlvr(model: str, steps: int, out: Path, threads: int, seed: int, extra: tuple[str, ...] = (), name: str = "rlvr",
+             prof: Profile = PROFILES["embedded"]) -> dict:
     from rlvr.config import load_config
     from rlvr.train import TrainConfig, train
 
     overrides = [
         f"output_dir={out}", f"name={name}", f"model.name_or_path={model}", f"seed={seed}", f"threads={threads}",
-        f"update.steps={steps}", f"rollout.prompts_per_step={PROMPTS_PER_STEP}", f"rollout.group_size={GROUP}",
-        f"rollout.max_new_tokens={MAX_NEW}", f"rollout.chunk_prompts={PROMPTS_PER_STEP}", f"update.micro_batch_size={MICRO}", f"optim.lr={LR}",
-        f"optim.warmup_steps={WARMUP}", "optim.schedule=cosine", "algo.preset=grpo", f"algo.kl_coef={BETA}",
-        "algo.kl_mode=loss", f"algo.clip_low={CLIP}", f"algo.clip_high={CLIP}", "eval.every=0", "eval.at_start=false",
-        "log.checkpoint_every=0", "log.progress=false", "log.tensorboard=false", "log.plot=false", "overwrite=true", *extra,
+        f"update.steps={steps}", f"rollout.prompts_per_step={prof.prompts_per_step}", f"rollout.group_size={prof.group}",
+        f"rollout.max_new_tokens={prof.max_new}", f"rollout.chunk_prompts={prof.prompts_per_step}", f"update.micro_batch_size={prof.micro}",
+        f"optim.lr={prof.lr}", f"optim.warmup_steps={prof.warmup}", "optim.schedule=cosine", "algo.preset=grpo", f"algo.kl_coef={prof.beta}",
+        "algo.kl_mode=loss", f"algo.clip_low={prof.clip}", f"algo.clip_high={prof.clip}", f"rollout.temperature={prof.temperature}",
+        f"rollout.top_p={prof.top_p}", f"prompt.format={'chat' if prof.chat else 'raw'}", f"task.config={json.dumps(prof.task_config)}",
+        "eval.every=0", "eval.at_start=false", "log.checkpoint_every=0", "log.progress=false", "log.tensorboard=false", "log.plot=false",
+        "overwrite=true", *extra,
     ]
     result = train(load_config(TrainConfig, "quickstart", overrides))
     rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
     return {
         "step_s": [r["time/step"] for r in rows],
-        "completion_tokens": [r["rollout/response_len"] * PROMPTS_PER_STEP * GROUP for r in rows],
+        "completion_tokens": [r["rollout/response_len"] * prof.prompts_per_step * prof.group for r in rows],
         "reward": [r["reward/mean"] for r in rows],
         "model": str(result.final_model),
     }
 
 
-def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: tuple[str, ...] = (), name: str = "trl") -> dict:
+def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: tuple[str, ...] = (), name: str = "trl",
+            prof: Profile = PROFILES["embedded"]) -> dict:
     """TRL's GRPOTrainer; ``extra`` holds its precision (``bf16``: ``bf16=True``) and optionally
     ``attn=KERNEL`` (the model's attention; default: transformers')."""
     attn = next((e.split("=", 1)[1] for e in extra if e.startswith("attn=")), None)
@@ -67,14 +102,19 @@ def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: t
     from envs.types import Problem
 
     torch.set_num_threads(threads)
-    task = tasks.make("arithmetic-v1", **TASK_CONFIG)
-    stream = task.stream("train", seed=seed)  # the same prompts, in the same order, as rlvr's trainer
-    problems = [next(stream) for _ in range(steps * PROMPTS_PER_STEP)]
-    data = Dataset.from_list([{"prompt": p.prompt, "reference": p.reference, "pid": p.id} for p in problems])
-    env = task.env
+    from rlvr.rollout.prompts import RAW, PromptStyle
 
-    def reward(prompts, completions, reference, pid, **_):
-        return [env.verify(Problem(i, p, r), c).reward for p, c, r, i in zip(prompts, completions, reference, pid)]
+    task = tasks.make("arithmetic-v1", **prof.task_config)
+    stream = task.stream("train", seed=seed)  # the same prompts, in the same order, as rlvr's trainer
+    problems = [next(stream) for _ in range(steps * prof.prompts_per_step)]
+    env = task.env
+    style = PromptStyle(chat=True) if prof.chat else RAW  # rlvr's own rendering: the same messages reach both chat templates
+    data = Dataset.from_list([{"prompt": style.render(env, p), "question": p.prompt, "reference": p.reference, "pid": p.id}
+                              for p in problems])
+
+    def reward(completions, question, reference, pid, **_):
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]  # conversational: the assistant message
+        return [env.verify(Problem(i, q, r), t).reward for q, t, r, i in zip(question, texts, reference, pid)]
 
     class StepTimer(TrainerCallback):
         def __init__(self):
@@ -88,15 +128,15 @@ def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: t
 
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "completions/mean_length" in logs:
-                self.lengths.append(logs["completions/mean_length"] * PROMPTS_PER_STEP * GROUP)
+                self.lengths.append(logs["completions/mean_length"] * prof.prompts_per_step * prof.group)
                 self.rewards.append(logs.get("reward", float("nan")))
 
     args = GRPOConfig(
         output_dir=str(out / "trl"), max_steps=steps, seed=seed, use_cpu=True, bf16="bf16" in extra,
-        per_device_train_batch_size=MICRO, gradient_accumulation_steps=PROMPTS_PER_STEP * GROUP // MICRO,
-        num_generations=GROUP, max_completion_length=MAX_NEW, temperature=1.0, top_p=1.0, top_k=0,
-        learning_rate=LR, lr_scheduler_type="cosine", warmup_steps=WARMUP, max_grad_norm=1.0, weight_decay=0.0,
-        beta=BETA, epsilon=CLIP, loss_type="grpo", scale_rewards="group", num_iterations=1,
+        per_device_train_batch_size=prof.micro, gradient_accumulation_steps=prof.prompts_per_step * prof.group // prof.micro,
+        num_generations=prof.group, max_completion_length=prof.max_new, temperature=prof.temperature, top_p=prof.top_p, top_k=0,
+        learning_rate=prof.lr, lr_scheduler_type="cosine", warmup_steps=prof.warmup, max_grad_norm=1.0, weight_decay=0.0,
+        beta=prof.beta, epsilon=prof.clip, loss_type="grpo", scale_rewards="group", num_iterations=1,
         shuffle_dataset=False, logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
     )
     timer = StepTimer()
@@ -128,17 +168,20 @@ def worker_overrides(name: str, precision: str, variants: dict[str, str], trl_at
     return f"model.precision={precision_of(name, precision)} {variant}".strip()
 
 
-def heldout(model: str, threads: int) -> float:
+def heldout(model: str, threads: int, prof: Profile) -> float:
     import torch
 
     import tasks
     from rlvr.eval.runner import EvalSettings, evaluate
     from rlvr.rollout.config import RolloutConfig
     from rlvr.rollout.engines import make_engine
+    from rlvr.rollout.prompts import PromptConfig
 
     torch.set_num_threads(threads)
     engine = make_engine(RolloutConfig(), model_path=model)
-    report = evaluate(engine, tasks.make("arithmetic-v1"), EvalSettings(max_new_tokens=MAX_NEW, chunk_prompts=256), progress=False)
+    settings = EvalSettings(max_new_tokens=prof.max_new, chunk_prompts=256 if not prof.chat else 64, limit=prof.heldout_limit,
+                            prompt=PromptConfig(format="chat" if prof.chat else "raw"))
+    report = evaluate(engine, tasks.make("arithmetic-v1"), settings, progress=False)
     return report["greedy"]["accuracy"]
 
 
@@ -157,6 +200,15 @@ def ensure_base(model: str | None, out: Path) -> str:
     return str(sft(load_config(SFTConfig, "sft_quickstart", [f"output_dir={out}", "name=sft", "log.progress=false", "overwrite=true"])))
 
 
+def profile_for(model: str) -> str:
+    """``chat`` for a model whose tokenizer has its own chat template, else ``embedded``."""
+    from transformers import AutoTokenizer
+
+    from rlvr.rollout.prompts import has_own_chat_template
+
+    return "chat" if has_own_chat_template(AutoTokenizer.from_pretrained(model)) else "embedded"
+
+
 def summarise(name: str, r: dict, skip: int) -> dict:
     times = r["step_s"][skip:] or r["step_s"]
     toks = r["completion_tokens"][skip:] or r["completion_tokens"]
@@ -168,6 +220,7 @@ def summarise(name: str, r: dict, skip: int) -> dict:
         "train_reward_first5": statistics.fmean(r["reward"][:5]),
         "train_reward_last5": statistics.fmean(r["reward"][-5:]),
         "heldout_after": r["heldout_after"],
+        "peak_rss_mb": r.get("peak_rss_mb", float("nan")),
     }
 
 
@@ -185,6 +238,8 @@ def main() -> int:
     p.add_argument("--variant", action="append", default=[], metavar="NAME=OVERRIDES",
                    help="another rlvr run in the same benchmark, e.g. overlap='rollout.overlap=true' (space-separated key=value)")
     p.add_argument("--trl-attn", help="TRL's model attention kernel (e.g. eager; default: transformers' default, sdpa)")
+    p.add_argument("--profile", choices=("auto", *PROFILES), default="auto",
+                   help="shared settings: embedded (the embedded model) or chat (a real chat model); auto: chat when the tokenizer has a chat template")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--overrides", default="", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -194,11 +249,14 @@ def main() -> int:
 
     if args.worker:  # one framework, in its own process
         worker = WORKERS["trl" if args.worker.startswith("trl") else "rlvr"]
-        result = worker(args.model, args.steps, out, args.threads, args.seed, tuple(args.overrides.split()), args.worker)
+        result = worker(args.model, args.steps, out, args.threads, args.seed, tuple(args.overrides.split()), args.worker, PROFILES[args.profile])
+        result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the whole run in this process (Linux: KiB)
         (out / f"{args.worker}.json").write_text(json.dumps(result))
         return 0
 
     base = ensure_base(args.model, out)
+    profile = args.profile if args.profile != "auto" else profile_for(base)
+    prof = PROFILES[profile]
     results, rows = {}, []
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1"}
     for name in [*args.frameworks.split(","), *(f"rlvr-{v}" for v in variants)]:
@@ -210,21 +268,22 @@ def main() -> int:
                 continue
         print(f"running {name} for {args.steps} steps ...", flush=True)
         cmd = [sys.executable, __file__, "--worker", name, "--model", base, "--steps", str(args.steps),
-               "--threads", str(args.threads), "--seed", str(args.seed), "--out", str(out),
+               "--threads", str(args.threads), "--seed", str(args.seed), "--out", str(out), "--profile", profile,
                "--overrides", worker_overrides(name, args.precision, variants, args.trl_attn)]
         subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL if name.startswith("trl") else None)
         results[name] = json.loads((out / f"{name}.json").read_text())
-        results[name]["heldout_after"] = heldout(results[name]["model"], args.threads)
+        results[name]["heldout_after"] = heldout(results[name]["model"], args.threads, prof)
         rows.append(summarise(name, results[name], args.skip))
-    before = heldout(base, args.threads)
+    before = heldout(base, args.threads, prof)
 
-    print(f"\nGRPO on arithmetic-v1, {args.steps} steps of {PROMPTS_PER_STEP} prompts x {GROUP}, {args.threads} threads, {args.precision}; "
-          f"held-out (500, greedy) before RL: {before:.3f}")
-    header = f"{'framework':16} {'median step s':>14} {'mean step s':>12} {'compl. tok/s':>13} {'reward first5':>14} {'reward last5':>13} {'held-out after':>15}"
+    print(f"\nGRPO on arithmetic-v1 ({profile} profile), {args.steps} steps of {prof.prompts_per_step} prompts x {prof.group}, "
+          f"{args.threads} threads, {args.precision}; held-out ({prof.heldout_limit or 500}, greedy) before RL: {before:.3f}")
+    header = (f"{'framework':16} {'median step s':>14} {'mean step s':>12} {'compl. tok/s':>13} {'reward first5':>14} {'reward last5':>13} "
+              f"{'held-out after':>15} {'peak RSS MB':>12}")
     print(header + "\n" + "-" * len(header))
     for r in rows:
         print(f"{r['framework']:16} {r['median_step_s']:14.2f} {r['mean_step_s']:12.2f} {r['completion_tokens_per_s']:13.0f} "
-              f"{r['train_reward_first5']:14.3f} {r['train_reward_last5']:13.3f} {r['heldout_after']:15.3f}")
+              f"{r['train_reward_first5']:14.3f} {r['train_reward_last5']:13.3f} {r['heldout_after']:15.3f} {r['peak_rss_mb']:12.0f}")
     trl_rows = [r for r in rows if r["framework"].startswith("trl")]
     if trl_rows:
         print()
@@ -233,7 +292,7 @@ def main() -> int:
             if not r["framework"].startswith("trl"):
                 print(f"{r['framework']}: median step {r['median_step_s'] / trl_row['median_step_s']:.2f}x {trl_row['framework']}'s "
                       f"({trl_row['median_step_s'] / r['median_step_s']:.2f}x faster)")
-    (out / "summary.json").write_text(json.dumps({"heldout_before": before, "steps": args.steps, "threads": args.threads, "precision": args.precision, "trl_attn": args.trl_attn, "variants": variants,
+    (out / "summary.json").write_text(json.dumps({"heldout_before": before, "profile": profile, "steps": args.steps, "threads": args.threads, "precision": args.precision, "trl_attn": args.trl_attn, "variants": variants,
                                                    "rows": rows, "per_step": results}, indent=2))
     print(f"wrote {out / 'summary.json'}")
     return 0
