@@ -19,7 +19,7 @@ verifiers, not for arithmetic's 8 ms).
 
 Profiles: ``embedded`` (the numbers above, for the embedded character-level model) and ``chat`` (a
 real pretrained chat model: 8 prompts x 4 completions x 48 tokens, micro-batch 32, temperature
-0.7 / top-p 0.9, learning rate 1e-5, both frameworks given the same chat messages: the question
+0.7 (top-p 1, as TRL scores), learning rate 1e-5, both frameworks given the same chat messages: the question
 and the task's answer instruction, rendered by the model's own chat template). ``auto`` picks
 ``chat`` when the model's tokenizer has a chat template. Held-out accuracy is then measured on the
 first 200 test problems.
@@ -59,7 +59,8 @@ class Profile:
 
 PROFILES = {
     "embedded": Profile(32, 8, 128, 64, 1e-4, 2, 0.04, 0.2, 1.0, 1.0, chat=False, task_config={"direct_frac": 0.5}),
-    "chat": Profile(8, 4, 32, 48, 1e-5, 2, 0.04, 0.2, 0.7, 0.9, chat=True, heldout_limit=200),
+    # top-p 1: TRL scores the tempered full distribution, so rlvr does too (under top-p it scores the truncated one)
+    "chat": Profile(8, 4, 32, 48, 1e-5, 2, 0.04, 0.2, 0.7, 1.0, chat=True, heldout_limit=200),
 }
 
 

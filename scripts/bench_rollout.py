@@ -33,10 +33,17 @@ def run_engine(name: str, model: str, args: argparse.Namespace) -> dict:
     from rlvr.rollout.config import HFEngineConfig, RolloutConfig
     from rlvr.rollout.engines import make_engine
 
+    from transformers import AutoTokenizer
+
+    from rlvr.rollout.prompts import PromptConfig, resolve_style
+
     torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     task = tasks.make("arithmetic-v1")
-    prompts = [task.env.format_prompt(p) for p in task.problems("validation")[: args.prompts]]
+    # as training shows them: through the chat template when the model has one (a chat model given a
+    # raw prompt ends its turn at once, which would time nothing)
+    style = resolve_style(PromptConfig(), AutoTokenizer.from_pretrained(model), model)
+    prompts = [style.render(task.env, p) for p in task.problems("validation")[: args.prompts]]
     t = time.perf_counter()
     if name in ("hf", "hf-generate"):
         m, tok = load_model(model, dtype=args.dtype)
@@ -60,7 +67,8 @@ def run_engine(name: str, model: str, args: argparse.Namespace) -> dict:
     rates = [k / w for k, w in zip(tokens, walls)]
     return {"engine": name, "device": device, "startup_s": startup, "warmup_s": warmup, "wall_s": walls,
             "completion_tokens": tokens, "tokens_per_s": rates, "median_tokens_per_s": statistics.median(rates),
-            "mean_completion_len": sum(tokens) / (len(tokens) * args.prompts * args.n)}
+            "mean_completion_len": sum(tokens) / (len(tokens) * args.prompts * args.n),
+            **({"vllm_version": __import__("vllm").__version__} if name == "vllm" else {})}
 
 
 def main() -> int:
@@ -79,9 +87,14 @@ def main() -> int:
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if not Path(args.model).exists():
-        print(f"no model at {args.model}: build one with `rlvr sft sft_quickstart` or pass --model")
-        return 2
+    if not args.worker:
+        from rlvr.models.paths import resolve_model
+
+        try:  # a built-in name (smollm2-135m-instruct) or a .gguf file: its converted folder
+            args.model = resolve_model(args.model)
+        except Exception as e:
+            print(f"no model at {args.model} ({e}): build one with `rlvr sft sft_quickstart` or pass --model")
+            return 2
 
     if args.worker:  # one engine, in its own process
         (out / f"{args.worker}.json").write_text(json.dumps(run_engine(args.worker, args.model, args)))
@@ -91,11 +104,13 @@ def main() -> int:
     rows = []
     for name in args.engines.split(","):
         print(f"running {name} ...", flush=True)
-        cmd = [sys.executable, __file__, "--worker", name, *sys.argv[1:]]
+        cmd = [sys.executable, __file__, "--worker", name, *sys.argv[1:], "--model", args.model]
         subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         rows.append(json.loads((out / f"{name}.json").read_text()))
 
-    print(f"\n{args.prompts} arithmetic prompts x {args.n} samples, up to {args.max_new_tokens} new tokens, "
+    vllm_row = next((r for r in rows if r["engine"] == "vllm"), None)
+    print(f"\nmodel {args.model}; vLLM {vllm_row.get('vllm_version', '?') if vllm_row else 'not run'}")
+    print(f"{args.prompts} arithmetic prompts x {args.n} samples, up to {args.max_new_tokens} new tokens, "
           f"temperature 1, {args.dtype}, {args.threads} threads, device {rows[0]['device']}, median of {args.repeats}")
     header = f"{'engine':12} {'tokens/s':>10} {'wall s':>8} {'tokens':>8} {'mean len':>9} {'start-up s':>11} {'warm-up s':>10}"
     print(header + "\n" + "-" * len(header))

@@ -141,7 +141,12 @@ def builtin_of(path: str | Path) -> BuiltinModel | None:
 
 def resolve_source(name_or_path: str) -> str:
     """The converted Hugging Face folder for a built-in name or a ``.gguf`` path, converting on
-    first use (`convert_gguf`)."""
+    first use (`convert_gguf`). A built-in whose package is not installed in this environment (a
+    separate vLLM environment, say) uses its folder already in the cache, if there is one."""
+    if name_or_path in BUILTINS and package_dir(BUILTINS[name_or_path]) is None:
+        converted = [(f, r) for f, r in converted_folders() if (r.get("builtin") or {}).get("name") == name_or_path]
+        if converted:  # the newest conversion (another environment's package may have been upgraded)
+            return str(max(converted, key=lambda fr: (fr[0] / SOURCE_RECORD).stat().st_mtime)[0])
     path, name = gguf_file(name_or_path)
     return str(convert_gguf(path, name))
 
