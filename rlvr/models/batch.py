@@ -90,13 +90,13 @@ def token_logprobs(model: torch.nn.Module, batch: TokenBatch, temperature: float
     prompt once, no padding; the same numbers up to float rounding on the completion mask, and 0
     off it (only those targets are scored).
 
-    Without truncation, on a model whose logits are its head applied to its backbone's output (most
-    causal LMs; checked once per model against the plain forward), the head runs in chunks of
-    positions (`rlvr.models.head`): no ``[B, L, V]`` logits are held, so memory stops growing with
-    the micro-batch on a real vocabulary; the values are the same (0 on padding)."""
+    On a model whose logits are its head applied to its backbone's output (most causal LMs; checked
+    once per model against the plain forward), the head runs in chunks of positions
+    (`rlvr.models.head`, truncation included): no ``[B, L, V]`` logits are held, so memory stops
+    growing with the micro-batch on a real vocabulary; the values are the same (0 on padding)."""
     targets = batch.input_ids[:, 1:]
     packed = pack and batch.prompt_lens is not None and supports_packing(model)
-    chunked = top_p >= 1 and top_k <= 0 and head_path(model, *_probe(model, batch, temperature))
+    chunked = head_path(model, *_probe(model, batch, temperature))
     device = batch.input_ids.device
     if packed:
         layout = shared_prefix_layout(batch.input_ids.cpu(), batch.attention_mask.sum(-1).cpu(), batch.prompt_lens)
@@ -113,7 +113,7 @@ def token_logprobs(model: torch.nn.Module, batch: TokenBatch, temperature: float
     if chunked:
         hidden = hidden_states(model, **inputs)
         flat = hidden.reshape(-1, hidden.shape[-1])[source] if packed else hidden[:, :-1][scored]
-        logp, ent = head_logprobs(model, flat, targets[scored], temperature, entropy, entropy_grad)
+        logp, ent = head_logprobs(model, flat, targets[scored], temperature, entropy, entropy_grad, top_p=top_p, top_k=top_k)
     else:
         logits = model(**inputs).logits
         logp, ent = _score(logits.reshape(-1, logits.shape[-1])[source], targets[scored], temperature, entropy, entropy_grad, top_p, top_k)

@@ -9,14 +9,18 @@ are taken from the backbone's output, and `HeadLogprobs` applies the head in chu
 forward keeps only the per-position log-sum-exp, backward recomputes each chunk's logits. Peak
 memory then grows with the chunk, not with the micro-batch.
 
+Under top-p/top-k sampling the log-probs are those of the truncated, renormalised distribution
+(as `rlvr.algos.correction.truncated_logprobs`), chunk by chunk: each chunk's kept set is found
+in forward and again in backward. The entropy is always the untruncated distribution's.
+
 Used where it is exact: the model's logits are ``lm_head(backbone(...).last_hidden_state)`` with
 a bias-free head (checked once per model by `head_path`, which compares with the plain forward),
-no top-p/top-k truncation, and no autocast (bf16 runs keep the plain path, whose rounding they were
-measured with).
+and no autocast (bf16 runs keep the plain path, whose rounding they were measured with).
 """
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any, Callable
 
@@ -29,52 +33,90 @@ _CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # unwrapped m
 
 class HeadLogprobs(torch.autograd.Function):
     """``(logp [N], entropy [N])`` of ``targets`` under ``softmax(hidden @ weight.T / temperature)``
-    for ``hidden`` ``[N, H]``, ``weight`` ``[V, H]``, in chunks of ``chunk`` positions. The entropy
-    is differentiable only when ``entropy_grad`` (else returned detached); None when not asked for."""
+    for ``hidden`` ``[N, H]``, ``weight`` ``[V, H]``, in chunks of ``chunk`` positions; with
+    ``top_p < 1`` or ``top_k > 0`` the log-probs are under that distribution truncated and
+    renormalised (the target always kept), the entropy still the untruncated one's. The entropy is
+    differentiable only when ``entropy_grad`` (else returned detached); None when not asked for."""
 
     @staticmethod
     def forward(ctx: Any, hidden: Tensor, weight: Tensor, targets: Tensor, temperature: float, chunk: int, entropy: bool,
-                entropy_grad: bool) -> tuple[Tensor, Tensor]:
+                entropy_grad: bool, top_p: float = 1.0, top_k: int = 0) -> tuple[Tensor, Tensor]:
         n = hidden.shape[0]
         logp = hidden.new_empty(n, dtype=torch.float32)
-        lse = hidden.new_empty(n, dtype=torch.float32)
+        lse = hidden.new_empty(n, dtype=torch.float32)  # of the full distribution
+        lse_kept = lse  # of the truncated one (the same tensor when nothing truncates)
+        truncating = top_p < 1 or top_k > 0
+        if truncating:
+            lse_kept = hidden.new_empty(n, dtype=torch.float32)
         ent = hidden.new_zeros(n, dtype=torch.float32)
         for s in range(0, n, chunk):
             z = _chunk_logits(hidden[s: s + chunk], weight, temperature)
             lse[s: s + chunk] = torch.logsumexp(z, -1)
-            logp[s: s + chunk] = z.gather(-1, targets[s: s + chunk, None]).squeeze(-1) - lse[s: s + chunk]
+            if truncating:
+                keep = _kept(z, targets[s: s + chunk], top_p, top_k)
+                lse_kept[s: s + chunk] = torch.logsumexp(z.masked_fill(~keep, -math.inf), -1)
+                del keep
+            logp[s: s + chunk] = z.gather(-1, targets[s: s + chunk, None]).squeeze(-1) - lse_kept[s: s + chunk]
             if entropy:
                 p = torch.softmax(z, -1)
                 ent[s: s + chunk] = lse[s: s + chunk] - (p * z).sum(-1)
-        ctx.save_for_backward(hidden, weight, targets, lse, ent)
+        ctx.save_for_backward(hidden, weight, targets, lse, ent, lse_kept)
         ctx.temperature, ctx.chunk, ctx.entropy_grad = temperature, chunk, entropy and entropy_grad
+        ctx.top_p, ctx.top_k = top_p, top_k
         if not ctx.entropy_grad:
             ctx.mark_non_differentiable(ent)
         return logp, ent
 
     @staticmethod
     def backward(ctx: Any, g_logp: Tensor, g_ent: Tensor | None):
-        hidden, weight, targets, lse, ent = ctx.saved_tensors
+        hidden, weight, targets, lse, ent, lse_kept = ctx.saved_tensors
         grad_hidden = torch.zeros_like(hidden) if ctx.needs_input_grad[0] else None
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if ctx.needs_input_grad[1] else None
+        truncating = ctx.top_p < 1 or ctx.top_k > 0
         for s in range(0, hidden.shape[0], ctx.chunk):
             h, rows = hidden[s: s + ctx.chunk], slice(s, s + ctx.chunk)
-            logp_all = _chunk_logits(h, weight, ctx.temperature).sub_(lse[rows, None])  # in place: two [chunk, V] buffers at most
-            g = logp_all.exp()  # p
-            if ctx.entropy_grad and g_ent is not None:  # dH/dz = -p (log p + H)
-                logp_all.add_(ent[rows, None]).mul_(g).mul_(g_ent[rows, None])
-                g.mul_(-g_logp[rows, None]).sub_(logp_all)
+            if truncating:
+                g = _truncated_grad(_chunk_logits(h, weight, ctx.temperature), targets[rows], lse[rows], lse_kept[rows], ent[rows],
+                                    g_logp[rows], g_ent[rows] if ctx.entropy_grad and g_ent is not None else None, ctx.top_p, ctx.top_k)
             else:
-                g.mul_(-g_logp[rows, None])
-            del logp_all
-            g.scatter_add_(-1, targets[rows, None], g_logp[rows, None])  # d logp_t / dz = onehot(t) - p
+                logp_all = _chunk_logits(h, weight, ctx.temperature).sub_(lse[rows, None])  # in place: two [chunk, V] buffers at most
+                g = logp_all.exp()  # p
+                if ctx.entropy_grad and g_ent is not None:  # dH/dz = -p (log p + H)
+                    logp_all.add_(ent[rows, None]).mul_(g).mul_(g_ent[rows, None])
+                    g.mul_(-g_logp[rows, None]).sub_(logp_all)
+                else:
+                    g.mul_(-g_logp[rows, None])
+                del logp_all
+                g.scatter_add_(-1, targets[rows, None], g_logp[rows, None])  # d logp_t / dz = onehot(t) - p
             if ctx.temperature not in (0, 1):
                 g.div_(ctx.temperature)  # z = logits / temperature
             if grad_hidden is not None:
                 grad_hidden[rows] = (g @ weight.float()).to(hidden.dtype)
             if grad_weight is not None:
                 grad_weight += g.T @ h.float()
-        return grad_hidden, None if grad_weight is None else grad_weight.to(weight.dtype), None, None, None, None, None
+        return grad_hidden, None if grad_weight is None else grad_weight.to(weight.dtype), None, None, None, None, None, None, None
+
+
+def _kept(z: Tensor, targets: Tensor, top_p: float, top_k: int) -> Tensor:
+    """Bool ``[n, V]``: the tokens a top-p/top-k sampler may draw from tempered ``z``, and each target."""
+    from rlvr.algos.correction import truncation_keep
+
+    keep = truncation_keep(z, top_p, top_k)
+    return keep.scatter_(-1, targets[:, None], True)
+
+
+def _truncated_grad(z: Tensor, targets: Tensor, lse: Tensor, lse_kept: Tensor, ent: Tensor, g_logp: Tensor, g_ent: Tensor | None,
+                    top_p: float, top_k: int) -> Tensor:
+    """d/dz of ``g_logp * logp_kept(target) + g_ent * H(full)`` for one chunk ``z`` ``[n, V]``:
+    ``onehot(t) - p_kept`` (0 outside the kept set) and ``-p (log p + H)``."""
+    keep = _kept(z, targets, top_p, top_k)
+    g = (z - lse_kept[:, None]).exp_().masked_fill_(~keep, 0.0).mul_(-g_logp[:, None])  # -g * p_kept
+    del keep
+    g.scatter_add_(-1, targets[:, None], g_logp[:, None])
+    if g_ent is not None:
+        logp_all = z - lse[:, None]
+        g.sub_(logp_all.exp() * (logp_all + ent[:, None]) * g_ent[:, None])
+    return g
 
 
 def _chunk_logits(hidden: Tensor, weight: Tensor, temperature: float) -> Tensor:
@@ -131,10 +173,10 @@ def head_path(model: torch.nn.Module, plain: Callable[[], Tensor], chunked: Call
 
 
 def head_logprobs(model: torch.nn.Module, hidden: Tensor, targets: Tensor, temperature: float = 1.0, entropy: bool = False,
-                  entropy_grad: bool = False, chunk: int = CHUNK_TOKENS) -> tuple[Tensor, Tensor | None]:
+                  entropy_grad: bool = False, chunk: int = CHUNK_TOKENS, top_p: float = 1.0, top_k: int = 0) -> tuple[Tensor, Tensor | None]:
     """`HeadLogprobs` with ``model``'s head: ``(logp [N], entropy [N] or None)`` for ``hidden`` ``[N, H]``."""
     _, head = _parts(model)  # type: ignore[misc]
-    logp, ent = HeadLogprobs.apply(hidden, head.weight, targets, float(temperature), chunk, entropy, entropy_grad)
+    logp, ent = HeadLogprobs.apply(hidden, head.weight, targets, float(temperature), chunk, entropy, entropy_grad, float(top_p), int(top_k))
     return logp, ent if entropy else None
 
 

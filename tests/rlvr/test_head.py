@@ -40,6 +40,32 @@ def test_the_chunked_function_matches_full_logits_with_gradients(temperature):
     assert not ent.requires_grad and logp.requires_grad
 
 
+@pytest.mark.parametrize("top_p, top_k", [(0.9, 0), (0.5, 0), (1.0, 5), (0.8, 7)])
+def test_truncated_log_probs_match_the_plain_truncation_with_gradients(top_p, top_k):
+    """Top-p/top-k: log-probs of the truncated, renormalised distribution (as the sampler drew
+    them), the entropy of the untruncated one, and both gradients, chunk by chunk."""
+    from rlvr.algos.correction import truncated_logprobs
+
+    torch.manual_seed(1)
+    hidden = torch.randn(13, 8, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(41, 8, dtype=torch.float64, requires_grad=True)
+    targets = torch.randint(0, 41, (13,))
+    g_logp, g_ent = torch.randn(13, dtype=torch.float64), torch.randn(13, dtype=torch.float64)
+    z = (hidden @ weight.T).float() / 0.7
+    want_logp = truncated_logprobs(z, targets, 1.0, top_p, top_k).double()
+    logp_full = torch.log_softmax(z, -1).double()
+    want_ent = -(logp_full.exp() * logp_full).sum(-1)
+    want = torch.autograd.grad((want_logp * g_logp).sum() + (want_ent * g_ent).sum(), (hidden, weight))
+
+    logp, ent = HeadLogprobs.apply(hidden, weight, targets, 0.7, 4, True, True, top_p, top_k)
+    got = torch.autograd.grad((logp * g_logp).sum() + (ent * g_ent).sum(), (hidden, weight))
+    torch.testing.assert_close(logp.double(), want_logp, atol=1e-5, rtol=0)
+    torch.testing.assert_close(ent.double(), want_ent, atol=1e-5, rtol=0)
+    assert (logp.double() > torch.log_softmax(z, -1).gather(-1, targets[:, None]).squeeze(-1).double() + 1e-6).any()  # it did truncate
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     path = build_tiny_model(TinyModelConfig(hidden_size=32, layers=2, heads=2, intermediate_size=64), tmp_path_factory.mktemp("t"))
@@ -77,13 +103,35 @@ def test_training_log_probs_take_the_chunked_head_and_equal_the_plain_forward(ti
     model.zero_grad()
 
 
+@pytest.mark.parametrize("pack", [False, True])
+def test_training_log_probs_under_top_p_take_the_chunked_head(tiny, pack, monkeypatch):
+    from rlvr.models.batch import _score
+
+    model, batch = tiny
+    monkeypatch.setattr(head_module, "CHUNK_TOKENS", 5)
+    taken = []
+    real_apply = HeadLogprobs.apply
+    monkeypatch.setattr(HeadLogprobs, "apply", lambda *a: taken.append(1) or real_apply(*a))
+    mask = batch.completion_mask.bool()
+    ours = copy.deepcopy(model)
+    logp, _ = token_logprobs(ours, batch, 0.8, top_p=0.9, top_k=20, pack=pack)
+    (logp * mask).sum().backward()
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+    want, _ = _score(logits, batch.input_ids[:, 1:], 0.8, False, False, 0.9, 20)
+    (want * mask).sum().backward()
+    assert taken, "the chunked head was not used"
+    torch.testing.assert_close(logp[mask], want[mask], atol=2e-5, rtol=0)
+    for (name, a), b in zip(ours.named_parameters(), model.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, atol=2e-5, rtol=1e-4, msg=name)
+    model.zero_grad()
+
+
 def test_the_plain_forward_stays_where_the_shortcut_would_not_be_exact(tiny, monkeypatch):
     model, batch = tiny
     taken = []
     real_apply = HeadLogprobs.apply
     monkeypatch.setattr(HeadLogprobs, "apply", lambda *a: taken.append(1) or real_apply(*a))
     with torch.no_grad():
-        token_logprobs(model, batch, top_p=0.9)  # truncated distributions: the plain path
         with torch.autocast("cpu", dtype=torch.bfloat16):
             token_logprobs(model, batch)  # autocast: the rounding bf16 runs were measured with
     assert not taken
