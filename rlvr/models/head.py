@@ -10,8 +10,9 @@ forward keeps only the per-position log-sum-exp, backward recomputes each chunk'
 memory then grows with the chunk, not with the micro-batch.
 
 Under top-p/top-k sampling the log-probs are those of the truncated, renormalised distribution
-(as `rlvr.algos.correction.truncated_logprobs`), chunk by chunk: each chunk's kept set is found
-in forward and again in backward. The entropy is always the untruncated distribution's.
+(as `rlvr.algos.correction.truncated_logprobs`), chunk by chunk: forward sorts each chunk once to
+find each position's smallest kept logit, and backward keeps the logits at or above it. The
+entropy is always the untruncated distribution's.
 
 Used where it is exact: the model's logits are ``lm_head(backbone(...).last_hidden_state)`` with
 a bias-free head (checked once per model by `head_path`, which compares with the plain forward),
@@ -46,21 +47,23 @@ class HeadLogprobs(torch.autograd.Function):
         lse = hidden.new_empty(n, dtype=torch.float32)  # of the full distribution
         lse_kept = lse  # of the truncated one (the same tensor when nothing truncates)
         truncating = top_p < 1 or top_k > 0
+        cut = lse  # per position, the smallest kept logit (backward then needs no sort)
         if truncating:
-            lse_kept = hidden.new_empty(n, dtype=torch.float32)
+            lse_kept, cut = hidden.new_empty(n, dtype=torch.float32), hidden.new_empty(n, dtype=torch.float32)
         ent = hidden.new_zeros(n, dtype=torch.float32)
         for s in range(0, n, chunk):
             z = _chunk_logits(hidden[s: s + chunk], weight, temperature)
             lse[s: s + chunk] = torch.logsumexp(z, -1)
             if truncating:
-                keep = _kept(z, targets[s: s + chunk], top_p, top_k)
+                cut[s: s + chunk] = _cut(z, top_p, top_k)
+                keep = _kept(z, targets[s: s + chunk], cut[s: s + chunk])
                 lse_kept[s: s + chunk] = torch.logsumexp(z.masked_fill(~keep, -math.inf), -1)
                 del keep
             logp[s: s + chunk] = z.gather(-1, targets[s: s + chunk, None]).squeeze(-1) - lse_kept[s: s + chunk]
             if entropy:
                 p = torch.softmax(z, -1)
                 ent[s: s + chunk] = lse[s: s + chunk] - (p * z).sum(-1)
-        ctx.save_for_backward(hidden, weight, targets, lse, ent, lse_kept)
+        ctx.save_for_backward(hidden, weight, targets, lse, ent, lse_kept, cut)
         ctx.temperature, ctx.chunk, ctx.entropy_grad = temperature, chunk, entropy and entropy_grad
         ctx.top_p, ctx.top_k = top_p, top_k
         if not ctx.entropy_grad:
@@ -69,7 +72,7 @@ class HeadLogprobs(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, g_logp: Tensor, g_ent: Tensor | None):
-        hidden, weight, targets, lse, ent, lse_kept = ctx.saved_tensors
+        hidden, weight, targets, lse, ent, lse_kept, cut = ctx.saved_tensors
         grad_hidden = torch.zeros_like(hidden) if ctx.needs_input_grad[0] else None
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if ctx.needs_input_grad[1] else None
         truncating = ctx.top_p < 1 or ctx.top_k > 0
@@ -77,7 +80,7 @@ class HeadLogprobs(torch.autograd.Function):
             h, rows = hidden[s: s + ctx.chunk], slice(s, s + ctx.chunk)
             if truncating:
                 g = _truncated_grad(_chunk_logits(h, weight, ctx.temperature), targets[rows], lse[rows], lse_kept[rows], ent[rows],
-                                    g_logp[rows], g_ent[rows] if ctx.entropy_grad and g_ent is not None else None, ctx.top_p, ctx.top_k)
+                                    g_logp[rows], g_ent[rows] if ctx.entropy_grad and g_ent is not None else None, cut[rows])
             else:
                 logp_all = _chunk_logits(h, weight, ctx.temperature).sub_(lse[rows, None])  # in place: two [chunk, V] buffers at most
                 g = logp_all.exp()  # p
@@ -97,19 +100,26 @@ class HeadLogprobs(torch.autograd.Function):
         return grad_hidden, None if grad_weight is None else grad_weight.to(weight.dtype), None, None, None, None, None, None, None
 
 
-def _kept(z: Tensor, targets: Tensor, top_p: float, top_k: int) -> Tensor:
-    """Bool ``[n, V]``: the tokens a top-p/top-k sampler may draw from tempered ``z``, and each target."""
+def _cut(z: Tensor, top_p: float, top_k: int) -> Tensor:
+    """``[n]``: the smallest logit a top-p/top-k sampler may draw from tempered ``z`` ``[n, V]``
+    (`rlvr.algos.correction.truncation_keep`; the kept set is every logit at or above it, which
+    differs from the sort's choice only between exactly tied logits at the boundary)."""
     from rlvr.algos.correction import truncation_keep
 
-    keep = truncation_keep(z, top_p, top_k)
-    return keep.scatter_(-1, targets[:, None], True)
+    with torch.no_grad():
+        return z.masked_fill(~truncation_keep(z, top_p, top_k), math.inf).amin(-1)
+
+
+def _kept(z: Tensor, targets: Tensor, cut: Tensor) -> Tensor:
+    """Bool ``[n, V]``: the logits at or above each position's ``cut``, and each target (it was drawn)."""
+    return (z >= cut[:, None]).scatter_(-1, targets[:, None], True)
 
 
 def _truncated_grad(z: Tensor, targets: Tensor, lse: Tensor, lse_kept: Tensor, ent: Tensor, g_logp: Tensor, g_ent: Tensor | None,
-                    top_p: float, top_k: int) -> Tensor:
+                    cut: Tensor) -> Tensor:
     """d/dz of ``g_logp * logp_kept(target) + g_ent * H(full)`` for one chunk ``z`` ``[n, V]``:
     ``onehot(t) - p_kept`` (0 outside the kept set) and ``-p (log p + H)``."""
-    keep = _kept(z, targets, top_p, top_k)
+    keep = _kept(z, targets, cut)
     g = (z - lse_kept[:, None]).exp_().masked_fill_(~keep, 0.0).mul_(-g_logp[:, None])  # -g * p_kept
     del keep
     g.scatter_add_(-1, targets[:, None], g_logp[:, None])
