@@ -50,6 +50,23 @@ def _generation_config(model_path: str | Path) -> object:
         return None
 
 
+def _whole_prefills_on_cpu(model_path: str | Path, cfg: VLLMConfig) -> dict[str, Any]:
+    """Settings that keep vLLM's CPU build from splitting a prompt's prefill across scheduler steps.
+
+    After a partial (chunked) prefill vLLM rewinds a seeded request's generator, which a CPU
+    generator cannot do ("RuntimeError: CPU Generator does not use offset", vLLM 0.32): every
+    seeded batch whose prompts add up to more than the step's token budget crashed, e.g. 128 chat
+    prompts of a real model. Whole prefills need a budget of at least the context length."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return {}
+    from transformers import AutoConfig
+
+    context = cfg.max_model_len or getattr(AutoConfig.from_pretrained(str(model_path)), "max_position_embeddings", 0) or 8192
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(int(context), 8192)}
+
+
 def _load_into_worker(worker: Any, pairs: Any) -> list[str]:
     """Runs inside each vLLM worker: load ``(name, tensor)`` pairs in place through vLLM's layerwise
     reload (its loader fuses q/k/v and gate/up, then re-runs each layer's post-load processing;
@@ -106,6 +123,7 @@ class VLLMEngine(TokenEngine):
             gpu_memory_utilization=cfg.gpu_memory_utilization, logprobs_mode="processed_logprobs",
             max_model_len=cfg.max_model_len or None, enable_sleep_mode=cfg.sleep_level > 0,
         )
+        kwargs.update(_whole_prefills_on_cpu(model_path, cfg))
         # the worker runs in this process: weights can be handed over as a lazy iterator, by reference
         self._in_process = os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and (colocated or cfg.tensor_parallel_size == 1)
         if colocated and cfg.tensor_parallel_size > 1:

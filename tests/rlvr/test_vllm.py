@@ -101,6 +101,17 @@ def test_sampled_logprobs_equal_the_trainers(engine, trainer, prompts, temperatu
     assert len({tuple(c.token_ids) for c in comps}) > 12  # the n samples of a prompt differ
 
 
+def test_a_seeded_batch_longer_than_one_prefill_step_is_generated_whole(engine, prompts):
+    """More prompt tokens in one seeded call than a scheduler step took (vLLM's CPU build crashed
+    with "CPU Generator does not use offset" after a partial prefill of a seeded request, as 128
+    chat prompts of SmolLM2 did): prefills are kept whole on CPU, and the call is reproducible."""
+    long = [p * 12 for p in prompts[:40]]  # about 40 x 200 tokens: more than the default step budget of 2,048
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=8, seed=5)
+    comps = engine.generate(long, 2, sampling)
+    assert len(comps) == 80 and all(c.token_ids for c in comps)
+    assert [c.token_ids for c in engine.generate(long, 2, sampling)] == [c.token_ids for c in comps]
+
+
 def test_prefix_caching_is_on_and_eval_through_the_factory_matches_hf(engine, trainer, task):
     assert engine.llm.llm_engine.vllm_config.cache_config.enable_prefix_caching
     model, tok = trainer
