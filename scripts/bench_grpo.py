@@ -139,6 +139,7 @@ def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: t
         learning_rate=prof.lr, lr_scheduler_type="cosine", warmup_steps=prof.warmup, max_grad_norm=1.0, weight_decay=0.0,
         beta=prof.beta, epsilon=prof.clip, loss_type="grpo", scale_rewards="group", num_iterations=1,
         shuffle_dataset=False, logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
+        gradient_checkpointing=False,  # TRL's GRPO default is True (recompute activations); rlvr keeps them, so parity is off
     )
     timer = StepTimer()
     trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model, attn_implementation=attn), reward_funcs=reward, args=args,
