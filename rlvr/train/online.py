@@ -93,7 +93,7 @@ class GroupSource:
             on_failure_valid=cfg.verify.on_failure == "zero", rank=harness.rank, world=harness.num_processes,
             gather_counts=harness.gather_counts)
         self.position, self.failed_steps = 0, 0
-        self.warned_empty = False
+        self.warned_empty = self.warned_context = False
         self.stream = None
         # rollout.overlap: work on a batch that does not depend on the policy (e.g. the frozen
         # reference's log-probs), done in the background thread right after the batch is generated
@@ -162,7 +162,22 @@ class GroupSource:
             self.warned_empty = True
         completions = [c for g in report.generated for c in g.completions]
         verdicts = [v for g in report.generated for v in g.verdicts]
+        metrics |= self._context_metrics(completions)
         return report, metrics | episode_metrics(completions, verdicts)
+
+    def _context_metrics(self, completions: list) -> dict[str, float]:
+        """How many completions ran past the model's context (prompt + completion): counted every
+        step (``rollout/over_context``) and said once; the model still generates (positions past
+        its training length are unreliable, not an error)."""
+        limit = self.engine.context_length
+        if not limit:
+            return {}
+        over = sum(1 for c in completions if len(c.prompt_ids) + len(c.token_ids) > limit)
+        if over and not self.warned_context:
+            self.harness.print(f"warning: {over} of {len(completions)} completions ran past the model's context of {limit} tokens "
+                               "(prompt + completion); lower rollout.max_new_tokens or use shorter prompts (counted as rollout/over_context)")
+            self.warned_context = True
+        return {"rollout/over_context": float(over)}
 
     def _generate(self, sync: bool = True) -> SamplingReport:
         """One batch. ``sync=False`` in the background thread: the trainer may be updating the

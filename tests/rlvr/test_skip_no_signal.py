@@ -43,3 +43,14 @@ def test_a_step_without_reward_spread_is_skipped_and_leaves_the_weights(tmp_path
 def test_a_critic_still_learns_when_rewards_have_no_spread(tmp_path, random_model):
     rows = run(tmp_path, random_model, "ppo")
     assert not any(r.get("train/skipped") for r in rows) and all("critic/value_loss" in r for r in rows)
+
+
+def test_completions_past_the_models_context_are_counted_and_said_once(tmp_path, capsys):
+    """A model built for 24 positions asked for 16 new tokens after prompts of about 15: the run
+    completes, counts the overflowing completions every step and warns once."""
+    short = build_tiny_model(TinyModelConfig(hidden_size=32, layers=1, heads=2, intermediate_size=64, max_positions=24), tmp_path / "short")
+    assert main(["train", "quickstart", f"output_dir={tmp_path}", "name=ctx", f"model.name_or_path={short}", *STEPS,
+                 "rollout.max_new_tokens=16"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "ctx" / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["rollout/over_context"] > 0 for r in rows)
+    assert capsys.readouterr().out.count("ran past the model's context of 24 tokens") == 1
