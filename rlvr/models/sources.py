@@ -143,17 +143,30 @@ def resolve_source(name_or_path: str) -> str:
     """The converted Hugging Face folder for a built-in name or a ``.gguf`` path, converting on
     first use (`convert_gguf`). A built-in whose package is not installed in this environment (a
     separate vLLM environment, say) uses its folder already in the cache, if there is one."""
-    if name_or_path in BUILTINS and package_dir(BUILTINS[name_or_path]) is None:
-        converted = [(f, r) for f, r in converted_folders() if (r.get("builtin") or {}).get("name") == name_or_path]
-        if converted:  # the newest conversion (another environment's package may have been upgraded)
-            return str(max(converted, key=lambda fr: (fr[0] / SOURCE_RECORD).stat().st_mtime)[0])
+    elsewhere = _converted_without_package(name_or_path)
+    if elsewhere is not None:
+        return str(elsewhere)
     path, name = gguf_file(name_or_path)
     return str(convert_gguf(path, name))
+
+
+def _converted_without_package(name: str) -> Path | None:
+    """For a built-in whose package is not installed here, its newest converted folder in the
+    cache (another environment converted it); None otherwise."""
+    if name not in BUILTINS or package_dir(BUILTINS[name]) is not None:
+        return None
+    converted = [(f, r) for f, r in converted_folders() if (r.get("builtin") or {}).get("name") == name]
+    if not converted:
+        return None
+    return max(converted, key=lambda fr: (fr[0] / SOURCE_RECORD).stat().st_mtime)[0]
 
 
 def cached_folder(name_or_path: str) -> Path | None:
     """The converted folder of a built-in name or ``.gguf`` path if it is already in the cache
     (nothing is converted); None otherwise, or when the source cannot be found."""
+    elsewhere = _converted_without_package(name_or_path)
+    if elsewhere is not None:
+        return elsewhere
     try:
         path, name = gguf_file(name_or_path)
     except UserError:
