@@ -37,6 +37,7 @@ from typing import Any, Callable, Sequence
 
 from envs.base import Environment
 from envs.types import Problem, StepReward, Verdict
+from envs.verdicts import normalise_verdict
 
 
 class Role(str, enum.Enum):
@@ -271,7 +272,7 @@ class MultiTurnEnvironment(Environment):
         text = self.answer_text(episode)
         if len(text) != len(episode.model_text):
             raise ValueError(f"{type(self).__name__}.answer_text changed the text's length ({len(episode.model_text)} -> {len(text)})")
-        v = self.verify(problem, text)
+        v = normalise_verdict(self.verify(problem, text))  # a bool or a malformed verdict: a clear InvalidVerdict, not an AttributeError
         moved = tuple(StepReward(episode.model_to_transcript(s.start), episode.model_to_transcript(s.end, end=True), s.reward, s.label)
                       for s in v.steps)
         steps = tuple(sorted(moved + episode.steps, key=lambda s: (s.start, s.end)))

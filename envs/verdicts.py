@@ -60,7 +60,7 @@ def normalise_verdict(verdict: Any) -> Verdict:
     """``verdict`` with plain ``float``/``bool``/`Status` fields; raises `InvalidVerdict` naming
     the first field that is not well formed."""
     if not isinstance(verdict, Verdict):
-        raise InvalidVerdict(f"verify returned {type(verdict).__name__}, expected Verdict")
+        raise InvalidVerdict(f"verify must return a Verdict, got {type(verdict).__name__} {verdict!r:.40}")
     reward = _reward(verdict.reward, "reward")
     passed = _flag(verdict.passed)
     status = _status(verdict.status)

@@ -79,7 +79,26 @@ def resolve_config_path(name_or_path: str | Path) -> Path:
 def load_config(cls: type[C], source: str | Path | dict[str, Any] | None = None, overrides: list[str] | None = None) -> C:
     """Build ``cls`` from a YAML file/built-in name/dict, then apply ``key=value`` overrides."""
     data, where = read_config(source)
-    return from_dict(cls, apply_overrides(cls, data, overrides or []), where=where)
+    return build_with_overrides(cls, data, where, overrides or [])
+
+
+def build_with_overrides(cls: type[C], data: dict[str, Any], where: str, overrides: list[str]) -> C:
+    """``cls`` from ``data`` (read from ``where``) with ``key=value`` overrides applied; an error
+    about a key an override set names the override, not the file."""
+    try:
+        return from_dict(cls, apply_overrides(cls, data, overrides), where=where)
+    except ConfigError as e:
+        message = str(e)
+        for item in reversed(overrides):
+            key = item.partition("=")[0].strip()
+            prefix = f"{where}: '{key}'"
+            if message.startswith(prefix):
+                raise ConfigError(f"command-line override {item}: '{key}'{message[len(prefix):]}") from None
+            parts = key.split(".")
+            named = {".".join(parts[i:j]) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)}
+            if message.startswith(f"{where}: unknown key") and any(f"unknown key '{n}'" in message for n in named):
+                raise ConfigError(f"command-line override {item}: {message[len(where) + 2:]}") from None
+        raise
 
 
 def read_config(source: str | Path | dict[str, Any] | None) -> tuple[dict[str, Any], str]:

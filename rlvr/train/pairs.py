@@ -78,22 +78,30 @@ class PairsFile:
         return {"path": str(self.path), "pairs": len(self.pairs), "left_out": len(self.bad), "left_out_rows": self.bad}
 
 
-def read_pairs(path: str | Path, on_bad_row: Literal["skip", "error"] = "skip") -> PairsFile:
+def read_pairs(path: str | Path, on_bad_row: Literal["skip", "error"] = "skip", max_bad_fraction: float | None = None) -> PairsFile:
     """Every row of a pairs file, validated (see the module docstring). ``on_bad_row="error"``
-    raises at the first malformed row; a file without a single valid pair is an error either way."""
+    raises at the first malformed row; a file without a single valid pair is an error either way,
+    and so is one with more than ``max_bad_fraction`` of its rows malformed (training passes
+    `MAX_BAD_FRACTION`; ``rlvr pairs check`` lists them all). A line that is not UTF-8 is a
+    malformed row naming its line."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"pairs file {path} not found (build one with `rlvr pairs build`, or give a JSONL file with prompt/chosen/rejected)")
     out = PairsFile(path)
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, 1):
             where = f"{path}:{number}"
             try:
-                pair = parse_pair(json.loads(line), where)
-            except json.JSONDecodeError as e:
-                pair = f"not valid JSON ({e.msg} at column {e.colno})"
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                line, pair = "", f"not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})"
+            else:
+                if not line.strip():
+                    continue
+                try:
+                    pair = parse_pair(json.loads(line), where)
+                except json.JSONDecodeError as e:
+                    pair = f"not valid JSON ({e.msg} at column {e.colno})"
             if isinstance(pair, str):
                 if on_bad_row == "error":
                     raise UserError(f"{where}: {pair} (pairs.on_bad_row=skip leaves such rows out and reports them)")
@@ -102,7 +110,15 @@ def read_pairs(path: str | Path, on_bad_row: Literal["skip", "error"] = "skip") 
                 out.pairs.append(pair)
     if not out.pairs:
         raise UserError(f"pairs file {path} has no valid pair" + (f"; first problem: {out.bad[0]}" if out.bad else " (it is empty)"))
+    rows = len(out.pairs) + len(out.bad)
+    if max_bad_fraction is not None and len(out.bad) > max_bad_fraction * rows:  # as dataset tasks: fix such a file, do not train on it
+        raise UserError(f"pairs file {path}: {len(out.bad)} of {rows} rows are malformed, more than {max_bad_fraction:.0%}; "
+                        f"fix the file (first: {out.bad[0]}; `rlvr pairs check {path}` lists them)")
     return out
+
+
+MAX_BAD_FRACTION = 0.05
+"""Share of malformed rows above which a pairs file is refused (the limit dataset tasks use)."""
 
 
 def parse_pair(row: Any, where: str) -> PreferencePair | str:

@@ -139,8 +139,8 @@ class PolicyGradient:
         if cfg.eval.every and cfg.eval.split == cfg.task.split:
             raise UserError(f"eval.split equals task.split ({cfg.task.split!r}): evaluation must use held-out data")
         if cfg.rollout.group_size == 1 and group_relative(algo):
-            warnings.warn(f"rollout.group_size=1 with the {algo.advantage} advantage: it compares completions of the same prompt, "
-                          "so with one completion per prompt every advantage is 0 and nothing is learned; use group_size >= 2", UserWarning, stacklevel=2)
+            raise UserError(f"rollout.group_size=1 with the {algo.advantage} advantage: it compares completions of the same prompt, "
+                            "so with one completion per prompt every advantage is 0 and nothing is learned; use rollout.group_size >= 2")
         if self.algo.critic is not None and self.algo.critic.warmup_steps >= cfg.update.steps > 0:
             warnings.warn(f"algo.critic.warmup_steps={self.algo.critic.warmup_steps} >= update.steps={cfg.update.steps}: the policy is never updated",
                           UserWarning, stacklevel=2)

@@ -43,7 +43,7 @@ from rlvr.models.batch import TokenBatch, build_token_batch, token_logprobs
 from rlvr.train.config import TrainConfig
 from rlvr.train.harness import Harness, merge_stats
 from rlvr.train.online import GroupSource
-from rlvr.train.pairs import PairsFile, group_pairs, read_pairs
+from rlvr.train.pairs import MAX_BAD_FRACTION, PairsFile, group_pairs, read_pairs
 from rlvr.train.reference import frozen_reference
 from rlvr.train.rollouts import sample_rows
 from rlvr.train.sampling import SamplingReport
@@ -289,7 +289,7 @@ class PreferenceRecipe:
         self.refreshes = self.online and bool(self.algo.ref_update_every)  # iterative DPO: the reference follows the policy
         self.total_steps = cfg.update.steps
         self.title = f"{cfg.name}: {self.algo.preset} ({self.settings.loss}) on {self.task.id}"
-        pairs_file = None if self.online else read_pairs(cfg.pairs.path, cfg.pairs.on_bad_row)  # bad data is reported before any model loads
+        pairs_file = None if self.online else read_pairs(cfg.pairs.path, cfg.pairs.on_bad_row, MAX_BAD_FRACTION)  # bad data is reported before any model loads
 
         model, self.tokenizer = harness.load_model(harness.source("policy", cfg.model.name_or_path), "policy")
         self.pairs: OfflinePairs | None = None

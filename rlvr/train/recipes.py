@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.registry import Registry
-from rlvr.config import ConfigError, apply_overrides, from_dict, read_config
+from rlvr.config import CONFIG_DIR, ConfigError, apply_overrides, build_with_overrides, read_config
 from rlvr.train.config import RunConfig
 from rlvr.train.harness import Harness, TrainResult
 
@@ -49,6 +49,11 @@ def load_run_config(source: str | Path, overrides: list[str]) -> RunConfig:
     With ``resume=true`` the run's own resolved ``config.yaml`` is the base (so only the run name
     is needed to continue it); the overrides apply on top (e.g. ``update.steps=60`` to go on)."""
     path = Path(source)
+    if "resume=true" in [o.replace(" ", "").lower() for o in overrides] and not path.is_file() and not (path / "config.yaml").is_file():
+        if path.is_dir():
+            raise ConfigError(f"{path} is not a run directory (it holds no config.yaml); resume a run by its directory, e.g. runs/NAME")
+        if not (CONFIG_DIR / f"{source}.yaml").is_file():
+            raise ConfigError(f"no run directory {source}: resume a run by its directory (runs/NAME, with its config.yaml)")
     if path.is_dir() and (path / "config.yaml").is_file():  # a run directory: its config, and it stays where it is
         overrides = [f"output_dir={path.parent}", f"name={path.name}", *overrides]
         source = path / "config.yaml"
@@ -62,7 +67,7 @@ def load_run_config(source: str | Path, overrides: list[str]) -> RunConfig:
 def _build(data: dict[str, Any], where: str, overrides: list[str]) -> RunConfig:
     name = recipe_name(apply_overrides(RunConfig, data, overrides))
     cls = config_class(name)
-    return from_dict(cls, apply_overrides(cls, data, overrides), where=where)
+    return build_with_overrides(cls, data, where, overrides)
 
 
 def train(cfg: RunConfig) -> TrainResult:

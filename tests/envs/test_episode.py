@@ -156,6 +156,18 @@ def test_answer_text_must_keep_its_length():
     assert v.status is Status.ERROR and "length" in v.info["error"]
 
 
+@pytest.mark.parametrize("returned, shown", [(True, "got bool True"), (None, "got NoneType None"), (0.5, "got float 0.5")])
+def test_a_verify_that_returns_no_verdict_is_an_error_naming_what_it_returned(returned, shown):
+    class Bare(Guess):
+        def verify(self, problem, completion):
+            return returned
+
+    e = play(Bare(), PROBLEM, scripted("Answer: 42"))
+    for completion in (e, "Answer: 42"):  # an episode and a plain string take the same check
+        v = safe_verify(Bare(), PROBLEM, completion)
+        assert v.status is Status.ERROR and f"verify must return a Verdict, {shown}" in v.info["error"]
+
+
 def test_model_offsets_map_onto_the_transcript():
     e = Episode((Turn.model("ab"), Turn.observation("XYZ"), Turn.model("cd")), End.ANSWER)
     assert e.transcript == "abXYZcd" and e.model_text == "abcd"

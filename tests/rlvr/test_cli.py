@@ -106,9 +106,27 @@ def test_settings_out_of_range_are_one_line_errors_before_anything_loads(argv, m
     assert message in err and "Traceback" not in err and "not found" not in err
 
 
-def test_group_size_one_with_a_group_relative_advantage_warns_why(tmp_path, capsys):
-    with pytest.warns(UserWarning, match="group_size=1 with the grpo advantage: .* every advantage is 0"):
-        main(["train", "quickstart", f"output_dir={tmp_path}", "rollout.group_size=1", "model.name_or_path=/nonexistent/model"])
+def test_group_size_one_with_a_group_relative_advantage_is_refused_saying_why(tmp_path, capsys):
+    assert main(["train", "quickstart", f"output_dir={tmp_path}", "rollout.group_size=1", "model.name_or_path=/nonexistent/model"]) == 2
+    err = capsys.readouterr().err
+    assert "rollout.group_size=1 with the grpo advantage" in err and "every advantage is 0" in err and "Traceback" not in err
+    assert not (tmp_path / "quickstart" / "grpo" / "config.yaml").exists()  # no run directory left to refuse the corrected rerun
+
+
+@pytest.mark.parametrize("override, message", [
+    ("optim.lr=abc", "error: command-line override optim.lr=abc: 'optim.lr' must be float, got str 'abc'"),
+    ("optim.lrr=1", "error: command-line override optim.lrr=1: unknown key 'optim.lrr' (did you mean 'optim.lr'?)"),
+])
+def test_a_bad_override_is_blamed_on_the_command_line_not_the_file(override, message, capsys):
+    assert main(["train", "quickstart", override]) == 2
+    assert capsys.readouterr().err.strip() == message
+
+
+def test_resuming_a_run_that_does_not_exist_says_so(tmp_path, capsys):
+    assert main(["train", str(tmp_path / "nosuch"), "--resume"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: no run directory {tmp_path / 'nosuch'}: resume a run by its directory (runs/NAME, with its config.yaml)"
+    assert main(["train", str(tmp_path), "--resume"]) == 2
+    assert f"{tmp_path} is not a run directory (it holds no config.yaml)" in capsys.readouterr().err
 
 
 def test_switching_the_task_drops_the_previous_tasks_config(capsys):

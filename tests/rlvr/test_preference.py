@@ -21,7 +21,7 @@ from rlvr.algos.preference import (PREFERENCE_LOSSES, LossParams, SequenceLogps,
 from rlvr.algos.presets import PRESETS, AlgoConfig, PreferenceConfig, resolve_algorithm
 from rlvr.cli import main
 from rlvr.config import ConfigError
-from rlvr.train.pairs import group_pairs, read_pairs
+from rlvr.train.pairs import MAX_BAD_FRACTION, group_pairs, read_pairs
 from rlvr.train.recipes import load_run_config
 from tests.rlvr.gloo import run_in_two_processes
 
@@ -236,6 +236,18 @@ def test_pairs_files_are_validated_row_by_row_and_every_bad_row_is_reported(tmp_
         read_pairs(empty)
     with pytest.raises(UserError, match="not found"):
         read_pairs(tmp_path / "nope.jsonl")
+
+
+def test_training_refuses_a_pairs_file_with_more_than_5_percent_bad_rows_and_names_a_line_that_is_not_utf8(tmp_path):
+    good = json.dumps({"prompt": "2+2?", "chosen": "4", "rejected": "5"})
+    path = tmp_path / "pairs.jsonl"
+    path.write_bytes("\n".join([good] * 7).encode() + b"\n" + b'{"prompt": "caf\xe9", "chosen": "1", "rejected": "2"}\n' + b"oops\n" * 4)
+    read = read_pairs(path)  # inspection lists every bad row
+    assert len(read.pairs) == 7 and read.bad[0] == f"{path}:8: not UTF-8 (byte 0xe9 at column 16)"
+    with pytest.raises(UserError, match=rf"{path}: 5 of 12 rows are malformed, more than 5%; fix the file \(first: {path}:8: not UTF-8"):
+        read_pairs(path, max_bad_fraction=MAX_BAD_FRACTION)
+    path.write_bytes("\n".join([good] * 20).encode() + b"\noops\n")  # 1 of 21: under the limit, reported and left out
+    assert len(read_pairs(path, max_bad_fraction=MAX_BAD_FRACTION).bad) == 1
 
 
 # -- presets and configuration --------------------------------------------------------------------------
