@@ -16,6 +16,7 @@ import pytest
 
 import tasks
 from envs.types import Problem
+from rlvr import UserError
 from rlvr.cli import main
 from rlvr.train import train
 from rlvr.train.pairs import meta_path
@@ -130,10 +131,13 @@ def test_a_trl_pairs_file_trains_and_its_bad_rows_are_reported(sft_base, tmp_pat
     path.write_text("\n".join(rows) + "\n")
     args = rl_overrides(tmp_path, sft_base, "algo.preset=dpo", f"pairs.path={path}", "pairs.batch_size=2", "pairs.max_length=200",
                         "update.steps=1", *QUIET)
-    result = train(load_run_config("quickstart", args))
+    with pytest.raises(UserError, match=r"1 of 4 rows are malformed, more than 5%"):  # as dataset tasks: fix such a file
+        train(load_run_config("quickstart", args))
+    path.write_text("\n".join(rows + rows[:1] * 20) + "\n")  # 1 malformed row of 24: under the limit, left out and reported
+    result = train(load_run_config("quickstart", [*args, "overwrite=true"]))
     assert result.status == "completed"
     report = json.loads((result.run_dir / "pairs_report.json").read_text())
-    assert (report["pairs"], report["left_out"]) == (2, 2) and report["left_out_rows"][0] == f"{path}:3: missing 'rejected'"
+    assert (report["pairs"], report["left_out"]) == (22, 2) and report["left_out_rows"][0] == f"{path}:3: missing 'rejected'"
     assert report["left_out_rows"][1].startswith(f"{path}:4: ") and "longer than 200" in report["left_out_rows"][1]
     out = capsys.readouterr().out
     assert f"{path}:3: missing 'rejected'" in out and f"{path}:4: " in out and "longer than 200" in out
