@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rlvr.models import head as head_module
-from rlvr.models.batch import build_token_batch, token_logprobs
+from rlvr.models.batch import _score, build_token_batch, token_logprobs
 from rlvr.models.head import HeadLogprobs
 from rlvr.models.loading import load_model
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
@@ -82,8 +82,9 @@ def plain(model, batch, temperature):
     return logp, -(logp_all.exp() * logp_all).sum(-1)
 
 
+@pytest.mark.parametrize("top_p, top_k", [(1.0, 0), (0.9, 20)])  # the full distribution, and a truncated one
 @pytest.mark.parametrize("pack", [False, True])
-def test_training_log_probs_take_the_chunked_head_and_equal_the_plain_forward(tiny, pack, monkeypatch):
+def test_training_log_probs_take_the_chunked_head_and_equal_the_plain_forward(tiny, pack, top_p, top_k, monkeypatch):
     model, batch = tiny
     monkeypatch.setattr(head_module, "CHUNK_TOKENS", 5)
     taken = []
@@ -91,36 +92,14 @@ def test_training_log_probs_take_the_chunked_head_and_equal_the_plain_forward(ti
     monkeypatch.setattr(HeadLogprobs, "apply", lambda *a: taken.append(1) or real_apply(*a))
     mask = batch.completion_mask.bool()
     ours = copy.deepcopy(model)
-    logp, ent = token_logprobs(ours, batch, 0.8, entropy=True, entropy_grad=True, pack=pack)
+    logp, ent = token_logprobs(ours, batch, 0.8, entropy=True, entropy_grad=True, top_p=top_p, top_k=top_k, pack=pack)
     ((logp * mask).sum() + (ent * mask).sum()).backward()
-    want_logp, want_ent = plain(model, batch, 0.8)
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+    want_logp, want_ent = _score(logits, batch.input_ids[:, 1:], 0.8, True, True, top_p, top_k)
     ((want_logp * mask).sum() + (want_ent * mask).sum()).backward()
     assert taken, "the chunked head was not used"
     torch.testing.assert_close(logp[mask], want_logp[mask], atol=2e-5, rtol=0)
     torch.testing.assert_close(ent[mask], want_ent[mask], atol=2e-5, rtol=0)
-    for (name, a), b in zip(ours.named_parameters(), model.parameters()):
-        torch.testing.assert_close(a.grad, b.grad, atol=2e-5, rtol=1e-4, msg=name)
-    model.zero_grad()
-
-
-@pytest.mark.parametrize("pack", [False, True])
-def test_training_log_probs_under_top_p_take_the_chunked_head(tiny, pack, monkeypatch):
-    from rlvr.models.batch import _score
-
-    model, batch = tiny
-    monkeypatch.setattr(head_module, "CHUNK_TOKENS", 5)
-    taken = []
-    real_apply = HeadLogprobs.apply
-    monkeypatch.setattr(HeadLogprobs, "apply", lambda *a: taken.append(1) or real_apply(*a))
-    mask = batch.completion_mask.bool()
-    ours = copy.deepcopy(model)
-    logp, _ = token_logprobs(ours, batch, 0.8, top_p=0.9, top_k=20, pack=pack)
-    (logp * mask).sum().backward()
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
-    want, _ = _score(logits, batch.input_ids[:, 1:], 0.8, False, False, 0.9, 20)
-    (want * mask).sum().backward()
-    assert taken, "the chunked head was not used"
-    torch.testing.assert_close(logp[mask], want[mask], atol=2e-5, rtol=0)
     for (name, a), b in zip(ours.named_parameters(), model.parameters()):
         torch.testing.assert_close(a.grad, b.grad, atol=2e-5, rtol=1e-4, msg=name)
     model.zero_grad()
