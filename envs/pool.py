@@ -29,6 +29,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
+from envs import faults
 from envs.base import Environment, safe_verify
 from envs.types import Problem, Verdict
 from envs.verdicts import validate_verdict
@@ -77,6 +78,7 @@ def _verify_batch(env: Environment, problems: Sequence[Problem], completions: Se
 
 
 def _verify_payload(env: Environment, problems: Sequence[Problem], completions: Sequence[str], as_batch: bool) -> list[Verdict]:
+    faults.reached("verify")
     if as_batch:
         return _verify_batch(env, problems, completions)
     return [safe_verify(env, p, c) for p, c in zip(problems, completions)]

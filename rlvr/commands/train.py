@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -60,10 +61,18 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
     if isinstance(cfg, TrainConfig):  # an unknown engine or another engine's setting, before the model loads
         check_engine_settings(cfg.rollout)
         reward_signal(cfg.verify.reward)
+    from rlvr.train.checkpoint import is_out_of_space, out_of_space_message
+
     try:
         result = train(cfg)
     except (TrainingError, WeightSyncError, EngineError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    except (OSError, RuntimeError) as e:  # a full disk under the run directory (metrics, the final model)
+        if not is_out_of_space(e):
+            raise
+        where = Path(getattr(e, "filename", None) or cfg.run_dir)
+        print(f"error: {out_of_space_message(where)}; free space and continue with `rlvr train {cfg.run_dir} --resume`", file=sys.stderr)
         return 1
     if os.environ.get("RANK", "0") == "0":  # one summary line under torchrun / accelerate launch
         print(f"{result.status}: {result.steps} steps; run directory {result.run_dir}" + (f"; model in {result.final_model}" if result.final_model else ""))

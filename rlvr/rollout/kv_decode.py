@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
+from envs import faults
 from rlvr.algos.correction import truncation_keep
 from rlvr.models.attention import model_mask, takes_custom_mask
 
@@ -177,6 +178,7 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
 
     steps = 0
     for t in range(max_new_tokens):
+        faults.reached("generate")
         token, logp = sample_next(logits, temperature, top_p, top_k, greedy)
         tokens[active, t] = token
         logprobs[active, t] = logp

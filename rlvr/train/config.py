@@ -42,6 +42,9 @@ class TaskConfig:
     split: str = help_field("train", "Split to train on (held-out splits are refused)")
     env: str | None = help_field(None, "Environment id replacing the task's own verifier (None = the task's)")
     env_kwargs: dict[str, Any] = help_field({}, "Keyword arguments for that environment (belongs to task.env)", belongs_to="env")
+    leakage: Literal["warn", "refuse", "off"] = help_field("warn", "Before training, compare the training split's questions with the task's held-out splits "
+                                                           "(a prefix of an unbounded stream: what the run can draw): warn on a shared question, refuse "
+                                                           "to train (refuse), or skip the check (off)")
     heldout: list[str] = help_field([], "Other tasks held out for evaluation, as ID or ID:SPLIT (default split: test); training refuses a split that may share problems with any (e.g. hendrycks-math-v1:test with math500-v1)")
 
     def make(self):
@@ -52,6 +55,8 @@ class TaskConfig:
         task = tasks.make(self.id, **self.config)
         if self.env:
             task.env_id, task.env_kwargs = self.env, dict(self.env_kwargs)
+        if self.split not in task.splits:
+            raise tasks.TaskError(f"task.split={self.split!r}: task {task.id} has no such split (its splits: {', '.join(task.splits)})")
         heldout = [(entry.split(":", 1)[0], entry.split(":", 1)[1] if ":" in entry else "test") for entry in self.heldout]
         tasks.assert_disjoint((task, self.split), heldout)
         return task

@@ -39,18 +39,25 @@ from typing import Any, Callable, Protocol
 import torch
 from tqdm import tqdm
 
+from envs import faults
 from rlvr import UserError
 from rlvr.models.loading import load_model
 from rlvr.runs import RunDir
-from rlvr.train.checkpoint import STATE_FILE, list_checkpoints, prune_checkpoints
+from rlvr.train.checkpoint import (PARTIAL_SUFFIX, STATE_FILE, folder_bytes, is_out_of_space, list_checkpoints, out_of_space_message,
+                                   prune_checkpoints, remove_partial_checkpoints)
 from rlvr.train.common import make_optimizer, rng_state, seed_everything, set_rng_state, set_threads
 from rlvr.train.config import OptimConfig, RunConfig
+from rlvr.train.verification_tally import VerificationTally
 
 RUN_MARKERS = ("config.yaml", "metrics.jsonl", "checkpoints", "final", "run_state.json")
 
 
 class TrainingError(RuntimeError):
     """Training cannot continue; the run directory holds everything written so far."""
+
+
+class CheckpointError(TrainingError):
+    """A checkpoint could not be written (its partial folder is removed; earlier ones stay)."""
 
 
 @dataclass
@@ -275,6 +282,9 @@ class Recipe(Protocol):
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
+    def verification(self) -> VerificationTally | None:
+        """Failed verifications so far (None: the recipe verifies nothing)."""
+
     def close(self) -> None: ...
 
 
@@ -295,8 +305,15 @@ class Harness:
         seed_everything(cfg.seed + self.accel.process_index)
         self.run_dir = cfg.run_dir
         self.checkpoint_dir = self.run_dir / "checkpoints"
+        self.created_run_dir = not self.run_dir.exists()
         self._prepare_run_dir()
         self.rundir = RunDir(self.run_dir, tensorboard=cfg.log.tensorboard, enabled=self.accel.is_main_process)
+        if self.is_main:
+            for partial in remove_partial_checkpoints(self.checkpoint_dir):
+                self.print(f"note: removed the partial checkpoint {partial} (an interrupted write)")
+        if cfg.distributed == "fsdp" and self.accel.num_processes == 1:
+            self.print("note: distributed=fsdp has no effect in a single process (FSDP is off); launch several processes "
+                       "(accelerate launch / torchrun) to shard")
         self.resume_from = self._latest_checkpoint() if cfg.resume else None
         if cfg.resume and self.resume_from is None:
             self.print(f"resume requested but {self.checkpoint_dir} has no checkpoint: starting from scratch")
@@ -329,7 +346,15 @@ class Harness:
                                 f"start it again with overwrite=true, or choose another name=")
             if self.accel.is_main_process:
                 shutil.rmtree(self.run_dir)
+            self.created_run_dir = True
         self.accel.wait_for_everyone()
+
+    def discard_failed_start(self) -> None:
+        """After a failure before the first step of a new run: remove the run directory this run
+        created (nothing in it can be resumed), so the corrected command runs as typed."""
+        self.rundir.close()
+        if self.created_run_dir and self.is_main and not list_checkpoints(self.checkpoint_dir):
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def _latest_checkpoint(self) -> Path | None:
         found = list_checkpoints(self.checkpoint_dir)
@@ -487,6 +512,7 @@ class Harness:
         out = stats.result() | {"loss": loss_sum}
         if part.max_grad_norm > 0:
             out["grad_norm"] = float(accel.clip_grad_norm_(part.model.parameters(), part.max_grad_norm))
+        faults.reached("optimizer_step")
         part.optimizer.step()
         part.scheduler.step()
         part.optimizer.zero_grad(set_to_none=True)
@@ -515,8 +541,23 @@ class Harness:
         """Save every component, the recipe's state and each process's RNG as ``step-N``
         (written under a temporary name and renamed, so a kill never leaves half a checkpoint)."""
         final = self.checkpoint_dir / f"step-{step}"
-        tmp = final.with_name(final.name + ".tmp")
+        tmp = final.with_name(final.name + PARTIAL_SUFFIX)
         recipe_state = recipe.state_dict()  # first: a recipe may finish work in flight (which moves the RNG) before it is saved
+        try:
+            self._write_checkpoint(step, final, tmp, recipe_state)
+        except Exception as e:
+            needed = self._checkpoint_bytes()
+            # torch's writer can lose the OSError ("unexpected pos ..."): a disk without room for a checkpoint is the cause then
+            full = is_out_of_space(e) or shutil.disk_usage(self.checkpoint_dir).free < needed
+            if self.is_main:
+                shutil.rmtree(tmp, ignore_errors=True)
+            if full:
+                raise CheckpointError(f"{out_of_space_message(final, needed)}: the checkpoint was not saved; "
+                                      f"free space there and continue with `rlvr train {self.run_dir} --resume`") from e
+            raise
+        return final
+
+    def _write_checkpoint(self, step: int, final: Path, tmp: Path, recipe_state: dict[str, Any]) -> None:
         if self.is_main:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
@@ -526,6 +567,7 @@ class Harness:
         for name, component in self.components.items():
             component.save(tmp / name)
         torch.save(rng_state(), tmp / f"rng-{self.rank}.pt")
+        faults.reached("checkpoint_write")
         self.accel.wait_for_everyone()
         if self.is_main:
             torch.save({"step": step, "components": list(self.components), "processes": self.num_processes,
@@ -534,7 +576,21 @@ class Harness:
             tmp.rename(final)
             prune_checkpoints(self.checkpoint_dir, self.cfg.log.keep_checkpoints)
         self.accel.wait_for_everyone()
-        return final
+
+    def _checkpoint_bytes(self) -> int:
+        """About what one checkpoint takes: the latest complete one's size, else every component's
+        weights plus the optimizer state."""
+        done = list_checkpoints(self.checkpoint_dir)
+        if done:
+            return folder_bytes(done[-1][1])
+        total = 0
+        for component in self.components.values():
+            model = getattr(component, "model", None)
+            if model is not None:
+                total += sum(p.numel() * p.element_size() for p in model.parameters())
+            if isinstance(component, TrainableModel):
+                total += component.optimizer_state_bytes()
+        return total
 
     def restore(self, recipe: Recipe) -> int:
         """Load every component's state, the recipe's and this process's RNG from the checkpoint
@@ -559,7 +615,17 @@ class Harness:
     def run(self, recipe: Recipe) -> TrainResult:
         """Train ``recipe`` from its restored step to ``recipe.total_steps``: log every step,
         evaluate every ``eval.every`` steps, checkpoint every ``log.checkpoint_every`` steps and at
-        the end (also after a failure or a signal), save the final model when complete."""
+        the end (also after a failure or a signal), save the final model when complete. A new run
+        that fails before its first step leaves no run directory behind."""
+        self.steps_done = 0
+        try:
+            return self._run(recipe)
+        except BaseException:
+            if self.steps_done == 0 and self.resume_from is None:
+                self.discard_failed_start()
+            raise
+
+    def _run(self, recipe: Recipe) -> TrainResult:
         cfg = self.cfg
         step = self.start_step = self.restore(recipe)
         self.rundir.start(step)
@@ -576,6 +642,7 @@ class Harness:
                 t0 = time.perf_counter()
                 metrics = recipe.step(step + 1)
                 step += 1
+                self.steps_done += 1
                 metrics["time/step"] = time.perf_counter() - t0
                 if cfg.eval.every and step % cfg.eval.every == 0:
                     metrics |= recipe.evaluate()
@@ -587,10 +654,15 @@ class Harness:
             status = "completed" if step >= recipe.total_steps else "interrupted"
             self._checkpoint_and_plot(step, recipe)
             final = recipe.save_final() if status == "completed" else None
+            tally = recipe.verification()
+            if tally is not None and tally.failed:
+                self.print(f"{'error' if tally.all_failed else 'warning'}: {tally.summary()}")
+                if tally.all_failed:  # no reward reached the policy: this is not a completed run
+                    status = "failed: every verification of the run failed; fix the environment (`rlvr envs check ID`)"
             return TrainResult(self.run_dir, step, final, status)
         except BaseException as e:
             status = f"failed: {type(e).__name__}: {e}"
-            if step > self.start_step:
+            if step > self.start_step and not isinstance(e, CheckpointError):
                 try:  # keep what was learned; the run can resume from here
                     self.checkpoint(step, recipe)
                 except Exception as save_error:
@@ -600,10 +672,13 @@ class Harness:
             bar.close()
             restore_signals()
             recipe.close()
-            self.rundir.write_state(status=status, step=step)
-            self.rundir.write_json("resources.json", self.resources())
-            if cfg.log.plot:
-                self.rundir.plot(title=recipe.title)
+            try:  # on a full disk these fail too: the error that stopped the run is the one to report
+                self.rundir.write_state(status=status, step=step)
+                self.rundir.write_json("resources.json", self.resources())
+                if cfg.log.plot:
+                    self.rundir.plot(title=recipe.title)
+            except OSError as e:
+                self.print(f"could not write the run's summary files: {e}")
             self.rundir.close()
 
     def _checkpoint_and_plot(self, step: int, recipe: Recipe) -> None:
@@ -655,5 +730,5 @@ class Harness:
         return lambda: [signal.signal(s, h) for s, h in previous.items()]
 
 
-__all__ = ["Component", "FrozenModel", "Harness", "LearnedScorer", "Objective", "Recipe", "ScoringBatch", "StatsAccumulator", "TrainResult",
+__all__ = ["CheckpointError", "Component", "FrozenModel", "Harness", "LearnedScorer", "Objective", "Recipe", "ScoringBatch", "StatsAccumulator", "TrainResult",
            "TrainableModel", "TrainingError", "merge_stats"]

@@ -19,6 +19,7 @@ recipe and the online preference recipes):
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any, Callable
@@ -26,7 +27,7 @@ from typing import Any, Callable
 import torch
 
 from envs.pool import VerifierPool
-from envs.types import Problem, Verdict
+from envs.types import Problem, Status, Verdict
 from rlvr import UserError
 from rlvr.algos.filters import GroupFilter
 from rlvr.rollout.base import SamplingParams, verifier_input
@@ -41,6 +42,7 @@ from rlvr.train.rollouts import generation_metrics
 from rlvr.train.reward_signal import reward_signal
 from rlvr.eval.runner import empty_warning
 from rlvr.train.sampling import GroupSampler, SamplingReport
+from rlvr.train.verification_tally import VerificationTally, first_failure_reason
 from tasks.base import Task
 
 
@@ -93,6 +95,7 @@ class GroupSource:
             on_failure_valid=cfg.verify.on_failure == "zero", rank=harness.rank, world=harness.num_processes,
             gather_counts=harness.gather_counts)
         self.position, self.failed_steps = 0, 0
+        self.tally = VerificationTally()
         self.warned_empty = self.warned_context = False
         self.stream = None
         # rollout.overlap: work on a batch that does not depend on the policy (e.g. the frozen
@@ -221,14 +224,18 @@ class GroupSource:
         report, self.prefetched = self.prefetched, None
         return report
 
-    def trainable(self, report: SamplingReport, examples: float, metrics: dict[str, float]) -> bool:
+    def trainable(self, report: SamplingReport, examples: float, metrics: dict[str, float], step: int | None = None) -> bool:
         """Whether this step trains, decided the same way on every process (collectives follow):
         not when every verification failed (after ``verify.max_failed_steps`` such steps in a row
         the run stops with a `TrainingError`), nor when no process has an example to learn from
-        (``examples``: this process's count). A skipped step is logged as ``train/skipped``."""
+        (``examples``: this process's count). A skipped step is logged as ``train/skipped``.
+        Failed verifications are counted into `tally` and warned about on the console."""
         generated = [v for g in report.generated for v in g.verdicts]
-        n_generated, n_failed, n_examples = self.harness.reduce_sum(torch.tensor([
-            float(len(generated)), float(sum(v.status.is_failure for v in generated)), float(examples)])).tolist()
+        n_generated, n_errors, n_timeouts, n_examples = self.harness.reduce_sum(torch.tensor([
+            float(len(generated)), float(sum(v.status is Status.ERROR for v in generated)),
+            float(sum(v.status is Status.TIMEOUT for v in generated)), float(examples)])).tolist()
+        n_failed = n_errors + n_timeouts
+        self._count_failures(generated, int(n_generated), int(n_errors), int(n_timeouts), step)
         if n_generated and n_failed == n_generated:
             self.failed_steps += 1
             metrics["train/skipped"] = 1.0
@@ -242,6 +249,17 @@ class GroupSource:
             metrics["train/skipped"] = 1.0
             return False
         return True
+
+    def _count_failures(self, generated: list, n: int, errors: int, timeouts: int, step: int | None) -> None:
+        tally = self.tally
+        tally.verdicts, tally.errors, tally.timeouts = tally.verdicts + n, tally.errors + errors, tally.timeouts + timeouts
+        if not errors + timeouts:
+            return
+        reason = first_failure_reason(generated)
+        tally.first_reason = tally.first_reason or reason
+        where = f"step {step}: " if step is not None else ""
+        self.harness.print(f"warning: {where}{errors + timeouts} of {n} verifications failed ({errors} errors, {timeouts} timeouts; "
+                           f"first: {reason or 'on another process'}): these samples {'score 0' if self.cfg.verify.on_failure == 'zero' else 'are left out'}")
 
     def evaluate(self) -> dict[str, float]:
         """Greedy accuracy and no-answer rate on ``eval.split`` with the current weights."""
@@ -262,7 +280,8 @@ class GroupSource:
     def state_dict(self) -> dict[str, Any]:
         """What a resume needs; with ``rollout.overlap`` also the batch generated ahead (waited
         for first, so the RNG the harness saves next is the one after it)."""
-        state = {"position": self.position, "yield_estimate": self.sampler.yield_estimate, "failed_steps": self.failed_steps}
+        state = {"position": self.position, "yield_estimate": self.sampler.yield_estimate, "failed_steps": self.failed_steps,
+                 "tally": dataclasses.asdict(self.tally)}
         if self.cfg.rollout.overlap:
             self.prefetched = self.wait_prefetch()
             state["prefetched"] = self.prefetched
@@ -272,6 +291,7 @@ class GroupSource:
         self.position = state["position"]
         self.sampler.yield_estimate = state.get("yield_estimate", 1.0)
         self.failed_steps = state.get("failed_steps", 0)
+        self.tally = VerificationTally(**state.get("tally", {}))
         self.prefetched = state.get("prefetched")
 
     def close(self) -> None:

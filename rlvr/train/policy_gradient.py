@@ -36,6 +36,8 @@ from rlvr.train.config import TrainConfig
 from rlvr.train.critic import Critic, ValueModel, check_tokenizer, value_metrics
 from rlvr.train.harness import Harness, ScoringBatch, merge_stats
 from rlvr.train.online import GroupSource
+from rlvr.train.verification_tally import VerificationTally
+from rlvr.train.task_checks import open_training_task, prompts_drawn
 from rlvr.train.prm import ImplicitPRM
 from rlvr.train.reference import frozen_reference
 from rlvr.train.rollouts import Rollouts, build_rollouts, sample_rows, zero_variance_frac
@@ -109,9 +111,8 @@ class PolicyGradient:
         self.cfg, self.harness = cfg, harness
         self.algo: Algorithm = resolve_algorithm(cfg.algo)
         self._check_settings()
-        self.task = cfg.task.make()
-        if cfg.task.split in self.task.heldout_splits:
-            raise UserError(f"task.split {cfg.task.split!r} is a held-out split of {self.task.id}; train on a training split")
+        self.task = open_training_task(cfg, evaluates=bool(cfg.eval.every or cfg.eval.at_start), say=harness.print,
+                                       prompts_needed=prompts_drawn(cfg, self.algo.sampling_budget, harness.num_processes))
         self.epochs = cfg.update.epochs_per_batch or self.algo.epochs_per_batch
         self.minibatches = cfg.update.minibatches or self.algo.minibatches
         self.total_steps = cfg.update.steps
@@ -182,7 +183,7 @@ class PolicyGradient:
         cfg = self.cfg
         t_step = time.perf_counter()
         report, rollouts, metrics = self.collect()
-        if self.groups.trainable(report, float(rollouts.valid.sum()) if rollouts is not None else 0.0, metrics):
+        if self.groups.trainable(report, float(rollouts.valid.sum()) if rollouts is not None else 0.0, metrics, step=step):
             metrics |= self.update(rollouts, step)
             warning = mismatch_warning(metrics.get("mismatch/kl_k1", 0.0), self.algo.correction.kind, cfg.model.precision)
             if warning and not self.warned_mismatch:  # once a run
@@ -376,6 +377,9 @@ class PolicyGradient:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.groups.load_state_dict(state)
+
+    def verification(self) -> VerificationTally:
+        return self.groups.tally
 
     def close(self) -> None:
         self.groups.close()

@@ -43,6 +43,8 @@ from rlvr.models.batch import TokenBatch, build_token_batch, token_logprobs
 from rlvr.train.config import TrainConfig
 from rlvr.train.harness import Harness, merge_stats
 from rlvr.train.online import GroupSource
+from rlvr.train.verification_tally import VerificationTally
+from rlvr.train.task_checks import open_training_task, prompts_drawn
 from rlvr.train.pairs import MAX_BAD_FRACTION, PairsFile, group_pairs, read_pairs
 from rlvr.train.reference import frozen_reference
 from rlvr.train.rollouts import sample_rows
@@ -278,9 +280,8 @@ class PreferenceRecipe:
         self.settings: PreferenceSettings = self.algo.preference
         self.online = self.settings.source == "online"
         self._check_settings()
-        self.task = cfg.task.make()
-        if cfg.task.split in self.task.heldout_splits:
-            raise UserError(f"task.split {cfg.task.split!r} is a held-out split of {self.task.id}; train on a training split")
+        self.task = open_training_task(cfg, evaluates=bool(cfg.eval.every or cfg.eval.at_start), say=harness.print,
+                                       prompts_needed=prompts_drawn(cfg, self.algo.sampling_budget, harness.num_processes))
         self.loss_fn: PreferenceLoss = PREFERENCE_LOSSES.get(self.settings.loss)
         self.params = LossParams(self.settings.beta, self.settings.label_smoothing, self.settings.desirable_weight, self.settings.undesirable_weight)
         self.epochs = cfg.update.epochs_per_batch or self.algo.epochs_per_batch
@@ -369,7 +370,7 @@ class PreferenceRecipe:
         batch = self._pairs_of(report, metrics) if paired else self._labelled_of(report, metrics)
         examples = batch.size if batch is not None else 0
         self.harness.log_samples(step, sample_rows(report, self.cfg.log.samples_per_step))
-        if not self.groups.trainable(report, examples, metrics):
+        if not self.groups.trainable(report, examples, metrics, step=step):
             return metrics
         if batch is None:  # another process has examples: join its update with a placeholder of weight 0
             batch = self._placeholder(report, paired)
@@ -490,6 +491,9 @@ class PreferenceRecipe:
         self.groups.load_state_dict(state)
         if self.pairs is not None:
             self.pairs.position = state["pairs_position"]
+
+    def verification(self) -> VerificationTally | None:
+        return self.groups.tally if self.online else None
 
     def close(self) -> None:
         self.groups.close()

@@ -77,7 +77,12 @@ def train(cfg: RunConfig) -> TrainResult:
     if not isinstance(cfg, recipe_cls.config_class):
         raise ConfigError(f"recipe {name!r} takes a {recipe_cls.config_class.__name__}, got a {type(cfg).__name__}")
     harness = Harness(cfg)
-    return harness.run(recipe_cls(cfg, harness))
+    try:
+        recipe = recipe_cls(cfg, harness)
+    except BaseException:
+        harness.discard_failed_start()
+        raise
+    return harness.run(recipe)
 
 
 __all__ = ["RECIPES", "config_class", "load_run_config", "recipe_name", "train"]

@@ -17,7 +17,6 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-import tasks
 from rlvr import UserError
 from rlvr.config import help_field
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
@@ -27,6 +26,7 @@ from rlvr.rollout.prompts import resolve_style
 from rlvr.models.batch import TokenBatch, build_token_batch, scatter_completion_values
 from rlvr.train.config import EvalConfig, OptimConfig, RunConfig
 from rlvr.train.harness import Harness
+from rlvr.train.task_checks import open_training_task
 
 
 @dataclass
@@ -69,9 +69,7 @@ class SFTRecipe:
 
     def __init__(self, cfg: SFTConfig, harness: Harness):
         self.cfg, self.harness = cfg, harness
-        self.task = cfg.task.make()
-        if cfg.task.split in self.task.heldout_splits:
-            raise UserError(f"task.split {cfg.task.split!r} is held out in {self.task.id}; SFT must use a training split")
+        self.task = open_training_task(cfg, evaluates=True, say=harness.print, prompts_needed=cfg.steps * cfg.batch_size * harness.num_processes)
         init = cfg.model.name_or_path
         if init == "tiny" and harness.resume_from is None:
             init = str(cfg.run_dir / "base")
@@ -150,6 +148,9 @@ class SFTRecipe:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.position = state["position"]
+
+    def verification(self) -> None:
+        """SFT verifies nothing while training."""
 
     def close(self) -> None:
         pass

@@ -256,7 +256,9 @@ def test_train_with_a_verifier_that_never_returns_finishes_and_counts_the_hang(t
                "task.env=testing/hang-v1", "verify.timeout_s=0.5", "update.steps=1", "rollout.prompts_per_step=2",
                "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.at_start=false", "eval.every=0",
                "log.progress=false", "log.plot=false", "log.tensorboard=false", "threads=1", cwd=tmp_path, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
+    # the process exits; as every verdict of the run failed, with status 1 and a summary
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "4 of 4 verifications failed over the run (0 errors, 4 timeouts" in out.stdout + out.stderr
     metrics = [json.loads(line) for line in (tmp_path / "hang" / "metrics.jsonl").read_text().splitlines()]
     assert metrics[-1]["verify/timeouts"] == 4 and metrics[-1]["train/skipped"] == 1.0
 

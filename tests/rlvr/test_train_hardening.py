@@ -1,0 +1,182 @@
+"""`rlvr train` under faults a user can see (issue 22): task checks before the model loads and no
+run directory left by a failed start, leakage checked when training starts, failed verifications
+warned about and reflected in the exit code, a full disk during a checkpoint.
+
+Runs use tiny random models built here in a second: these tests check containment and reporting,
+not learning. Where the exit code or the console is the point, `rlvr` runs as a real subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import tasks
+from envs.types import Problem
+from rlvr.cli import main
+from tasks.dataset import DataSource, DatasetTask
+from tests.rlvr.test_cli_hardening import _tiny, rlvr
+
+QUIET = ("log.progress=false", "log.plot=false", "log.tensorboard=false", "threads=1")
+SMALL = ("update.steps=2", "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8",
+         "eval.at_start=false", "eval.every=0")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    return _tiny(tmp_path_factory.mktemp("tiny") / "final")
+
+
+# -- task checks come before the model loads; a failed start leaves no run directory -----------------
+
+
+@pytest.mark.parametrize("extra,message", [
+    (("eval.every=1", "eval.split=nosuch"), "eval.split='nosuch': task arithmetic-v1 has no such split"),
+    (("task.split=nosuch",), "task.split='nosuch': task arithmetic-v1 has no such split"),
+    (("task.split=test",), "task.split='test' is a held-out split of arithmetic-v1"),
+])
+def test_a_bad_split_is_refused_before_the_model_loads_naming_the_key(extra, message, tmp_path, capsys):
+    # the model does not exist: reaching it would be a different error
+    code = main(["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tmp_path / 'no-model'}", *QUIET, *extra])
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_that_fails_before_its_first_step_leaves_nothing_that_blocks_the_rerun(tiny_model, tmp_path, capsys):
+    bad = main(["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tmp_path / 'no-model'}", *QUIET, *SMALL])
+    assert bad != 0 and not (tmp_path / "run").exists()
+    capsys.readouterr()
+    # the corrected command runs as typed (no overwrite=true needed)
+    assert main(["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
+                 "update.steps=1"]) == 0
+    assert (tmp_path / "run" / "final").is_dir()
+
+
+# -- leakage between the training split and held-out data ---------------------------------------
+
+
+class _LeakyQA(DatasetTask):
+    """A plugin-style dataset task whose test split repeats one training question."""
+
+    env_id = "math-v1"
+    required_fields = ("question", "answer")
+    splits = ("train", "validation", "test")
+    heldout_splits = ("validation", "test")
+
+    def __init__(self, folder: str):
+        self.sources = {s: DataSource(local=str(Path(folder) / f"{s}.jsonl")) for s in self.splits}
+
+    def row_to_problem(self, row, split, index):
+        return Problem(f"{split}/{index}", row["question"], str(row["answer"]))
+
+
+def _leaky_task(folder: Path) -> str:
+    rows = {
+        "train": [(f"What is {i} + {i}?", 2 * i) for i in range(40)],
+        "validation": [(f"What is {i} + 1000?", i + 1000) for i in range(10)],
+        "test": [(f"What is {i} + 2000?", i + 2000) for i in range(9)] + [("What is 7 + 7?", 14)],
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, items in rows.items():
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in items))
+    tasks.register("testing-leaky-qa-v1", _LeakyQA, kwargs={"folder": str(folder)}, override=True)
+    return "testing-leaky-qa-v1"
+
+
+def test_training_on_a_split_that_leaks_into_held_out_data_warns_or_is_refused(tmp_path, capsys):
+    task_id = _leaky_task(tmp_path / "data")
+    common = ["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tmp_path / 'no-model'}",
+              f"task.id={task_id}", *QUIET]
+    assert main([*common, "task.leakage=refuse"]) == 2
+    err = capsys.readouterr().err
+    assert "shares questions with held-out data" in err and "what is 7 + 7?" in err.lower()
+    assert not (tmp_path / "run").exists()
+
+    main(common)  # warns, then goes on to load the (missing) model
+    out = capsys.readouterr()
+    assert "warning: task testing-leaky-qa-v1: the training split 'train' shares questions" in out.out + out.err
+    assert "no-model" in out.err
+
+    main([*common, "task.leakage=off"])
+    out = capsys.readouterr()
+    assert "shares questions" not in out.out + out.err
+
+
+# -- failed verifications reach the console and the exit code -------------------------------------
+
+
+def test_a_run_whose_every_verification_failed_warns_each_step_and_exits_non_zero(tiny_model, tmp_path):
+    out = rlvr("train", "quickstart", f"output_dir={tmp_path}", "name=fail", f"model.name_or_path={tiny_model}",
+               "task.env=testing/raise-v1", *QUIET, *SMALL, cwd=tmp_path, timeout=300)
+    console = out.stdout + out.stderr
+    assert out.returncode == 1, console[-2000:]
+    assert "warning: step 1: 4 of 4 verifications failed (4 errors, 0 timeouts; first: RuntimeError: flaky verifier failed" in console
+    assert "warning: step 2: 4 of 4 verifications failed" in console
+    assert "error: 8 of 8 verifications failed over the run" in console
+    assert "failed: every verification of the run failed" in console
+
+
+def test_a_run_with_some_failed_verifications_completes_and_summarises_them(tiny_model, tmp_path):
+    out = rlvr("train", "quickstart", f"output_dir={tmp_path}", "name=flaky", f"model.name_or_path={tiny_model}",
+               "task.env=testing/raise-v1", "task.env_kwargs={always_raise: false, raise_every: 2}", *QUIET, *SMALL,
+               cwd=tmp_path, timeout=300)
+    console = out.stdout + out.stderr
+    assert out.returncode == 0, console[-2000:]
+    assert "warning: step 1: 2 of 4 verifications failed" in console
+    assert "warning: 4 of 8 verifications failed over the run (4 errors, 0 timeouts; first: RuntimeError" in console
+
+
+# -- a full disk while writing a checkpoint ---------------------------------------------------------
+
+
+def _can_mount_tmpfs(where: Path) -> bool:
+    where.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        return False
+    ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], capture_output=True).returncode == 0
+    if ok:
+        subprocess.run(["umount", str(where)], check=True)
+    return ok
+
+
+def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_run_resumes_once_space_is_freed(tiny_model, tmp_path):
+    disk = tmp_path / "disk"
+    if not _can_mount_tmpfs(disk):
+        pytest.skip("needs root to mount a small tmpfs (a real full disk)")
+    # room for the run's logs and a checkpoint or two (each a little more than the model folder), not for six
+    model_bytes = sum(f.stat().st_size for f in tiny_model.rglob("*") if f.is_file())
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={model_bytes * 3}", "tmpfs", str(disk)], check=True)
+    try:
+        args = ("train", "quickstart", f"output_dir={disk}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
+                "update.steps=6", "log.checkpoint_every=1", "log.keep_checkpoints=6")
+        full = rlvr(*args, cwd=tmp_path, timeout=300)
+        assert full.returncode == 1, (full.stdout + full.stderr)[-2000:]
+        errors = [line for line in full.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "Traceback" not in full.stderr, full.stderr[-2000:]
+        assert f"no space left on device writing {disk / 'run' / 'checkpoints' / 'step-'}" in errors[0]
+        assert "needed" in errors[0] and "free there" in errors[0] and "--resume" in errors[0]
+        assert not list((disk / "run" / "checkpoints").glob("*.tmp"))  # the partial write is gone
+
+        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)  # space freed
+        resumed = rlvr("train", str(disk / "run"), "--resume", cwd=tmp_path, timeout=300)
+        assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-2000:]
+        assert "completed: 6 steps" in resumed.stdout
+    finally:
+        subprocess.run(["umount", "-l", str(disk)])
+
+
+def test_a_partial_checkpoint_left_by_a_kill_is_removed_when_the_run_resumes(tiny_model, tmp_path, capsys):
+    args = ["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL]
+    assert main([*args, "update.steps=1"]) == 0
+    partial = tmp_path / "run" / "checkpoints" / "step-2.tmp"
+    shutil.copytree(tmp_path / "run" / "checkpoints" / "step-1", partial)  # as a kill in the middle of step 2's write leaves it
+    (partial / "trainer_state.pt").unlink()
+    assert main(["train", str(tmp_path / "run"), "--resume", "update.steps=2"]) == 0
+    assert f"removed the partial checkpoint {partial}" in capsys.readouterr().out
+    assert not partial.exists() and (tmp_path / "run" / "checkpoints" / "step-2").is_dir()
