@@ -306,7 +306,7 @@ def test_multi_turn_grpo_trains_on_vllm_with_hf_transcripts_masked_observations_
     assert len(gaps) == 3 and max(gaps) < TOL  # the probe after every sync
 
 
-def test_a_server_killed_mid_run_ends_it_with_an_error_naming_the_engine_and_keeps_its_checkpoints(sft_base, tmp_path):
+def test_a_server_killed_mid_run_ends_it_with_an_error_naming_the_engine_and_resumes_on_a_new_server(sft_base, tmp_path):
     import threading
 
     from rlvr.rollout.base import EngineError
@@ -331,4 +331,10 @@ def test_a_server_killed_mid_run_ends_it_with_an_error_naming_the_engine_and_kee
     finally:
         killer.join()
         server.__exit__(None, None, None)
-    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir() if p.name.startswith("step-")), "no checkpoint kept"
+    kept = sorted(int(p.name.split("-")[1]) for p in (tmp_path / "run" / "checkpoints").iterdir() if re.fullmatch(r"step-\d+", p.name))
+    assert kept, "no checkpoint kept"
+    # a new server, and the run continues from the checkpoint it kept (the server is sent the resumed weights)
+    with rollout_server(sft_base) as url:
+        result = train(_train_config(sft_base, tmp_path, "rollout.engine=vllm_server", f"rollout.vllm.server_url={url}", "resume=true",
+                                     f"update.steps={kept[-1] + 1}", "eval.every=0", "eval.at_start=false", "log.checkpoint_every=0"))
+    assert result.status == "completed" and result.steps == kept[-1] + 1
