@@ -52,8 +52,9 @@ class PolicyObjective:
     ``rollout_logp`` when the batch was sampled by older weights than the policy's (one step
     off-policy, `rollout.overlap`), and otherwise the current forward's own log-probs, detached:
     a single on-policy step needs no extra forward. A mismatch correction (``correction``,
-    `rlvr.algos.correction`) reweights or drops tokens by the trainer/engine ratio of the
-    behaviour log-probs; ``top_p``/``top_k`` score tokens under the sampler's truncated distribution.
+    `rlvr.algos.correction`) reweights or rejects tokens by the trainer/engine ratio of the
+    behaviour log-probs (a rejected token's loss is 0 and it still counts in the normalisers, which
+    come from ``mask`` before any forward: see `rlvr.algos.objective.ObjectiveInputs.keep`); ``top_p``/``top_k`` score tokens under the sampler's truncated distribution.
     """
 
     model: torch.nn.Module
@@ -90,8 +91,9 @@ class PolicyObjective:
         corrected = CORRECTIONS.get(self.correction.kind)(old, rollout, m, **self.correction.kwargs())
         ref = None if self.ref_logp is None else self.ref_logp[rows, :width].to(self.device)
         norm = Normalizer(sequences=float(totals[0]), tokens=float(totals[1]), max_len=self.max_len)
-        inputs = ObjectiveInputs(logp, old, self.advantages[rows, :width].to(self.device), corrected.mask, norm, ref, entropy,
-                                 corrected.weights if self.correction.kind != "none" else None)
+        # rejected tokens (MIS) keep their place in the loss mask: zero-loss tokens under the batch's normalisers
+        inputs = ObjectiveInputs(logp, old, self.advantages[rows, :width].to(self.device), m, norm, ref, entropy,
+                                 corrected.weights if self.correction.kind != "none" else None, keep=corrected.mask)
         loss, stats = policy_objective(inputs, self.parts)
         stats |= {f"mismatch_{k}": v for k, v in corrected.stats.items()}
         if self.old_logp is None and not self.stale:  # the trainer's log-probs beside the engine's, same weights
