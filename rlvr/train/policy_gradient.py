@@ -293,8 +293,10 @@ class PolicyGradient:
         had not seen."""
         t0, prm, mode = time.perf_counter(), self.prm, self.algo.prm.update
         labels = r.passed.float()
-        # the PRM reads log-probs at temperature 1; reuse the reference's when they are the same numbers
-        shared = self.prm_shares_reference and self.cfg.rollout.temperature in (0, 1) and ref_logp is not None
+        # reuse the policy's reference log-probs only when they are the numbers the PRM reads: scored
+        # under a truncated sampler's distribution they carry beta * log Z_t <= 0 into every reward
+        s = self.groups.sampling
+        shared = self.prm_shares_reference and ref_logp is not None and prm.reads_like(s.temperature, s.top_p, s.top_k, self.cfg.update.pack)
         batch = ScoringBatch(r.batch, rows, r.mask, r.lengths, ref_logp if shared else prm.reference_logp(r.batch, rows, r.lengths))
         if mode == "before":
             metrics |= {f"prm/{k}": v for k, v in prm.update(batch, labels).items()}
