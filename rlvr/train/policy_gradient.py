@@ -54,7 +54,8 @@ class PolicyObjective:
     a single on-policy step needs no extra forward. A mismatch correction (``correction``,
     `rlvr.algos.correction`) reweights or rejects tokens by the trainer/engine ratio of the
     behaviour log-probs (a rejected token's loss is 0 and it still counts in the normalisers, which
-    come from ``mask`` before any forward: see `rlvr.algos.objective.ObjectiveInputs.keep`); ``top_p``/``top_k`` score tokens under the sampler's truncated distribution.
+    come from ``mask`` before any forward: see `rlvr.algos.objective.ObjectiveInputs.keep`);
+    ``top_p``/``top_k`` score tokens under the sampler's truncated distribution.
     """
 
     model: torch.nn.Module

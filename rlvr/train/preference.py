@@ -1,6 +1,7 @@
 """The ``preference`` recipe: DPO and its variants on verified pairs, and KTO on pass/fail labels.
 
-    offline pairs (dpo):  pairs file -> reference log-probs of the pairs the run uses (cached) -> each step: a batch of pairs -> objective -> step
+    offline pairs (dpo):  pairs file -> reference log-probs of the pairs the run will use (cached)
+                          -> each step: a batch of pairs -> objective -> step
     online pairs (online_dpo): sample groups -> verify -> keep groups with a pass and a fail -> pairs -> objective -> step
     online labels (kto):  sample groups -> verify -> each completion desirable (passed) or not -> reference point -> objective -> step
 
