@@ -13,6 +13,11 @@ Two families:
   (the outcome at the last token, a per-token KL penalty, dense process rewards) and give each
   token the (discounted) sum of the rewards from it to the end.
 
+Discounting (``gamma < 1``) is per generated token: positions off ``mask`` (the observation
+tokens of a multi-turn episode, which the environment wrote) neither discount nor accrue, so an
+episode's generated tokens get the advantages they would get with its observations cut out, in
+every estimator (`discounted_returns`, `gae`).
+
 Groups always live on one process; statistics over the whole batch (``reinforce_pp``, ``prime``
 with ``whiten``) are summed over processes through ``AdvantageInputs.reduce_sum``.
 """
@@ -119,13 +124,16 @@ def last_token_mask(mask: Tensor) -> Tensor:
 
 
 def discounted_returns(rewards: Tensor, mask: Tensor, gamma: float = 1.0) -> Tensor:
-    """``[B, T]`` returns ``G_t = sum_{s >= t} gamma^(s - t) c_s`` of token rewards ``c`` ``[B, T]``,
-    over the masked positions of each row (0 elsewhere)."""
+    """``[B, T]`` returns ``G_t = sum_{s >= t, s masked} gamma^(k(s) - k(t)) c_s`` of token rewards
+    ``c`` ``[B, T]``, where ``k(t)`` counts the masked positions before ``t``: the discount is per
+    generated token, so observation tokens of an episode (mask 0) neither discount nor accrue, as
+    in `gae`. 0 off the mask."""
+    m = mask > 0
     c = rewards * mask
     out = torch.zeros_like(c)
     running = torch.zeros_like(c[:, 0])
     for t in range(c.shape[1] - 1, -1, -1):
-        running = c[:, t] + gamma * running
+        running = torch.where(m[:, t], c[:, t] + gamma * running, running)  # off the mask: carried over unchanged
         out[:, t] = running
     return out * mask
 
@@ -217,7 +225,7 @@ def grpo_process_advantages(inp: AdvantageInputs, eps: float = 1e-6, outcome_wei
 def reinforce_pp_advantages(inp: AdvantageInputs, gamma: float = 1.0, eps: float = 1e-8) -> Tensor:
     """REINFORCE++ (Hu 2025): token rewards are the outcome at the last token minus the per-token
     KL penalty ``beta * KL_t`` (k1, ``kl_mode=reward``); each token's return is the discounted sum
-    of the rewards from it to the end; the returns are whitened with the mean and unbiased std of
+    of the rewards from it to the end (discounted per generated token, `discounted_returns`); the returns are whitened with the mean and unbiased std of
     every valid token of the whole batch (no per-group baseline). Returns ``[B, T]``."""
     mask = inp.valid_mask
     returns = discounted_returns(inp.outcome_token_rewards(), mask, gamma)
@@ -254,7 +262,8 @@ def prime_advantages(inp: AdvantageInputs, outcome_coef: float = 5.0, implicit_c
       baseline), times ``verifier_coef``;
     - a KL penalty (``kl_mode=reward``) is subtracted token by token.
 
-    The token reward sum is turned into returns ``sum_{s >= t} gamma^(s-t) c_s``; ``whiten``
+    The token reward sum is turned into returns ``sum_{s >= t} gamma^(s-t) c_s`` (`discounted_returns`:
+    ``s - t`` counts generated tokens only); ``whiten``
     normalises them over the whole batch (as the reference implementation does), so the
     coefficients set the sources' relative weight. Returns ``[B, T]``.
     """
@@ -293,7 +302,8 @@ def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: 
     Args:
         rewards: ``[B, T]`` token rewards (outcome at the last token, minus any KL penalty).
         values: ``[B, T]`` the critic's value of the state before each token.
-        mask: ``[B, T]`` 1 on completion tokens (contiguous per row).
+        mask: ``[B, T]`` 1 on generated tokens; a gap (an episode's observation tokens) is part of
+            the transition between the tokens either side of it: no discount, no reward, no value.
 
     Returns:
         ``(advantages, returns)``, both ``[B, T]`` and 0 off the mask; ``returns = A + V`` are the

@@ -4,6 +4,13 @@ Every mode divides by a normaliser computed over the WHOLE optimizer batch (all 
 all processes), passed in as `Normalizer`; a micro-batch contributes its share of the sum. So the
 gradient is identical however the batch is split into micro-batches, accumulation steps or
 processes.
+
+``mask`` is the loss mask (generated tokens of the sequences in the loss). A token that a mismatch
+correction rejects (MIS) stays in it with a loss of 0, in every mode: it counts in token_mean's
+denominator, in its sequence's token count, and a fully rejected sequence still counts in the
+sequence mean (`rlvr.algos.objective.ObjectiveInputs.keep`). So the normalisers are fixed before
+any forward (the trainer's log-probs, which decide the rejection, need one), and rejection acts
+as a weight of 0.
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ class Correction:
 
     Attributes:
         weights: ``[B, T]`` importance weights (detached) to multiply the token loss by.
-        mask: ``[B, T]`` float, the input mask with dropped tokens set to 0.
+        mask: ``[B, T]`` float, the input mask with dropped tokens set to 0 (the objective's
+            ``keep``; the aggregation still counts dropped tokens, as zero-loss tokens).
         stats: ``kl_k1``, ``kl_k3`` (KL(rollout || trainer) estimated on the sampled tokens),
             ``ratio_mean``/``ratio_min``/``ratio_max`` (of rho at the chosen level),
             ``corrected_frac`` (tokens whose weight was truncated) and ``masked_frac`` (tokens
@@ -120,7 +121,9 @@ def masked_is(trainer_logp: Tensor, rollout_logp: Tensor, mask: Tensor, level: L
               low: float = 0.5, high: float = 2.0, reweight: bool = True) -> Correction:
     """Masked importance sampling: tokens (``token``) or whole sequences (``sequence``,
     ``geometric``) whose rho leaves ``[low, high]`` are dropped; the rest are weighted by rho
-    (``reweight``) or by 1 (pure rejection)."""
+    (``reweight``) or by 1 (pure rejection). ``Correction.mask`` marks the kept tokens; the
+    objective gives a rejected token a loss of 0 and keeps it in every aggregation's normalisers
+    (`rlvr.algos.objective.ObjectiveInputs.keep`): rejection is a weight of 0, not a shorter batch."""
     if not 0 <= low < high:
         raise ValueError(f"mis band must satisfy 0 <= low < high, got [{low}, {high}]")
     lr = log_ratio(trainer_logp, rollout_logp, mask, level)

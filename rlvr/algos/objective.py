@@ -1,6 +1,7 @@
 """The policy objective: one pure function over registered parts, returning ``(loss, stats)``.
 
-    ratio -> policy loss (surrogate) x correction weights -> + KL to the reference -> - entropy bonus -> aggregation
+    ratio -> policy loss (surrogate) x correction weights -> + KL to the reference -> - entropy bonus
+      -> 0 on tokens a correction rejected -> aggregation (over the loss mask, rejected tokens included)
 
 Policy losses live in the `POLICY_LOSSES` registry. Each maps a `PolicyLossInputs` (``[B, T]``
 tensors) and the clip settings to a ``[B, T]`` token loss and statistics:
@@ -146,6 +147,12 @@ class ObjectiveInputs:
         entropy: Entropy of each next-token distribution (with grad when ``entropy_coef != 0``).
         weights: Per-token weights of the policy loss (no grad), e.g. a rollout/trainer mismatch
             correction (`rlvr.algos.correction`); None = 1.
+        keep: 1.0 on the tokens of ``mask`` a mismatch correction kept, 0 on those it rejected
+            (MIS, `rlvr.algos.correction.masked_is`); None = all kept. A rejected token is a
+            zero-loss token: its whole loss (surrogate, KL and entropy terms) is 0, it is left out
+            of the statistics and of a sequence-level ratio, and it stays in ``mask``, so in every
+            aggregation mode it keeps its place in the normalisers (token_mean's token count, its
+            sequence's token count, and a fully rejected sequence in the sequence count).
     """
 
     logp: Tensor
@@ -156,30 +163,35 @@ class ObjectiveInputs:
     ref_logp: Tensor | None = None
     entropy: Tensor | None = None
     weights: Tensor | None = None
+    keep: Tensor | None = None
 
 
 def policy_objective(inp: ObjectiveInputs, parts: ObjectiveParts) -> tuple[Tensor, dict[str, float]]:
     """The scalar loss of one micro-batch (its share of the whole-batch loss) and statistics:
     ``policy_loss_sum`` (this micro-batch's share of the aggregated surrogate alone; the shares add
     up to the batch's), ``kl`` and ``entropy`` (token means over this micro-batch) and the policy
-    loss's own (clip fractions, ratio statistics)."""
+    loss's own (clip fractions, ratio statistics, over the kept tokens)."""
     mask = inp.mask
-    ratio = RATIOS.get(parts.ratio)(inp.logp, inp.old_logp, mask)
+    kept = mask if inp.keep is None else mask * inp.keep
+    ratio = RATIOS.get(parts.ratio)(inp.logp, inp.old_logp, kept)
     surrogate, stats = POLICY_LOSSES.get(parts.policy_loss)(
-        PolicyLossInputs(inp.logp, inp.old_logp, ratio, inp.advantages, mask), parts.clip_low, parts.clip_high, parts.dual_clip)
+        PolicyLossInputs(inp.logp, inp.old_logp, ratio, inp.advantages, kept), parts.clip_low, parts.clip_high, parts.dual_clip)
     if inp.weights is not None:
         surrogate = surrogate * inp.weights
     aggregate = AGGREGATIONS.get(parts.aggregation)
     total = surrogate
-    n = mask.sum().clamp(min=1)
+    n = kept.sum().clamp(min=1)
     if inp.ref_logp is not None:
         kl = KL_ESTIMATORS.get(parts.kl_estimator)(inp.logp, inp.ref_logp)
-        stats["kl"] = float((kl.detach() * mask).sum() / n)
+        stats["kl"] = float((kl.detach() * kept).sum() / n)
         if parts.kl_coef:
             total = total + parts.kl_coef * kl
     if inp.entropy is not None:
-        stats["entropy"] = float((inp.entropy.detach() * mask).sum() / n)
+        stats["entropy"] = float((inp.entropy.detach() * kept).sum() / n)
         if parts.entropy_coef:
             total = total - parts.entropy_coef * inp.entropy
+    if inp.keep is not None:  # rejected tokens: zero loss, same normalisers (where(): a rejected token's loss may be inf)
+        surrogate = torch.where(kept.bool(), surrogate, torch.zeros_like(surrogate))
+        total = torch.where(kept.bool(), total, torch.zeros_like(total))
     stats["policy_loss_sum"] = float(aggregate(surrogate.detach(), mask, inp.norm))
     return aggregate(total, mask, inp.norm), stats

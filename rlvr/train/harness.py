@@ -592,6 +592,14 @@ class Harness:
                 total += component.optimizer_state_bytes()
         return total
 
+    def resumed_state(self) -> dict[str, Any] | None:
+        """The training state saved with the checkpoint being resumed (``step``, the recipe's
+        ``state_dict`` under ``recipe``), or None on a fresh run: for a recipe whose set-up depends
+        on where the run resumes (offline DPO scores the reference of the pairs still to come)."""
+        if self.resume_from is None:
+            return None
+        return torch.load(self.resume_from / STATE_FILE, weights_only=False)
+
     def restore(self, recipe: Recipe) -> int:
         """Load every component's state, the recipe's and this process's RNG from the checkpoint
         being resumed; returns its step (0 when not resuming). Call after every component exists."""

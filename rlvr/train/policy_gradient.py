@@ -54,8 +54,10 @@ class PolicyObjective:
     ``rollout_logp`` when the batch was sampled by older weights than the policy's (one step
     off-policy, `rollout.overlap`), and otherwise the current forward's own log-probs, detached:
     a single on-policy step needs no extra forward. A mismatch correction (``correction``,
-    `rlvr.algos.correction`) reweights or drops tokens by the trainer/engine ratio of the
-    behaviour log-probs; ``top_p``/``top_k`` score tokens under the sampler's truncated distribution.
+    `rlvr.algos.correction`) reweights or rejects tokens by the trainer/engine ratio of the
+    behaviour log-probs (a rejected token's loss is 0 and it still counts in the normalisers, which
+    come from ``mask`` before any forward: see `rlvr.algos.objective.ObjectiveInputs.keep`);
+    ``top_p``/``top_k`` score tokens under the sampler's truncated distribution.
     """
 
     model: torch.nn.Module
@@ -92,8 +94,9 @@ class PolicyObjective:
         corrected = CORRECTIONS.get(self.correction.kind)(old, rollout, m, **self.correction.kwargs())
         ref = None if self.ref_logp is None else self.ref_logp[rows, :width].to(self.device)
         norm = Normalizer(sequences=float(totals[0]), tokens=float(totals[1]), max_len=self.max_len)
-        inputs = ObjectiveInputs(logp, old, self.advantages[rows, :width].to(self.device), corrected.mask, norm, ref, entropy,
-                                 corrected.weights if self.correction.kind != "none" else None)
+        # rejected tokens (MIS) keep their place in the loss mask: zero-loss tokens under the batch's normalisers
+        inputs = ObjectiveInputs(logp, old, self.advantages[rows, :width].to(self.device), m, norm, ref, entropy,
+                                 corrected.weights if self.correction.kind != "none" else None, keep=corrected.mask)
         loss, stats = policy_objective(inputs, self.parts)
         stats |= {f"mismatch_{k}": v for k, v in corrected.stats.items()}
         if self.old_logp is None and not self.stale:  # the trainer's log-probs beside the engine's, same weights
@@ -292,8 +295,10 @@ class PolicyGradient:
         had not seen."""
         t0, prm, mode = time.perf_counter(), self.prm, self.algo.prm.update
         labels = r.passed.float()
-        # the PRM reads log-probs at temperature 1; reuse the reference's when they are the same numbers
-        shared = self.prm_shares_reference and self.cfg.rollout.temperature in (0, 1) and ref_logp is not None
+        # reuse the policy's reference log-probs only when they are the numbers the PRM reads: scored
+        # under a truncated sampler's distribution they carry beta * log Z_t <= 0 into every reward
+        s = self.groups.sampling
+        shared = self.prm_shares_reference and ref_logp is not None and prm.reads_like(s.temperature, s.top_p, s.top_k, self.cfg.update.pack)
         batch = ScoringBatch(r.batch, rows, r.mask, r.lengths, ref_logp if shared else prm.reference_logp(r.batch, rows, r.lengths))
         if mode == "before":
             metrics |= {f"prm/{k}": v for k, v in prm.update(batch, labels).items()}

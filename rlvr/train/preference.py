@@ -1,6 +1,7 @@
 """The ``preference`` recipe: DPO and its variants on verified pairs, and KTO on pass/fail labels.
 
-    offline pairs (dpo):  pairs file -> reference log-probs (once, cached) -> each step: a batch of pairs -> objective -> step
+    offline pairs (dpo):  pairs file -> reference log-probs of the pairs the run will use (cached)
+                          -> each step: a batch of pairs -> objective -> step
     online pairs (online_dpo): sample groups -> verify -> keep groups with a pass and a fail -> pairs -> objective -> step
     online labels (kto):  sample groups -> verify -> each completion desirable (passed) or not -> reference point -> objective -> step
 
@@ -11,12 +12,15 @@ The loss is a registered pure function (`rlvr.algos.preference`), the settings a
 DAPO's dynamic sampling keeps exactly the groups that give pairs); accumulation, checkpoints and the
 loop are the harness's.
 
-The reference is the policy's starting weights. For offline pairs its log-probs are computed once,
-before the first step, with the policy itself (which still has those weights), and cached in the
-run directory (``reference_logps.pt``), so no second model is held in memory. The cache is keyed by
-a fingerprint of the reference (``model.name_or_path`` and its files' names, sizes and modification
-times) and of every pair's token ids; a resumed run whose fingerprint differs (another pairs file,
-tokenizer or base) recomputes it from a temporarily loaded reference. ``algo.preference.reference_cache=false``
+The reference is the policy's starting weights. For offline pairs its log-probs are computed
+before the first step, with the policy itself (which still has those weights), for the pairs the
+run's steps will draw (``update.steps x pairs.batch_size x processes`` data positions of the seeded
+epoch shuffles, not the whole file), and cached in the run directory (``reference_logps.pt``, NaN
+for pairs not scored), so no second model is held in memory. The cache is keyed by a fingerprint of
+the reference (``model.name_or_path`` and its files' names, sizes and modification times) and of
+every pair's token ids; a resumed run scores what its remaining steps draw and the cache lacks
+(none when it resumes the same run; every such pair when the fingerprint differs: another pairs
+file, tokenizer or base) from a temporarily loaded reference. ``algo.preference.reference_cache=false``
 holds the reference in memory instead and scores each batch as it comes.
 """
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -31,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from tqdm import tqdm
 
 from rlvr import UserError
 from rlvr.algos.preference import (PAIR_STATS, PREFERENCE_LOSSES, UNPAIRED_STATS, LossParams, PreferenceLoss, SequenceLogps, kto_reference_point,
@@ -53,6 +59,8 @@ from rlvr.train.scoring import frozen_logprobs
 from tasks.base import stable_hash
 
 CACHE_FILE = "reference_logps.pt"
+SCORE_CHUNK = 512
+"""Pairs per batch of reference scoring (the forwards run in micro-batches inside it)."""
 
 
 @dataclass
@@ -224,22 +232,37 @@ class OfflinePairs:
     def __len__(self) -> int:
         return len(self.prompts)
 
+    def at(self, start: int, count: int) -> torch.Tensor:
+        """``[count]`` the pair indices at data positions ``start .. start + count - 1`` (all
+        processes): position ``k`` is pair ``order_e[k mod P]`` of epoch ``e = k // P``'s seeded shuffle."""
+        n, out = len(self), []
+        position = start
+        while len(out) < count:
+            epoch, offset = divmod(position, n)
+            order = torch.randperm(n, generator=torch.Generator().manual_seed(stable_hash("pairs", self.cfg.seed, epoch) % 2**63))
+            part = order[offset: offset + count - len(out)].tolist()
+            out += part
+            position += len(part)
+        return torch.tensor(out, dtype=torch.long)
+
     def take(self, count: int) -> torch.Tensor:
         """This process's share of the next ``count x processes`` pair indices."""
-        world, rank, n = self.harness.num_processes, self.harness.rank, len(self)
-        out: list[int] = []
-        while len(out) < count * world:
-            epoch, offset = divmod(self.position, n)
-            order = torch.randperm(n, generator=torch.Generator().manual_seed(stable_hash("pairs", self.cfg.seed, epoch) % 2**63))
-            part = order[offset: offset + count * world - len(out)].tolist()
-            out += part
-            self.position += len(part)
-        return torch.tensor(out[rank * count: (rank + 1) * count])
+        world, rank = self.harness.num_processes, self.harness.rank
+        out = self.at(self.position, count * world)
+        self.position += count * world
+        return out[rank * count: (rank + 1) * count]
+
+    def used(self, start: int, steps: int, count: int) -> torch.Tensor:
+        """Sorted indices of the pairs that ``steps`` steps of ``count`` pairs per process draw
+        from data position ``start`` on (every process's share)."""
+        return self.at(start, steps * count * self.harness.num_processes).unique()
 
     def batch(self, idx: torch.Tensor) -> PairBatch:
         b = PairBatch.build([self.prompts[i] for i in idx], [self.chosen[i] for i in idx], [self.rejected[i] for i in idx], self.pad_id)
         if self.ref is not None:
             b.ref = torch.cat([self.ref[idx, 0], self.ref[idx, 1]])
+            if b.ref.isnan().any():  # the cache holds the pairs the run was set up to use: a bug, not bad data
+                raise RuntimeError(f"pairs {idx[self.ref[idx].isnan().any(-1)].tolist()} have no reference log-probs")
         return b
 
     def fingerprint(self, reference: str) -> str:
@@ -249,14 +272,19 @@ class OfflinePairs:
             h.update(json.dumps(seqs, separators=(",", ":")).encode())
         return h.hexdigest()
 
-    def score_all(self, model: torch.nn.Module, micro_batch_size: int) -> torch.Tensor:
-        """``[P, 2]`` reference log-probs of every pair's chosen and rejected completion."""
-        out = torch.zeros(len(self), 2)
-        for start in range(0, len(self), 512):
-            idx = torch.arange(start, min(start + 512, len(self)))
-            b = self.batch(idx)
-            logps = sequence_logps(model, b.tokens, self.harness, micro_batch_size)
-            out[idx, 0], out[idx, 1] = logps[: len(idx)], logps[len(idx):]
+    def score(self, model: torch.nn.Module, idx: torch.Tensor, micro_batch_size: int, progress: bool = False) -> torch.Tensor:
+        """``[len(idx), 2]`` reference log-probs of the chosen and rejected completions of pairs
+        ``idx``, in chunks of `SCORE_CHUNK` pairs, with a progress bar when there is more than one."""
+        out = torch.zeros(len(idx), 2)
+        with tqdm(total=len(idx), desc="reference log-probs", unit="pair", leave=False, dynamic_ncols=True,
+                  disable=not progress or len(idx) <= SCORE_CHUNK) as bar:
+            for start in range(0, len(idx), SCORE_CHUNK):
+                chunk = idx[start: start + SCORE_CHUNK]
+                tokens = PairBatch.build([self.prompts[i] for i in chunk], [self.chosen[i] for i in chunk], [self.rejected[i] for i in chunk],
+                                         self.pad_id).tokens
+                logps = sequence_logps(model, tokens, self.harness, micro_batch_size)
+                out[start: start + len(chunk), 0], out[start: start + len(chunk), 1] = logps[: len(chunk)], logps[len(chunk):]
+                bar.update(len(chunk))
         return out
 
 
@@ -321,28 +349,39 @@ class PreferenceRecipe:
                             "(build one with `rlvr pairs build --model M --task T --out pairs.jsonl`), or use algo.preset=online_dpo")
 
     def _cached_reference_logps(self, policy: torch.nn.Module) -> torch.Tensor:
-        """The reference log-probs of every pair (see the module docstring for the cache), from the
-        loaded ``policy`` when it still holds the starting weights."""
+        """``[P, 2]`` reference log-probs of the pairs this run's remaining steps draw (NaN for the
+        others; see the module docstring for the cache), from the loaded ``policy`` when it still
+        holds the starting weights."""
         harness, pairs, path = self.harness, self.pairs, self.cfg.model.name_or_path
         cache = self.cfg.run_dir / CACHE_FILE
         fingerprint = pairs.fingerprint(resolve_model(path))
+        resumed = harness.resumed_state()
+        start, done = (resumed["recipe"]["pairs_position"], resumed["step"]) if resumed else (0, 0)
+        steps = max(self.total_steps - done, 0)
+        needed = pairs.used(start, steps, self.cfg.pairs.batch_size)
+        logps = torch.full((len(pairs), 2), math.nan)
         if cache.is_file():
             saved = torch.load(cache, weights_only=False)
             if saved.get("fingerprint") == fingerprint:
-                return saved["logps"]
-            harness.print(f"{cache} was computed for other pairs or another reference: computing it again")
-        t0 = time.perf_counter()
+                logps = saved["logps"]
+            else:
+                harness.print(f"{cache} was computed for other pairs or another reference: computing it again")
+        missing = needed[logps[needed].isnan().any(-1)]
+        if not len(missing):
+            return logps
+        t0, progress = time.perf_counter(), self.cfg.log.progress and harness.is_main
         if harness.resume_from is None:  # the policy still holds the starting weights
-            logps = pairs.score_all(policy.to(harness.device), self.micro)
+            logps[missing] = pairs.score(policy.to(harness.device), missing, self.micro, progress)
         else:
             model, _ = harness.load_model(path, "reference (log-probs recomputed, then released)")
-            logps = pairs.score_all(harness.frozen(model), self.micro)
+            logps[missing] = pairs.score(harness.frozen(model), missing, self.micro, progress)
             del model
         if harness.is_main:
             tmp = cache.with_suffix(".tmp")
             torch.save({"fingerprint": fingerprint, "reference": path, "logps": logps}, tmp)
             tmp.replace(cache)
-        harness.print(f"reference log-probs of {len(pairs)} pairs computed in {time.perf_counter() - t0:.1f} s and cached in {cache}")
+        harness.print(f"reference log-probs of {len(missing)} pairs (of {len(pairs)}; those {steps} steps use) computed in "
+                      f"{time.perf_counter() - t0:.1f} s and cached in {cache}")
         return logps
 
     # -- one step -------------------------------------------------------------------------------

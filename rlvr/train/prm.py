@@ -55,7 +55,8 @@ class PRMObjective:
 class ImplicitPRM:
     """A `rlvr.train.harness.LearnedScorer`: scores are token rewards, targets the verifier's
     outcome labels ``[B]`` (1 = passed); ``ScoringBatch.ref_logp`` must hold the reference's
-    log-probs (`reference_logp`, or the policy's reference when they are the same numbers).
+    log-probs (`reference_logp`, or the policy's reference when they are the same numbers: see
+    `reads_like`).
 
     Args:
         part: The PRM ``pi_phi`` with its optimizer (registered with the harness as ``prm``).
@@ -68,6 +69,17 @@ class ImplicitPRM:
     def __init__(self, part: TrainableModel, ref_model: torch.nn.Module, harness: Harness, beta: float, micro_batch_size: int):
         self.part, self.ref_model, self.harness = part, ref_model, harness
         self.beta, self.micro_batch_size = beta, micro_batch_size
+
+    @staticmethod
+    def reads_like(temperature: float, top_p: float, top_k: int, pack: bool) -> bool:
+        """Whether log-probs scored with these sampler settings (`rlvr.models.batch.token_logprobs`)
+        are the numbers this PRM reads, so that a reference's can stand in for `reference_logp`:
+        the PRM scores the full distribution at temperature 1 (0, greedy, is scored at 1 too),
+        untruncated (``top_p < 1`` or ``top_k > 0`` renormalise over the kept mass Z_t, which
+        would shift every implicit reward by ``-beta * log Z_t``) and unpacked (packing agrees only
+        up to float rounding). Otherwise the PRM's reference scores the batch itself, so a PRM
+        equal to its reference gives rewards of exactly 0 under every sampler."""
+        return temperature in (0, 1) and top_p >= 1 and top_k == 0 and not pack
 
     def reference_logp(self, tokens: TokenBatch, rows: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return frozen_logprobs(self.ref_model, tokens, self.harness.micro_batches(rows, self.micro_batch_size, lengths), self.harness.device)

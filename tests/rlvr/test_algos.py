@@ -142,3 +142,11 @@ def test_preset_errors_and_warnings():
         warnings.simplefilter("always")
         resolve_algorithm(AlgoConfig(preset="gspo", loss_agg="token_mean"))
     assert any("GSPO's sequence ratio" in str(w.message) for w in caught)
+
+
+def test_discounted_returns_discount_per_generated_token():
+    from rlvr.algos.advantages import discounted_returns
+
+    # mask [1, 0, 0, 1]: the two observation tokens in the middle are not steps of the discount
+    out = discounted_returns(torch.tensor([[0.0, 7.0, 7.0, 1.0]]), torch.tensor([[1.0, 0.0, 0.0, 1.0]]), gamma=0.5)
+    assert out.tolist() == [[0.5, 0.0, 0.0, 1.0]]

@@ -155,3 +155,90 @@ def test_an_uncorrected_mismatch_is_warned_naming_the_correction():
     assert mismatch_warning(0.028, "tis", "bf16") is None  # corrected: nothing to say
     assert mismatch_warning(MISMATCH_ALARM_KL / 2, "none", "bf16") is None and mismatch_warning(0.0, "none") is None
     assert mismatch_warning(float("nan"), "none") is None
+
+
+# -- how rejected tokens aggregate -----------------------------------------------------------------
+
+AGGREGATION_MODES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm", "seq_mean")
+
+
+@pytest.mark.parametrize("mode", AGGREGATION_MODES)
+def test_a_rejected_token_is_a_zero_loss_token_in_every_aggregation_mode(mode):
+    """Sequence 0 has two tokens, the second rejected; sequence 1 has one token, rejected (the
+    whole sequence). Rejected tokens have loss 0 (surrogate, KL and entropy) and keep their place
+    in every normaliser: 3 tokens, 2 tokens in sequence 0, 2 sequences."""
+    from rlvr.algos.aggregation import AGGREGATIONS, Normalizer
+    from rlvr.algos.objective import ObjectiveInputs, ObjectiveParts, policy_objective
+
+    assert set(AGGREGATION_MODES) == set(AGGREGATIONS.ids())
+    logp = torch.full((2, 2), L(0.5), requires_grad=True)
+    ref = torch.log(torch.tensor([[0.25, 0.25], [0.25, 0.5]]))  # k1 = ln 2 on every real token
+    adv = torch.tensor([[1.0, 2.0], [4.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    keep = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+    norm = Normalizer(sequences=2, tokens=3, max_len=2)
+    parts = ObjectiveParts(aggregation=mode, kl_estimator="k1", kl_coef=0.5, entropy_coef=0.1)
+    loss, stats = policy_objective(ObjectiveInputs(logp, logp.detach(), adv, mask, norm, ref, torch.ones(2, 2), keep=keep), parts)
+    kept = -1 + 0.5 * L(2) - 0.1  # ratio 1: surrogate -A, plus the KL, minus the entropy bonus
+    expected = {"token_mean": kept / 3,  # 3 tokens, two of them rejected
+                "seq_mean_token_mean": (kept / 2 + 0) / 2,  # sequence 0's mean over its 2 tokens; sequence 1 counts, with 0
+                "seq_mean_token_sum_norm": kept / (2 * 2),
+                "seq_mean": (kept / 2 + 0) / 2}[mode]
+    assert loss.item() == pytest.approx(expected, abs=1e-6)
+    assert stats["policy_loss_sum"] == pytest.approx(expected / kept * -1, abs=1e-6)
+    loss.backward()
+    assert logp.grad[0, 1] == 0 and logp.grad[1, 0] == 0 and logp.grad[0, 0] != 0
+
+
+@pytest.mark.parametrize("mode", AGGREGATION_MODES)
+def test_mis_rejection_in_the_trainer_equals_a_zero_advantage(mode):
+    """Through `PolicyObjective` on a real (tiny) model, on-policy (the behaviour log-probs are the
+    forward's own): MIS rejection of some tokens, and of a whole sequence, gives the loss and
+    gradient of the uncorrected objective with those tokens' advantages set to 0, whatever the
+    aggregation mode. The normalisers are the batch's loss-mask totals either way."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from envs.types import Problem, Status, Verdict
+    from rlvr.algos.objective import ObjectiveParts
+    from rlvr.algos.presets import CorrectionConfig
+    from rlvr.models.batch import token_logprobs
+    from rlvr.rollout.base import Completion, SamplingParams
+    from rlvr.train.policy_gradient import PolicyObjective
+    from rlvr.train.rollouts import build_rollouts
+    from rlvr.train.sampling import Group
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64))
+    model.eval()  # deterministic forwards
+    seqs = [([1, 2, 3], [5, 6, 7, 2]), ([1, 4], [9, 10, 2]), ([1, 5], [11, 12, 13, 2])]
+    completions = [Completion(i, p, c, [0.0] * len(c), text="") for i, (p, c) in enumerate(seqs)]
+    verdicts = [Verdict(reward=r, passed=bool(r), status=Status.OK) for r in (1.0, 0.0, 1.0)]
+    r = build_rollouts([Group(Problem(id="p", prompt="", reference=""), completions, verdicts)], pad_id=0, drop_failed=True)
+    with torch.no_grad():
+        trainer, _ = token_logprobs(model, r.batch)
+    # engine log-probs: rho = 1 (kept, weight 1) except 3x off on tokens (0, 1), (0, 3) and all of sequence 1
+    reject = torch.zeros_like(r.mask)
+    reject[0, 1] = reject[0, 3] = 1
+    reject[1] = r.mask[1]
+    rollout = torch.where(reject.bool(), trainer - L(3.0), trainer) * r.mask
+    adv = torch.tensor([[1.0], [-2.0], [0.5]]) * torch.linspace(1, 2, r.mask.shape[1]) * r.mask
+    parts = ObjectiveParts(aggregation=mode)
+
+    def loss_and_grad(advantages, kind):
+        pg = PolicyObjective(model, r.batch, r.mask, advantages, None, None, rollout, parts, SamplingParams(), 8.0, torch.device("cpu"),
+                             correction=CorrectionConfig(kind=kind, level="token", low=0.5, high=2.0))
+        rows = torch.arange(3)
+        model.zero_grad()
+        total = 0.0
+        for micro in (rows[:1], rows[1:]):  # micro-batched, as the harness runs it
+            loss, stats, _ = pg.loss(micro, pg.totals(rows))
+            loss.backward()
+            total += float(loss.detach())
+        return total, torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]), stats
+
+    rejected, grad, stats = loss_and_grad(adv, "mis")
+    assert stats["mismatch_masked_frac"] > 0
+    zeroed, zeroed_grad, _ = loss_and_grad(adv * (1 - reject), "none")
+    assert rejected == pytest.approx(zeroed, abs=1e-6)
+    torch.testing.assert_close(grad, zeroed_grad, rtol=1e-5, atol=1e-7)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlvr.algos.advantages import gae
+from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs, estimator_parameters, gae
 from rlvr.algos.aggregation import Normalizer
 from rlvr.algos.objective import ObjectiveInputs, ObjectiveParts, policy_objective
 from rlvr.rollout.base import Completion
@@ -171,3 +171,33 @@ def test_preference_batches_score_model_tokens_only():
     targets = batch.input_ids[:, 1:]
     assert targets[batch.completion_mask.bool()].tolist() == [5, 6, 7, 8, 9]
     assert torch.equal(build_token_batch(prompts, completions, 0, [None, None]).completion_mask, plain.completion_mask)
+
+
+@pytest.mark.parametrize("estimator", sorted(ADVANTAGES.ids()))
+def test_every_estimator_discounts_per_generated_token(estimator):
+    """With gamma < 1 an episode's generated tokens get the advantages of the same tokens with the
+    observations cut out, in every estimator: observation tokens neither discount nor accrue."""
+    b = _episodes(seed=7)
+    B, T = b["mask"].shape
+    g = torch.Generator().manual_seed(8)
+    last = b["mask"].cumsum(-1).argmax(-1)
+    steps = torch.zeros(B, T, dtype=torch.bool)
+    steps[torch.arange(B), last] = True
+    steps[:, 0] = True  # a step that ends on the first token (a generated token in every row)
+    fields = {"token_rewards": torch.randn(B, T, generator=g), "kl_penalty": torch.rand(B, T, generator=g) * 0.1,
+              "values": torch.randn(B, T, generator=g), "step_rewards": torch.randn(B, T, generator=g) * steps, "steps": steps.float()}
+    compact = _compact({**fields, "mask": b["mask"]})
+    kwargs = {k: v for k, v in {"gamma": 0.8, "lam": 0.7}.items() if k in estimator_parameters(estimator)}
+
+    def advantages(f: dict[str, torch.Tensor]) -> torch.Tensor:
+        inp = AdvantageInputs(torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 0.5]), torch.tensor([0, 0, 0, 1, 1, 1]), f["mask"],
+                              torch.ones(B, dtype=torch.bool), step_rewards=f["step_rewards"], step_mask=f["steps"].bool(),
+                              kl_penalty=f["kl_penalty"], token_rewards=f["token_rewards"], values=f["values"])
+        return ADVANTAGES.get(estimator)(inp, **kwargs)
+
+    episodes, cut = advantages({**fields, "mask": b["mask"]}), advantages(compact)
+    assert cut.abs().sum() > 0
+    for r in range(B):
+        keep, n = b["mask"][r].bool(), int(b["mask"][r].sum())
+        torch.testing.assert_close(episodes[r, keep], cut[r, :n], rtol=0, atol=1e-6)
+        assert episodes[r, ~keep].abs().max() == 0

@@ -157,3 +157,54 @@ def test_two_processes_train_a_preference_preset_and_log_whole_batch_values(pres
     # not a process's share of it
     assert rows[0]["loss/total"] == pytest.approx(math.log(2) if preset == "dpo" else 0.5, abs=1e-5)
     assert abs(rows[1]["preference/margin" if preset == "dpo" else "preference/reward_desirable"]) > 1e-5  # the first step moved the policy
+
+
+def test_dpo_scores_the_reference_of_only_the_pairs_its_steps_use(sft_base, tmp_path, rl_overrides, monkeypatch, capsys):
+    """Issue 22: a large pairs file and 2 steps score 2 x batch_size pairs before step 1, not the
+    file; the run trains exactly as when every pair was scored (the old behaviour), and a resumed
+    run with more steps scores only the pairs its new steps draw."""
+    import torch
+    from safetensors.torch import load_file
+
+    from rlvr.train import preference
+    from rlvr.train.preference import OfflinePairs
+
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps({"prompt": f"Compute {a}+{b}.\n", "chosen": f"Answer: {a + b}", "rejected": f"Answer: {a + b + 1}"}) + "\n"
+                            for a in range(60) for b in range(40)))  # 2400 pairs
+    scored: list[int] = []
+    real = preference.sequence_logps
+
+    def counted(model, batch, *args, **kwargs):
+        scored.append(batch.input_ids.shape[0])  # sequences scored by the reference (the policy's own forwards do not come here)
+        return real(model, batch, *args, **kwargs)
+
+    monkeypatch.setattr(preference, "sequence_logps", counted)
+    args = ["algo.preset=dpo", f"pairs.path={path}", "pairs.batch_size=8", "update.steps=2", "optim.warmup_steps=0", *QUIET]
+    lazy = train(load_run_config("quickstart", rl_overrides(tmp_path / "lazy", sft_base, *args)))
+    assert lazy.status == "completed" and sum(scored) == 2 * 2 * 8  # chosen and rejected of 2 steps x 8 pairs
+    logps = torch.load(lazy.run_dir / "reference_logps.pt", weights_only=False)["logps"]
+    assert logps.shape == (2400, 2) and int((~logps.isnan()).all(-1).sum()) == 16
+    assert "reference log-probs of 16 pairs (of 2400; those 2 steps use)" in capsys.readouterr().out
+
+    # the old behaviour: every pair of the file scored before step 1
+    monkeypatch.setattr(OfflinePairs, "used", lambda self, start, steps, count: torch.arange(len(self)))
+    scored.clear()
+    full = train(load_run_config("quickstart", rl_overrides(tmp_path / "full", sft_base, *args)))
+    assert sum(scored) == 2 * 2400
+    for a, b in zip(metrics(lazy.run_dir), metrics(full.run_dir), strict=True):
+        for key in ("loss/total", "preference/margin", "preference/reward_chosen", "preference/reward_rejected", "optim/grad_norm"):
+            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), key
+    lazy_w, full_w = load_file(lazy.final_model / "model.safetensors"), load_file(full.final_model / "model.safetensors")
+    for k in full_w:
+        torch.testing.assert_close(lazy_w[k], full_w[k], rtol=1e-5, atol=1e-7)
+    monkeypatch.undo()
+
+    # resumed with a third step: only its 8 pairs are scored, from a reference loaded for that
+    monkeypatch.setattr(preference, "sequence_logps", counted)
+    scored.clear()
+    resumed = train(load_run_config("quickstart", rl_overrides(tmp_path / "lazy", sft_base, *args, "update.steps=3", "resume=true")))
+    assert resumed.status == "completed" and resumed.steps == 3 and sum(scored) == 2 * 8
+    assert [m["role"] for m in resources(lazy.run_dir)["models"]] == ["policy", "reference (log-probs recomputed, then released)"]
+    logps = torch.load(lazy.run_dir / "reference_logps.pt", weights_only=False)["logps"]
+    assert int((~logps.isnan()).all(-1).sum()) == 24
