@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from envs.base import Environment
+from envs.episode import EpisodeLimits, MultiTurnEnvironment, StepResult
 from envs.types import Problem, StepReward, Verdict
 
 
@@ -104,12 +105,61 @@ class BadVerdictEnv(FlakyEnv):
         return Verdict(**BAD_VERDICTS[self.bad[(self._calls - 1) % len(self.bad)]])
 
 
+class FaultyStepEnv(MultiTurnEnvironment):
+    """A multi-turn wrapper of a registered environment whose ``step`` misbehaves: ``fault="raise"``
+    raises, ``"hang"`` never returns, ``"junk"`` returns an observation that is not text,
+    ``"huge"`` returns an observation of ``huge_chars`` characters, ``""`` answers ``"ok\\n"``.
+    A model turn stops at any of a few frequent characters, so even a tiny random model calls
+    ``step`` at once; the final answer is judged by the inner environment."""
+
+    stop = tuple("aeiost")
+    FAULTS = ("", "raise", "hang", "junk", "huge")
+
+    def __init__(self, inner: str = "math-v1", fault: str = "", step_timeout_s: float = 1.0, huge_chars: int = 5_000_000):
+        import envs
+
+        if fault not in self.FAULTS:
+            raise ValueError(f"FaultyStepEnv: fault must be one of {self.FAULTS}, got {fault!r}")
+        self.inner = envs.make(inner)
+        self.fault = fault
+        self.huge_chars = huge_chars
+        self.limits = EpisodeLimits(max_turns=3, max_tokens=96, step_timeout_s=step_timeout_s)
+
+    def step(self, problem: Problem, turns) -> StepResult:
+        if self.fault == "raise":
+            raise RuntimeError("step exploded")
+        if self.fault == "hang":
+            time.sleep(10**6)
+        if self.fault == "junk":
+            return StepResult({"not": "text"})  # type: ignore[arg-type]
+        return StepResult("x " * (self.huge_chars // 2) if self.fault == "huge" else "ok\n")
+
+    def verify(self, problem: Problem, completion: str) -> Verdict:
+        return self.inner.verify(problem, completion)
+
+    def format_prompt(self, problem: Problem):
+        return self.inner.format_prompt(problem)
+
+    def gold_completion(self, problem: Problem) -> str | None:
+        return self.inner.gold_completion(problem)
+
+    def wrong_completions(self, problem: Problem) -> list[str]:
+        return self.inner.wrong_completions(problem)
+
+    def examples(self) -> list[Problem]:
+        return self.inner.examples()
+
+
 def register_testing_envs() -> None:
-    """Register ``testing/hang-v1``, ``testing/raise-v1`` and ``testing/nan-v1`` (each wraps
-    ``math-v1``; `envs.make` kwargs change the inner environment or the behaviour)."""
+    """Register ``testing/hang-v1``, ``testing/raise-v1``, ``testing/nan-v1`` and the multi-turn
+    ``testing/step-{hang,raise,junk,huge}-v1`` (each wraps ``math-v1``; `envs.make` kwargs change
+    the inner environment or the behaviour)."""
     import envs
 
     envs.register("testing/hang-v1", HangingEnv, override=True, description="never returns from verify (tests)")
     envs.register("testing/raise-v1", FlakyEnv, override=True, kwargs={"always_raise": True},
                   description="raises on every verify call (tests)")
     envs.register("testing/nan-v1", BadVerdictEnv, override=True, description="returns Verdict(reward=nan, passed='yes') (tests)")
+    for fault, what in [("hang", "never returns from step"), ("raise", "raises in step"), ("junk", "returns a non-text observation from step"),
+                        ("huge", "returns a 5 MB observation from step")]:
+        envs.register(f"testing/step-{fault}-v1", FaultyStepEnv, override=True, kwargs={"fault": fault}, description=f"multi-turn; {what} (tests)")
