@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from envs.base import Environment
+from envs.threads import DaemonExecutor
 from envs.types import Problem, StepReward, Verdict
 from envs.verdicts import normalise_verdict
 
@@ -295,7 +296,9 @@ class StepRunner:
 
     A step that raises becomes an error outcome; one that does not return within ``timeout_s`` a
     timeout outcome (its thread cannot be killed: it is abandoned and finishes on its own, which a
-    sandboxed tool call does at its wall-clock limit).
+    sandboxed tool call does at its wall-clock limit). The threads are daemon threads
+    (`envs.threads.DaemonExecutor`, as the verifier pool's), so a step that never returns does not
+    keep the process alive after training ends.
 
     Args:
         max_workers: Steps in flight at once.
@@ -303,7 +306,7 @@ class StepRunner:
 
     def __init__(self, max_workers: int = 64):
         self.max_workers = max_workers
-        self._executor: cf.ThreadPoolExecutor | None = None
+        self._executor: DaemonExecutor | None = None
         self._lock = threading.Lock()
 
     def run(self, env: MultiTurnEnvironment, items: Sequence[tuple[Problem, Sequence[Turn]]], timeout_s: float) -> list[StepOutcome]:
@@ -312,7 +315,7 @@ class StepRunner:
             return []
         with self._lock:
             if self._executor is None:
-                self._executor = cf.ThreadPoolExecutor(self.max_workers, thread_name_prefix="env-step")
+                self._executor = DaemonExecutor(self.max_workers, "env-step")
             futures = [self._executor.submit(_timed_step, env, p, tuple(t)) for p, t in items]
         deadline = time.monotonic() + timeout_s
         outcomes = []
@@ -327,7 +330,7 @@ class StepRunner:
     def close(self) -> None:
         with self._lock:
             if self._executor is not None:
-                self._executor.shutdown(wait=False, cancel_futures=True)
+                self._executor.shutdown()
                 self._executor = None
 
 
