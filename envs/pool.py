@@ -176,7 +176,7 @@ class _ProcessRunner:
             return self._conn.recv()
         except (EOFError, OSError) as e:
             self.proc.join(1.0)
-            raise _WorkerFailed(f"verifier worker process died (exit code {self.proc.exitcode})") from e
+            raise _WorkerFailed(f"verifier worker process died ({_how_it_ended(self.proc.exitcode)})") from e
 
     def kill(self) -> None:
         """Kill the process (from any thread); a slot waiting on the pipe then sees it close."""
@@ -187,6 +187,16 @@ class _ProcessRunner:
         self.kill()
         self.proc.join(5.0)
         self._conn.close()
+
+
+def _how_it_ended(exitcode: int | None) -> str:
+    """``exit code 3``, or ``killed by SIGSEGV`` (multiprocessing reports a signal as minus its number)."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            pass
+    return f"exit code {exitcode}"
 
 
 # -- jobs and slots -------------------------------------------------------------------------------

@@ -5,6 +5,8 @@ worker processes). Register one to see how a trainer contains a faulty verifier,
 from __future__ import annotations
 
 import math
+import os
+import signal
 import time
 from typing import Any
 
@@ -14,8 +16,9 @@ from envs.types import Problem, StepReward, Verdict
 
 
 class FaultyEnv(Environment):
-    """Completion ``"ok"`` passes, ``"boom"`` raises, ``"hang"`` sleeps ``hang_s`` seconds, anything
-    else fails. With ``raise_every=k``, every k-th call raises regardless of the completion."""
+    """Completion ``"ok"`` passes, ``"boom"`` raises, ``"hang"`` sleeps ``hang_s`` seconds,
+    ``"segfault"`` kills its own process with SIGSEGV (only ever verify it in a worker process),
+    anything else fails. With ``raise_every=k``, every k-th call raises regardless of the completion."""
 
     def __init__(self, hang_s: float = 60.0, raise_every: int = 0):
         self.hang_s = hang_s
@@ -28,6 +31,8 @@ class FaultyEnv(Environment):
             raise RuntimeError("verifier exploded")
         if completion == "hang":
             time.sleep(self.hang_s)
+        if completion == "segfault":
+            os.kill(os.getpid(), signal.SIGSEGV)
         ok = completion == "ok"
         return Verdict(float(ok), ok, extracted=completion)
 
@@ -80,6 +85,18 @@ class HangingEnv(FlakyEnv):
                 pass
             time.sleep(10**6)
         return self.inner.verify(problem, completion)
+
+
+class SegfaultEnv(FlakyEnv):
+    """Wraps a registered environment and kills its own process with SIGSEGV in every ``verify``
+    (a native extension crashing): only ever verify it in a worker process."""
+
+    def __init__(self, inner: str = "math-v1"):
+        super().__init__(inner, raise_every=0)
+
+    def verify(self, problem: Problem, completion: str) -> Verdict:
+        os.kill(os.getpid(), signal.SIGSEGV)
+        return self.inner.verify(problem, completion)  # not reached
 
 
 BAD_VERDICTS: dict[str, dict[str, Any]] = {
@@ -151,7 +168,7 @@ class FaultyStepEnv(MultiTurnEnvironment):
 
 
 def register_testing_envs() -> None:
-    """Register ``testing/hang-v1``, ``testing/raise-v1``, ``testing/nan-v1`` and the multi-turn
+    """Register ``testing/hang-v1``, ``testing/raise-v1``, ``testing/nan-v1``, ``testing/segfault-v1`` and the multi-turn
     ``testing/step-{hang,raise,junk,huge}-v1`` (each wraps ``math-v1``; `envs.make` kwargs change
     the inner environment or the behaviour)."""
     import envs
@@ -160,6 +177,7 @@ def register_testing_envs() -> None:
     envs.register("testing/raise-v1", FlakyEnv, override=True, kwargs={"always_raise": True},
                   description="raises on every verify call (tests)")
     envs.register("testing/nan-v1", BadVerdictEnv, override=True, description="returns Verdict(reward=nan, passed='yes') (tests)")
+    envs.register("testing/segfault-v1", SegfaultEnv, override=True, description="segfaults in verify; use verify kind process (tests)")
     for fault, what in [("hang", "never returns from step"), ("raise", "raises in step"), ("junk", "returns a non-text observation from step"),
                         ("huge", "returns a 5 MB observation from step")]:
         envs.register(f"testing/step-{fault}-v1", FaultyStepEnv, override=True, kwargs={"fault": fault}, description=f"multi-turn; {what} (tests)")

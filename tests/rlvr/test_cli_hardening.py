@@ -57,7 +57,7 @@ def testing_envs():
 
     register_testing_envs()
     yield
-    for env_id in ("testing/hang-v1", "testing/raise-v1", "testing/nan-v1", *(f"testing/step-{f}-v1" for f in ("hang", "raise", "junk", "huge"))):
+    for env_id in ("testing/hang-v1", "testing/raise-v1", "testing/nan-v1", "testing/segfault-v1", *(f"testing/step-{f}-v1" for f in ("hang", "raise", "junk", "huge"))):
         envs.ENVS.unregister(env_id)
 
 
@@ -259,6 +259,18 @@ def test_train_with_a_verifier_that_never_returns_finishes_and_counts_the_hang(t
     assert out.returncode == 0, out.stderr[-2000:]
     metrics = [json.loads(line) for line in (tmp_path / "hang" / "metrics.jsonl").read_text().splitlines()]
     assert metrics[-1]["verify/timeouts"] == 4 and metrics[-1]["train/skipped"] == 1.0
+
+
+def test_train_with_a_verifier_worker_that_segfaults_counts_errors_and_goes_on(tiny_model, tmp_path):
+    out = rlvr("train", "quickstart", f"output_dir={tmp_path}", "name=segv", f"model.name_or_path={tiny_model}",
+               "task.env=testing/segfault-v1", "verify.kind=process", "update.steps=2", "rollout.prompts_per_step=2",
+               "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.at_start=false", "eval.every=0",
+               "log.progress=false", "log.plot=false", "log.tensorboard=false", "threads=1", cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "completed: 2 steps" in out.stdout
+    metrics = [json.loads(line) for line in (tmp_path / "segv" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["verify/errors"] for m in metrics if "verify/errors" in m] == [4, 4]
+    assert all(m["train/skipped"] == 1.0 for m in metrics if "train/skipped" in m)
 
 
 def test_train_with_a_step_that_never_returns_exits_after_completing(tiny_model, tmp_path):
