@@ -256,6 +256,17 @@ class MultiTurnEnvironment(Environment):
         ``limits.step_timeout_s``.
         """
 
+    def scripted_turns(self, problem: Problem) -> list[str]:
+        """Model turns for the self-check's scripted episode (`rlvr envs check` plays them through
+        `step`, which must answer each turn that ends at a `stop` string without raising, hanging
+        or returning junk). Default: a turn that is only the first stop string (an empty call,
+        which `step` must answer or take as the final answer), then the gold completion. Override
+        with a real call for a check that exercises the tool."""
+        if not self.stop:
+            return []
+        gold = self.gold_completion(problem)
+        return [self.stop[0], gold if gold is not None else ""]
+
     def answer_text(self, episode: Episode) -> str:
         """The text `verify` judges: the model's own turns (`Episode.model_text`), never an
         observation. An override must keep its length (process-reward spans map back through it)."""
@@ -338,11 +349,23 @@ def _timed_step(env: MultiTurnEnvironment, problem: Problem, turns: tuple[Turn, 
     start = time.perf_counter()
     try:
         result = env.step(problem, turns)
-        if not isinstance(result, StepResult):
-            raise TypeError(f"{type(env).__name__}.step returned {type(result).__name__}, expected StepResult")
+        _check_step_result(type(env).__name__, result)
         return StepOutcome(result=result, step_s=time.perf_counter() - start)
     except Exception as e:
         return StepOutcome(error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}", step_s=time.perf_counter() - start)
+
+
+def _check_step_result(env_name: str, result: Any) -> None:
+    """Raise TypeError naming the field when a step's return is not a well-formed `StepResult` (an
+    observation that is not text would otherwise surface far away, when the transcript is joined)."""
+    if not isinstance(result, StepResult):
+        raise TypeError(f"{env_name}.step returned {type(result).__name__}, expected StepResult")
+    if result.observation is not None and not isinstance(result.observation, str):
+        raise TypeError(f"{env_name}.step returned an observation of type {type(result.observation).__name__}, expected str or None")
+    for name, kind in (("calls", ToolCall), ("rewards", StepReward)):
+        items = getattr(result, name)
+        if not isinstance(items, (tuple, list)) or not all(isinstance(i, kind) for i in items):
+            raise TypeError(f"{env_name}.step returned StepResult.{name} that is not a sequence of {kind.__name__}")
 
 
 class EpisodeRecorder:

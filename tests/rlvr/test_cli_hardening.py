@@ -86,6 +86,19 @@ def test_envs_check_fails_on_a_verifier_that_never_judges(env_id, reason, tmp_pa
     assert "all checks passed" not in out.stdout
 
 
+@pytest.mark.parametrize("env_id,check,reason", [
+    ("testing/step-raise-v1", "steps work", "ex/0: step failed: RuntimeError: step exploded"),
+    ("testing/step-junk-v1", "steps work", "ex/0: step failed: TypeError: FaultyStepEnv.step returned an observation of type dict"),
+    ("testing/step-hang-v1", "step finishes", "step on ex/0 did not return within 1 s"),
+])
+def test_envs_check_plays_a_multi_turn_environment_through_its_step(env_id, check, reason, tmp_path):
+    # issue 22: step() was never called, so these said "all checks passed" with exit code 0
+    out = rlvr("envs", "check", env_id, "--timeout", "1", cwd=tmp_path, timeout=120)
+    assert out.returncode == 1, out.stdout + out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith(f"  [FAIL] {check}: "))
+    assert reason in line and "all checks passed" not in out.stdout
+
+
 def test_envs_check_skips_benchmarks_whose_data_is_absent(tmp_path):
     empty = tmp_path / "no-data"
     empty.mkdir()
