@@ -238,6 +238,30 @@ def test_eval_reports_of_two_models_do_not_overwrite_each_other_and_record_prove
     assert weights_sha256(copy) == weights_sha256(a) in hashes
 
 
+def test_eval_of_a_plugin_task_records_the_plugins_package_and_version(tiny_model, tmp_path):
+    # issue 22: provenance named rlvr's commit only, not the plugin that supplied the task and environment
+    from tests.plugins import install_acme
+
+    site = install_acme(tmp_path / "site", version="0.3.1")
+    path = os.pathsep.join([str(site), str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])
+    out = rlvr("eval", "--model", str(tiny_model), "--task", "acme/sums-v1", "--limit", "2", "--max-new-tokens", "4",
+               "--out", str(tmp_path / "r"), cwd=tmp_path, env={"PYTHONPATH": path}, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    prov = json.loads((tmp_path / "r" / "report.json").read_text())["provenance"]
+    assert prov["task"] == {"id": "acme/sums-v1", "class": "acme_rlvr.sums.SumsTask", "package": "acme-rlvr", "version": "0.3.1"}
+    assert prov["env"] == {"id": "acme/sum-v1", "class": "acme_rlvr.env.SumEnv", "package": "acme-rlvr", "version": "0.3.1"}
+    assert prov["options"]["task"] == "acme/sums-v1"  # the command's own record is kept beside them
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "- task `acme/sums-v1` from acme-rlvr 0.3.1" in md and "- environment `acme/sum-v1` from acme-rlvr 0.3.1" in md
+
+
+def test_eval_of_a_builtin_task_names_rlvr_as_its_package(tiny_model, tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["eval", "--model", str(tiny_model), "--task", "arithmetic-v1", "--limit", "2", "--max-new-tokens", "4", "--out", str(out)]) == 0
+    prov = json.loads((out / "report.json").read_text())["provenance"]
+    assert (prov["task"]["package"], prov["env"]["package"], prov["env"]["id"]) == ("rlvr", "rlvr", "math-v1")
+
+
 def test_eval_limit_reads_an_unbounded_split_from_its_source(tiny_model, tmp_path, capsys):
     out = tmp_path / "r"
     assert main(["eval", "--model", str(tiny_model), "--task", "arithmetic-v1", "--split", "train", "--limit", "3",
