@@ -7,14 +7,21 @@ copied, and for math each of its expressions given as the answer, ``Answer: 98*1
 must also *work*: a verifier that raises, returns a malformed verdict or times out fails the
 check (a check that passed on error verdicts would pass a verifier that never judges anything). Each verification runs in a `VerifierPool` thread with a budget, so a verifier that
 never returns stops the check after one budget instead of hanging it.
+
+A multi-turn environment also plays a scripted episode per problem through its ``step``
+(`MultiTurnEnvironment.scripted_turns`, by default an empty call and then the gold completion),
+each step within the same budget: a step that raises, hangs or returns something that is not an
+observation fails the check, and the episode must be judged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from envs.base import Environment
+from envs.episode import End, Episode, MultiTurnEnvironment, Role, StepRunner, Turn, play
 from envs.pool import VerifierPool
 from envs.types import Problem, Status, Verdict
 
@@ -44,7 +51,11 @@ class CheckReport:
 
 
 class _Hung(Exception):
-    """A verification timed out: the checks stop here."""
+    """A verification or a step timed out: the checks stop here (``check`` names the failed check)."""
+
+    def __init__(self, message: str, check: str = "verification finishes"):
+        super().__init__(message)
+        self.check = check
 
 
 class _Verifier:
@@ -55,13 +66,14 @@ class _Verifier:
         self.calls = 0
         self.failures: list[tuple[str, Verdict]] = []
 
-    def __call__(self, problem: Problem, completion: str) -> Verdict:
+    def __call__(self, problem: Problem, completion: str | Episode) -> Verdict:
         verdict = self.pool.verify([problem], [completion])[0]
         self.calls += 1
         if verdict.status.is_failure:
             self.failures.append((problem.id, verdict))
         if verdict.status is Status.TIMEOUT:
-            raise _Hung(f"verifying {completion[:40]!r} for {problem.id} did not finish within {self.pool.timeout_s:g} s")
+            shown = repr(completion[:40]) if isinstance(completion, str) else "the scripted episode"
+            raise _Hung(f"verifying {shown} for {problem.id} did not finish within {self.pool.timeout_s:g} s")
         return verdict
 
 
@@ -160,14 +172,19 @@ def check_environment(env: Environment, problems: Sequence[Problem], timeout_s: 
 
         checks = [("gold passes", gold_passes), ("perturbed answers fail", perturbed_fail),
                   ("empty answer fails", empty_fails), ("echo of the prompt fails", echo_fails), ("deterministic", deterministic)]
+        steps = StepRunner(max_workers=1)
+        if isinstance(env, MultiTurnEnvironment):
+            checks.append(("steps work", lambda p: _scripted_episode(env, p, verify, steps, timeout_s)))
         try:
             for name, per_problem in checks:
                 run(name, per_problem)
         except _Hung as e:
             report.hung = True
             not_run = [name for name, _ in checks[len(report.results):]]
-            report.results.append(CheckResult("verification finishes", False, f"{e}; not run: {', '.join(not_run)}"))
+            report.results.append(CheckResult(e.check, False, f"{e}; not run: {', '.join(not_run)}"))
             return report
+        finally:
+            steps.close()  # a hung step's thread is abandoned (a daemon: it never holds up the exit)
 
     failed = verify.failures
     if failed:
@@ -177,3 +194,25 @@ def check_environment(env: Environment, problems: Sequence[Problem], timeout_s: 
         detail = f"{verify.calls}/{verify.calls} verifications judged (no error or timeout)"
     report.results.append(CheckResult("verifier works", not failed, detail))
     return report
+
+
+def _scripted_episode(env: MultiTurnEnvironment, problem: Problem, verify: _Verifier, steps: StepRunner, timeout_s: float) -> str | None:
+    """Play `MultiTurnEnvironment.scripted_turns` through ``step`` (each step within ``timeout_s``)
+    and judge the episode: "" when it worked, the reason when not, None without a script."""
+    script, error = _hook("scripted_turns()", lambda: env.scripted_turns(problem))
+    if error or not script:
+        return error
+
+    def policy(turns: Sequence[Turn]) -> str:  # the script's next turn; past its end, an answer that calls nothing
+        taken = sum(t.role is Role.MODEL for t in turns)
+        return script[taken] if taken < len(script) else ""
+
+    episode = play(env, problem, policy, limits=dataclasses.replace(env.limits, step_timeout_s=timeout_s), runner=steps)
+    if episode.end is End.STEP_TIMEOUT:
+        raise _Hung(f"step on {problem.id} did not return within {timeout_s:g} s", check="step finishes")
+    if episode.end is End.STEP_ERROR:
+        return f"step failed: {(episode.error or '').splitlines()[0]}"
+    v = verify(problem, episode)
+    if v.status.is_failure:
+        return f"the scripted episode was not judged ({_reason(v)})"
+    return ""

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from envs.base import Environment
+from envs.threads import DaemonExecutor
 from envs.types import Problem, StepReward, Verdict
 from envs.verdicts import normalise_verdict
 
@@ -255,6 +256,17 @@ class MultiTurnEnvironment(Environment):
         ``limits.step_timeout_s``.
         """
 
+    def scripted_turns(self, problem: Problem) -> list[str]:
+        """Model turns for the self-check's scripted episode (`rlvr envs check` plays them through
+        `step`, which must answer each turn that ends at a `stop` string without raising, hanging
+        or returning junk). Default: a turn that is only the first stop string (an empty call,
+        which `step` must answer or take as the final answer), then the gold completion. Override
+        with a real call for a check that exercises the tool."""
+        if not self.stop:
+            return []
+        gold = self.gold_completion(problem)
+        return [self.stop[0], gold if gold is not None else ""]
+
     def answer_text(self, episode: Episode) -> str:
         """The text `verify` judges: the model's own turns (`Episode.model_text`), never an
         observation. An override must keep its length (process-reward spans map back through it)."""
@@ -295,7 +307,9 @@ class StepRunner:
 
     A step that raises becomes an error outcome; one that does not return within ``timeout_s`` a
     timeout outcome (its thread cannot be killed: it is abandoned and finishes on its own, which a
-    sandboxed tool call does at its wall-clock limit).
+    sandboxed tool call does at its wall-clock limit). The threads are daemon threads
+    (`envs.threads.DaemonExecutor`, as the verifier pool's), so a step that never returns does not
+    keep the process alive after training ends.
 
     Args:
         max_workers: Steps in flight at once.
@@ -303,7 +317,7 @@ class StepRunner:
 
     def __init__(self, max_workers: int = 64):
         self.max_workers = max_workers
-        self._executor: cf.ThreadPoolExecutor | None = None
+        self._executor: DaemonExecutor | None = None
         self._lock = threading.Lock()
 
     def run(self, env: MultiTurnEnvironment, items: Sequence[tuple[Problem, Sequence[Turn]]], timeout_s: float) -> list[StepOutcome]:
@@ -312,7 +326,7 @@ class StepRunner:
             return []
         with self._lock:
             if self._executor is None:
-                self._executor = cf.ThreadPoolExecutor(self.max_workers, thread_name_prefix="env-step")
+                self._executor = DaemonExecutor(self.max_workers, "env-step")
             futures = [self._executor.submit(_timed_step, env, p, tuple(t)) for p, t in items]
         deadline = time.monotonic() + timeout_s
         outcomes = []
@@ -327,7 +341,7 @@ class StepRunner:
     def close(self) -> None:
         with self._lock:
             if self._executor is not None:
-                self._executor.shutdown(wait=False, cancel_futures=True)
+                self._executor.shutdown()
                 self._executor = None
 
 
@@ -335,11 +349,23 @@ def _timed_step(env: MultiTurnEnvironment, problem: Problem, turns: tuple[Turn, 
     start = time.perf_counter()
     try:
         result = env.step(problem, turns)
-        if not isinstance(result, StepResult):
-            raise TypeError(f"{type(env).__name__}.step returned {type(result).__name__}, expected StepResult")
+        _check_step_result(type(env).__name__, result)
         return StepOutcome(result=result, step_s=time.perf_counter() - start)
     except Exception as e:
         return StepOutcome(error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}", step_s=time.perf_counter() - start)
+
+
+def _check_step_result(env_name: str, result: Any) -> None:
+    """Raise TypeError naming the field when a step's return is not a well-formed `StepResult` (an
+    observation that is not text would otherwise surface far away, when the transcript is joined)."""
+    if not isinstance(result, StepResult):
+        raise TypeError(f"{env_name}.step returned {type(result).__name__}, expected StepResult")
+    if result.observation is not None and not isinstance(result.observation, str):
+        raise TypeError(f"{env_name}.step returned an observation of type {type(result.observation).__name__}, expected str or None")
+    for name, kind in (("calls", ToolCall), ("rewards", StepReward)):
+        items = getattr(result, name)
+        if not isinstance(items, (tuple, list)) or not all(isinstance(i, kind) for i in items):
+            raise TypeError(f"{env_name}.step returned StepResult.{name} that is not a sequence of {kind.__name__}")
 
 
 class EpisodeRecorder:

@@ -88,6 +88,10 @@ class MathCodeEnv(MultiTurnEnvironment):
         # a program that prints the right answer is not the model answering
         return self.math.wrong_completions(problem) + [f"```python\nprint('Answer: {gold}')\n```\n", f"```python\nprint(r'\\boxed{{{gold}}}')\n```\n"]
 
+    def scripted_turns(self, problem: Problem) -> list[str]:
+        """A real tool call (it prints the reference), then the gold answer in the model's words."""
+        return [f"```python\nprint({str(problem.reference)!r})\n```\n", self.gold_completion(problem)]
+
     def echo_completions(self, problem: Problem) -> list[str]:
         return self.math.echo_completions(problem)
 

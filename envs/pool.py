@@ -21,6 +21,7 @@ most the job's budget. ``inline`` is one such slot whose caller waits at `submit
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import multiprocessing as mp
 import pickle
 import queue
@@ -31,6 +32,7 @@ from typing import Any, Literal, Sequence
 
 from envs import faults
 from envs.base import Environment, safe_verify
+from envs.threads import DaemonExecutor
 from envs.types import Problem, Verdict
 from envs.verdicts import validate_verdict
 
@@ -92,38 +94,35 @@ class _WorkerFailed(Exception):
 
 
 class _ThreadRunner:
-    """A daemon thread that runs jobs handed to it one at a time."""
+    """A daemon thread (a `DaemonExecutor` of one) that runs the jobs handed to it one at a time."""
 
     def __init__(self, env: Environment, name: str):
         self.env = env
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
-        self.thread.start()
+        self._executor = DaemonExecutor(1, name)
 
-    def _loop(self) -> None:
-        while True:
-            item = self._inbox.get()
-            if item is None:
-                return
-            payload, box = item
-            try:
-                box.put(_verify_payload(self.env, *payload))
-            except BaseException as e:  # noqa: BLE001 - e.g. SystemExit from a verifier; the caller gets a verdict
-                box.put([Verdict.error(f"verifier thread failed: {type(e).__name__}: {e}")] * len(payload[0]))
+    @property
+    def alive(self) -> bool:
+        return self._executor.alive
 
     def run(self, payload: tuple, budget_s: float) -> list[Verdict] | None:
         """The job's verdicts, or None if it is still running after ``budget_s`` (the thread is
         then abandoned: it exits if the call ever returns)."""
-        box: queue.SimpleQueue = queue.SimpleQueue()
-        self._inbox.put((payload, box))
+        future = self._executor.submit(_verify_in_thread, self.env, payload)
         try:
-            return box.get(timeout=budget_s)
-        except queue.Empty:
-            self._inbox.put(None)
+            return future.result(budget_s)
+        except cf.TimeoutError:
+            self._executor.shutdown()
             return None
 
     def close(self) -> None:
-        self._inbox.put(None)
+        self._executor.shutdown()
+
+
+def _verify_in_thread(env: Environment, payload: tuple) -> list[Verdict]:
+    try:
+        return _verify_payload(env, *payload)
+    except BaseException as e:  # noqa: BLE001 - e.g. SystemExit from a verifier; the caller gets a verdict
+        return [Verdict.error(f"verifier thread failed: {type(e).__name__}: {e}")] * len(payload[0])
 
 
 def _process_main(conn: Any, env_bytes: bytes | None, load_error: str | None) -> None:
@@ -179,7 +178,7 @@ class _ProcessRunner:
             return self._conn.recv()
         except (EOFError, OSError) as e:
             self.proc.join(1.0)
-            raise _WorkerFailed(f"verifier worker process died (exit code {self.proc.exitcode})") from e
+            raise _WorkerFailed(f"verifier worker process died ({_how_it_ended(self.proc.exitcode)})") from e
 
     def kill(self) -> None:
         """Kill the process (from any thread); a slot waiting on the pipe then sees it close."""
@@ -190,6 +189,16 @@ class _ProcessRunner:
         self.kill()
         self.proc.join(5.0)
         self._conn.close()
+
+
+def _how_it_ended(exitcode: int | None) -> str:
+    """``exit code 3``, or ``killed by SIGSEGV`` (multiprocessing reports a signal as minus its number)."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            pass
+    return f"exit code {exitcode}"
 
 
 # -- jobs and slots -------------------------------------------------------------------------------
@@ -391,7 +400,7 @@ class VerifierPool:
             runner: Any = _ProcessRunner(self._env_bytes, self._load_error, f"verify-worker-{index}")
         else:
             with self._lock:
-                self._abandoned = [r for r in self._abandoned if r.thread.is_alive()]
+                self._abandoned = [r for r in self._abandoned if r.alive]
                 stuck = len(self._abandoned)
             if stuck >= self.max_stuck:
                 raise _WorkerFailed(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import sys
 from abc import abstractmethod
 from functools import cached_property
 from pathlib import Path
@@ -22,6 +23,7 @@ from envs.types import Problem
 from tasks.base import Task, TaskError, stable_hash
 
 DATA_DIR = Path(__file__).parent / "data"
+"""Frozen splits of rlvr's own tasks (a plugin's live in its own package, see `ProceduralTask.frozen_dir`)."""
 
 
 def file_sha256(path: Path) -> str:
@@ -42,13 +44,17 @@ class ProceduralTask(Task):
 
     Subclasses implement `generate(rng, split, index)` and set:
         split_sizes: size of each finite split (None for unbounded, e.g. train).
-        frozen: ``{split: "sha256:..."}`` for splits checked in under ``tasks/data/<id>/``.
+        frozen: ``{split: "sha256:..."}`` for splits checked in under ``<frozen_dir>/<id>/``.
         default_config: the configuration the frozen files were generated with.
+        frozen_dir: Where the frozen split files live, relative to the folder of the module that
+            defines the task class (an absolute path stays as it is); default ``data``: rlvr's
+            ``tasks/data`` for its own tasks, a plugin's own package folder for a plugin's.
     """
 
     split_sizes: dict[str, int | None] = {"train": None, "test": 500}
     frozen: dict[str, str] = {}
     default_config: dict[str, Any] = {}
+    frozen_dir: str | Path | None = None
     demo_keys: frozenset[str] = frozenset()
     """Config keys that only change how demonstrations (worked solutions for SFT) are written,
     not which items exist: they are left out of seeds and do not unfreeze frozen splits."""
@@ -127,8 +133,20 @@ class ProceduralTask(Task):
 
     # -- frozen splits ------------------------------------------------------------------------
 
-    def frozen_path(self, split: str) -> Path:
-        return DATA_DIR / (self.id or type(self).__name__) / f"{split}.jsonl"
+    def frozen_folder(self) -> Path:
+        """`frozen_dir` (relative to the folder of the module that defines this task's class), by
+        default ``data/`` in that folder: a plugin's frozen splits live in its own package."""
+        module_file = getattr(sys.modules.get(type(self).__module__), "__file__", None)
+        here = Path(module_file).resolve().parent if module_file else Path.cwd()
+        if self.frozen_dir is not None:
+            return here / self.frozen_dir
+        if here == Path(__file__).resolve().parent:
+            return DATA_DIR  # rlvr's own tasks
+        return here / "data"
+
+    def frozen_path(self, split: str, folder: str | Path | None = None) -> Path:
+        """The frozen file of ``split``, under ``folder`` (default: `frozen_folder`)."""
+        return Path(folder if folder is not None else self.frozen_folder()) / (self.id or type(self).__name__) / f"{split}.jsonl"
 
     @cached_property
     def _frozen_items(self) -> dict[str, list[Problem]]:
@@ -149,11 +167,12 @@ class ProceduralTask(Task):
                 raise TaskError(f"{self.id}: {path} holds {len(items[split])} items, expected {self.split_sizes[split]}")
         return items
 
-    def freeze(self, split: str) -> tuple[Path, str]:
-        """Generate ``split`` from scratch and write it to its frozen file; returns (path, checksum)."""
+    def freeze(self, split: str, folder: str | Path | None = None) -> tuple[Path, str]:
+        """Generate ``split`` from scratch and write it to its frozen file (under ``folder``, by
+        default `frozen_folder`, where the task reads it); returns (path, checksum)."""
         n = self.size(split)
         if n is None:
             raise TaskError(f"cannot freeze unbounded split {split!r}")
         problems = [self._generate_fresh(split, i) for i in range(n)]
-        path = self.frozen_path(split)
+        path = self.frozen_path(split, folder)
         return path, write_jsonl(problems, path)

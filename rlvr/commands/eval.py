@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     rollout = load_config(RolloutConfig, None, [f"engine={args.engine}", *args.rollout])  # a bad key is named before the model loads
     report = evaluate(make_engine(rollout, model_path=args.model, seed=args.seed), task, settings, model_name=args.model)
-    report["provenance"] = {"options": {k: v for k, v in vars(args).items() if k != "func"}}
+    report.setdefault("provenance", {})["options"] = {k: v for k, v in vars(args).items() if k != "func"}
     json_path, md_path = write_report(report, out)
     print(md_path.read_text())
     print(f"reports: {json_path} {md_path}")

@@ -12,6 +12,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     fr = s.add_parser("freeze", help="regenerate a procedural task's frozen split file and print its checksum")
     fr.add_argument("id")
     fr.add_argument("--split", default="test")
+    fr.add_argument("--out", help="folder to write <id>/<split>.jsonl into (default: the task's frozen_dir: data/ beside the module that defines the task)")
     fr.set_defaults(func=freeze)
     lk = s.add_parser("leakage", help="prove the training split shares no question with held-out splits")
     lk.add_argument("id")
@@ -42,14 +43,18 @@ def list_tasks(args: argparse.Namespace) -> int:
 
 
 def freeze(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     import tasks
     from tasks.procedural import ProceduralTask
 
     task = tasks.make(args.id)
     if not isinstance(task, ProceduralTask):
         raise tasks.TaskError(f"{task.id} is not procedural; only generated splits can be frozen")
-    path, checksum = task.freeze(args.split)
+    path, checksum = task.freeze(args.split, args.out)
     print(f"wrote {path}\nchecksum {checksum}\nrecord it in {type(task).__name__}.frozen[{args.split!r}]")
+    if args.out is not None and path != task.frozen_path(args.split):
+        print(f"the task reads {task.frozen_path(args.split)}: move the file there, or set {type(task).__name__}.frozen_dir = {str(Path(args.out).resolve())!r}")
     return 0
 
 

@@ -1,9 +1,11 @@
 """What an evaluation report records about where its number came from: when (UTC), which weights
-(a hash of the weight files), which code (rlvr version and git commit), which libraries, and
-absolute paths — enough to tell two reports of "the same" model apart."""
+(a hash of the weight files), which code (rlvr version and git commit; the package and version
+that supplied the task and the environment, a plugin's own), which libraries, and absolute paths —
+enough to tell two reports of "the same" model apart."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import platform
@@ -89,3 +91,35 @@ def library_versions() -> dict[str, str | None]:
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+@functools.lru_cache(maxsize=1)
+def _distributions_by_top_level() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()  # scans every installed distribution: once
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def module_distribution(module: str) -> dict[str, str | None]:
+    """``{"package", "version"}`` of the installed distribution that owns ``module`` (both None for
+    code no distribution installed, e.g. a script's own class)."""
+    owners = _distributions_by_top_level().get(module.partition(".")[0], [])
+    return {"package": owners[0], "version": _version(owners[0])} if owners else {"package": None, "version": None}
+
+
+def component_provenance(component: Any, registered_by: str | None = None) -> dict[str, Any]:
+    """Where an environment's or a task's code came from: ``{"id", "class", "package", "version"}``
+    for the distribution that owns the module defining its class (a plugin's, not rlvr's), and
+    ``registered_by`` (package and version) when another distribution registered it (``registered_by``:
+    the registry's `Spec.source`, an entry point's distribution)."""
+    cls = type(component)
+    out: dict[str, Any] = {"id": getattr(component, "id", "") or None, "class": f"{cls.__module__}.{cls.__qualname__}",
+                           **module_distribution(cls.__module__)}
+    if registered_by and registered_by != out["package"] and _version(registered_by) is not None:
+        out["registered_by"] = {"package": registered_by, "version": _version(registered_by)}
+    return out

@@ -22,7 +22,7 @@ from envs.pool import KINDS, VerifierPool
 from envs.types import Problem, Status, Verdict
 from rlvr.eval.episodes import episode_section, markdown_rows, prediction_fields
 from rlvr.eval.metrics import ks_up_to, majority_correct, mean_score_interval, pass_at_k, wilson_interval
-from rlvr.eval.provenance import library_versions, model_provenance, project_commit, utc_now
+from rlvr.eval.provenance import component_provenance, library_versions, model_provenance, project_commit, utc_now
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams, verifier_input
 from rlvr.rollout.episodes import generate_for
 from rlvr.rollout.prompts import PromptConfig, PromptStyle, resolve_style
@@ -182,6 +182,15 @@ def _first_failure(*sets: SampleSet | None) -> str | None:
     return None
 
 
+def _registered_by(kind: str, id: str) -> str | None:
+    """The registry's record of who registered ``id`` (an entry point's distribution), if anyone."""
+    import envs
+    import tasks
+
+    registry = {"task": tasks.TASKS, "env": envs.ENVS}[kind]
+    return registry.spec(id).source if id and id in registry else None
+
+
 def _over_context(samples: SampleSet, context_length: int | None) -> list[int]:
     """Indices of problems with a completion whose prompt plus completion ran past the context."""
     if not context_length:
@@ -210,6 +219,9 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
         "rlvr_version": rlvr.__version__,
         "created_utc": utc_now(),
         "ci_method": CI_METHOD,
+        # rlvr's commit says nothing about a plugin's code: record the package that supplied each
+        "provenance": {"task": component_provenance(task, _registered_by("task", task.id)),
+                       "env": component_provenance(task.env, _registered_by("env", task.env.id))},
     }
     t0 = time.perf_counter()
     over: set[int] = set()
@@ -322,6 +334,16 @@ def write_report(report: dict[str, Any], out_dir: str | Path, problems: list[Pro
     return json_path, md_path
 
 
+def _plugin_lines(prov: dict[str, Any]) -> list[str]:
+    """A line for the task and one for the environment when a package other than rlvr supplied it."""
+    lines = []
+    for kind in ("task", "env"):
+        c = prov.get(kind) or {}
+        if c.get("package") not in (None, "rlvr"):
+            lines.append(f"- {'environment' if kind == 'env' else 'task'} `{c.get('id')}` from {c['package']} {c.get('version')}")
+    return lines
+
+
 def render_markdown(r: dict[str, Any]) -> str:
     prov = r.get("provenance", {})
     model = prov.get("model") or {}
@@ -339,7 +361,8 @@ def render_markdown(r: dict[str, Any]) -> str:
         f"- sampling: {json.dumps({k: r['settings'][k] for k in ('n', 'temperature', 'top_p', 'max_new_tokens', 'seed')})}",
         f"- verification: {verify.get('kind')} x{verify.get('workers')}, {verify.get('timeout_s', 0):g} s per item",
         f"- rlvr {r['rlvr_version']}" + (f" at `{commit[:12]}`{' (uncommitted changes)' if code.get('dirty') else ''}" if commit else "")
-        + f"; {r.get('created_utc', '')}; wall time {r['wall_s']:.1f} s", "",
+        + f"; {r.get('created_utc', '')}; wall time {r['wall_s']:.1f} s",
+        *_plugin_lines(prov), "",
         "| metric | value | 95% CI |", "|---|---:|---|",
     ]
     if "greedy" in r:

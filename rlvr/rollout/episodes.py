@@ -149,14 +149,38 @@ def _add_model_turn(e: _Live, out: Completion, budget: int, tok: Any) -> None:
 
 
 def _add_observation(e: _Live, observation: str, tok: Any, max_tokens: int, wrap: ObservationWrap | None) -> None:
-    ids = observation_ids(tok, observation, wrap)
-    if len(e.ids) + len(ids) >= max_tokens:  # no room left for the model to answer after it
+    ids = observation_ids_within(tok, observation, wrap, max_tokens - len(e.ids))
+    if ids is None:  # no room left for the model to answer after it
         e.recorder.stop(End.MAX_TOKENS)
         return
     text = tok.decode(ids, skip_special_tokens=True)  # the observation as the model sees it
     e.append(ids, [0.0] * len(ids), text, token_char_ends(tok, ids, len(text)), model=False)
     # the environment reads the observation itself (without the chat template's markers)
     e.recorder.observation(text if wrap is None else tok.decode(tok(observation, add_special_tokens=False)["input_ids"], skip_special_tokens=True))
+
+
+CHARS_PER_TOKEN_BOUND = 32
+"""More characters per token than any normal text averages (English prose is about 4, code 3 to 4;
+runs of spaces or repeated symbols rarely pass 10): `observation_ids_within` tokenizes only this
+many characters per token of room before deciding that an observation cannot fit."""
+
+
+def observation_ids_within(tok: Any, observation: str, wrap: ObservationWrap | None, room: int) -> list[int] | None:
+    """`observation_ids` when they are fewer than ``room`` tokens, else None (the observation
+    leaves the model no room to answer), without tokenizing all of a huge observation (a step
+    that returns 5 MB took a minute to tokenize, only to be refused).
+
+    Its first ``room * CHARS_PER_TOKEN_BOUND`` characters are tokenized first. When they alone
+    take at least twice the room, the whole cannot fit: its tokens cover the same text, merged
+    differently only around the cut (a word cut in two), and the second ``room`` tokens are a
+    margin far wider than that. Otherwise (text denser than 16 characters a token, or short
+    enough to tokenize at once) the whole is tokenized, so the answer is always the one the full
+    tokenization gives."""
+    head_chars = max(room, 1) * CHARS_PER_TOKEN_BOUND
+    if len(observation) > head_chars and len(observation_ids(tok, observation[:head_chars], wrap)) >= 2 * room:
+        return None
+    ids = observation_ids(tok, observation, wrap)
+    return ids if len(ids) < room else None
 
 
 def observation_ids(tok: Any, observation: str, wrap: ObservationWrap | None) -> list[int]:

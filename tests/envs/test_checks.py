@@ -8,7 +8,7 @@ import pytest
 import envs
 import tasks
 from envs.checks import check_environment
-from envs.testing import BadVerdictEnv, FlakyEnv, HangingEnv
+from envs.testing import BadVerdictEnv, FaultyStepEnv, FlakyEnv, HangingEnv
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +44,40 @@ def test_a_hanging_verifier_stops_the_checks_after_one_budget(problems):
     last = report.results[-1]
     assert last.name == "verification finishes" and "did not finish within 0.5 s" in last.detail
     assert "not run: gold passes, perturbed answers fail" in last.detail
+
+
+# -- multi-turn environments: a scripted episode through step() (issue 22: step was never called)
+
+
+def test_a_multi_turn_environment_whose_steps_work_passes(problems):
+    report = check_environment(FaultyStepEnv(fault=""), problems)
+    assert report.passed, report.results
+    assert next(r for r in report.results if r.name == "steps work").detail == "4/4 ok"
+
+
+@pytest.mark.parametrize("fault, reason", [
+    ("raise", "step failed: RuntimeError: step exploded"),
+    ("junk", "step failed: TypeError: FaultyStepEnv.step returned an observation of type dict, expected str or None"),
+])
+def test_a_step_that_raises_or_returns_junk_fails_the_checks(fault, reason, problems):
+    report = check_environment(FaultyStepEnv(fault=fault), problems)
+    assert not report.passed and not report.hung
+    steps = next(r for r in report.results if r.name == "steps work")
+    assert not steps.passed and steps.detail.startswith("0/4 ok") and reason in steps.detail
+
+
+def test_a_step_that_never_returns_stops_the_checks_after_one_budget(problems):
+    report = check_environment(FaultyStepEnv(fault="hang"), problems, timeout_s=0.5)
+    assert report.hung and not report.passed
+    last = report.results[-1]
+    assert last.name == "step finishes" and "step on " in last.detail and "did not return within 0.5 s" in last.detail
+
+
+def test_the_tool_environment_passes_with_a_real_tool_call():
+    task = tasks.make("tool-products-v1")
+    report = check_environment(task.env, task.problems("validation", limit=2))
+    assert report.passed, [(r.name, r.detail) for r in report.results if not r.passed]
+    assert "steps work" in [r.name for r in report.results]
 
 
 def test_self_check_hooks_that_raise_are_failures_not_crashes(problems):

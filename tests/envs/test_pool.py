@@ -37,6 +37,15 @@ def test_process_pool_times_out_a_hung_verifier_and_recovers():
         assert pool.stats.timeouts == 1 and pool.stats.restarts == 1
 
 
+def test_a_worker_that_segfaults_is_an_error_verdict_and_the_pool_goes_on():
+    with VerifierPool(FaultyEnv(), workers=1, kind="process", timeout_s=20) as pool:
+        verdicts = pool.verify([P] * 3, ["ok", "segfault", "ok"])
+        assert [v.status for v in verdicts] == [Status.OK, Status.ERROR, Status.OK] and verdicts[2].passed
+        assert "verifier worker process died (killed by SIGSEGV)" in verdicts[1].info["error"]
+        assert pool.stats.errors == 1 and pool.stats.restarts == 1
+        assert pool.verify([P], ["ok"])[0].passed  # the replacement worker keeps verifying
+
+
 def test_process_pool_reports_an_environment_it_cannot_load():
     # a module that exists only in this process: the parent can pickle the class by reference,
     # a spawned worker cannot import it

@@ -57,7 +57,7 @@ def testing_envs():
 
     register_testing_envs()
     yield
-    for env_id in ("testing/hang-v1", "testing/raise-v1", "testing/nan-v1"):
+    for env_id in ("testing/hang-v1", "testing/raise-v1", "testing/nan-v1", "testing/segfault-v1", *(f"testing/step-{f}-v1" for f in ("hang", "raise", "junk", "huge"))):
         envs.ENVS.unregister(env_id)
 
 
@@ -84,6 +84,19 @@ def test_envs_check_fails_on_a_verifier_that_never_judges(env_id, reason, tmp_pa
     assert re.search(r"\[FAIL\] verifier works: (\d+)/\1 verifications failed", out.stdout) and reason in out.stdout
     assert "differ" not in out.stdout  # a NaN reward is not a determinism failure
     assert "all checks passed" not in out.stdout
+
+
+@pytest.mark.parametrize("env_id,check,reason", [
+    ("testing/step-raise-v1", "steps work", "ex/0: step failed: RuntimeError: step exploded"),
+    ("testing/step-junk-v1", "steps work", "ex/0: step failed: TypeError: FaultyStepEnv.step returned an observation of type dict"),
+    ("testing/step-hang-v1", "step finishes", "step on ex/0 did not return within 1 s"),
+])
+def test_envs_check_plays_a_multi_turn_environment_through_its_step(env_id, check, reason, tmp_path):
+    # issue 22: step() was never called, so these said "all checks passed" with exit code 0
+    out = rlvr("envs", "check", env_id, "--timeout", "1", cwd=tmp_path, timeout=120)
+    assert out.returncode == 1, out.stdout + out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith(f"  [FAIL] {check}: "))
+    assert reason in line and "all checks passed" not in out.stdout
 
 
 def test_envs_check_skips_benchmarks_whose_data_is_absent(tmp_path):
@@ -225,6 +238,30 @@ def test_eval_reports_of_two_models_do_not_overwrite_each_other_and_record_prove
     assert weights_sha256(copy) == weights_sha256(a) in hashes
 
 
+def test_eval_of_a_plugin_task_records_the_plugins_package_and_version(tiny_model, tmp_path):
+    # issue 22: provenance named rlvr's commit only, not the plugin that supplied the task and environment
+    from tests.plugins import install_acme
+
+    site = install_acme(tmp_path / "site", version="0.3.1")
+    path = os.pathsep.join([str(site), str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])
+    out = rlvr("eval", "--model", str(tiny_model), "--task", "acme/sums-v1", "--limit", "2", "--max-new-tokens", "4",
+               "--out", str(tmp_path / "r"), cwd=tmp_path, env={"PYTHONPATH": path}, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    prov = json.loads((tmp_path / "r" / "report.json").read_text())["provenance"]
+    assert prov["task"] == {"id": "acme/sums-v1", "class": "acme_rlvr.sums.SumsTask", "package": "acme-rlvr", "version": "0.3.1"}
+    assert prov["env"] == {"id": "acme/sum-v1", "class": "acme_rlvr.env.SumEnv", "package": "acme-rlvr", "version": "0.3.1"}
+    assert prov["options"]["task"] == "acme/sums-v1"  # the command's own record is kept beside them
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "- task `acme/sums-v1` from acme-rlvr 0.3.1" in md and "- environment `acme/sum-v1` from acme-rlvr 0.3.1" in md
+
+
+def test_eval_of_a_builtin_task_names_rlvr_as_its_package(tiny_model, tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["eval", "--model", str(tiny_model), "--task", "arithmetic-v1", "--limit", "2", "--max-new-tokens", "4", "--out", str(out)]) == 0
+    prov = json.loads((out / "report.json").read_text())["provenance"]
+    assert (prov["task"]["package"], prov["env"]["package"], prov["env"]["id"]) == ("rlvr", "rlvr", "math-v1")
+
+
 def test_eval_limit_reads_an_unbounded_split_from_its_source(tiny_model, tmp_path, capsys):
     out = tmp_path / "r"
     assert main(["eval", "--model", str(tiny_model), "--task", "arithmetic-v1", "--split", "train", "--limit", "3",
@@ -261,6 +298,31 @@ def test_train_with_a_verifier_that_never_returns_finishes_and_counts_the_hang(t
     assert "4 of 4 verifications failed over the run (0 errors, 4 timeouts" in out.stdout + out.stderr
     metrics = [json.loads(line) for line in (tmp_path / "hang" / "metrics.jsonl").read_text().splitlines()]
     assert metrics[-1]["verify/timeouts"] == 4 and metrics[-1]["train/skipped"] == 1.0
+
+
+def test_train_with_a_verifier_worker_that_segfaults_counts_errors_and_goes_on(tiny_model, tmp_path):
+    out = rlvr("train", "quickstart", f"output_dir={tmp_path}", "name=segv", f"model.name_or_path={tiny_model}",
+               "task.env=testing/segfault-v1", "verify.kind=process", "update.steps=2", "rollout.prompts_per_step=2",
+               "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.at_start=false", "eval.every=0",
+               "log.progress=false", "log.plot=false", "log.tensorboard=false", "threads=1", cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "completed: 2 steps" in out.stdout
+    metrics = [json.loads(line) for line in (tmp_path / "segv" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["verify/errors"] for m in metrics if "verify/errors" in m] == [4, 4]
+    assert all(m["train/skipped"] == 1.0 for m in metrics if "train/skipped" in m)
+
+
+def test_train_with_a_step_that_never_returns_exits_after_completing(tiny_model, tmp_path):
+    # issue 22: the steps timed out and it printed "completed: 2 steps", then never exited: the
+    # step runner's threads were joined at interpreter exit (the subprocess timeout catches that)
+    out = rlvr("train", "quickstart", f"output_dir={tmp_path}", "name=step-hang", f"model.name_or_path={tiny_model}",
+               "task.env=testing/step-hang-v1", "task.env_kwargs={step_timeout_s: 0.5}", "update.steps=2",
+               "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.at_start=false",
+               "eval.every=0", "log.progress=false", "log.plot=false", "log.tensorboard=false", "threads=1", cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "completed: 2 steps" in out.stdout
+    metrics = [json.loads(line) for line in (tmp_path / "step-hang" / "metrics.jsonl").read_text().splitlines()]
+    assert sum(m["episode/step_failures"] for m in metrics) > 0 and sum(m["verify/timeouts"] for m in metrics) > 0
 
 
 # -- rlvr sandbox run and rlvr verify: exit codes and bad files -------------------------------------

@@ -217,3 +217,48 @@ def test_eval_reports_tool_use_and_shows_episodes(engine, tmp_path):
     assert "tool use rate" in md.read_text()
     row = json.loads((tmp_path / "predictions.jsonl").read_text().splitlines()[0])
     assert row["greedy"][0]["episode"]["turns"][0]["role"] == "model"
+
+
+class CountingTokenizer:
+    """A tokenizer that remembers how many characters each call to it was given."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        self.chars: list[int] = []
+
+    def __call__(self, text, **kwargs):
+        self.chars.append(len(text))
+        return self.tok(text, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.tok, name)
+
+
+def test_an_observation_is_cut_by_characters_before_it_is_tokenized(engine):
+    # issue 22: a step returning 5 MB was tokenized whole (70 s) only to be refused for want of room
+    from rlvr.rollout.episodes import CHARS_PER_TOKEN_BOUND, observation_ids, observation_ids_within
+    from rlvr.rollout.text import observation_wrap
+
+    tok = engine.tokenizer
+    prose = "The product of 48213 and 7719 is 372156147, as printed above.\n"
+    observations = ["ok\n", prose, prose * 2_000, "x" * 50_000, " " * 50_000, "7" * 50_000]
+    for wrap in (None, observation_wrap(tok, "tool")):
+        for room in (1, 12, 40, 500):
+            counting = CountingTokenizer(tok)
+            for observation in observations:
+                full = observation_ids(tok, observation, wrap)  # what the whole observation takes
+                assert observation_ids_within(counting, observation, wrap, room) == (full if len(full) < room else None)
+            huge = "x " * 2_500_000
+            assert observation_ids_within(counting, huge, wrap, room) is None
+            assert max(counting.chars) < room * CHARS_PER_TOKEN_BOUND + 200  # a prefix, not the 5 MB
+
+
+def test_a_huge_observation_ends_the_episode_without_tokenizing_it_whole(engine):
+    from envs.testing import FaultyStepEnv
+
+    counting = CountingTokenizer(engine.tokenizer)
+    comps = run_episodes(HFGenerateEngine(engine.model, counting), FaultyStepEnv(fault="huge"), PROBLEMS, 2,
+                         SamplingParams(temperature=1.0, max_new_tokens=16, seed=0))
+    stepped = [c for c in comps if c.episode.info["step_s"] > 0]
+    assert stepped and all(c.episode.end is End.MAX_TOKENS and len(c.token_ids) <= 96 for c in stepped)
+    assert max(counting.chars) < 96 * 32 + 200
