@@ -21,7 +21,6 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -212,6 +211,7 @@ def test_own_package_example_registers_through_entry_points_and_passes_the_check
         (tmp_path / name).write_text(body)
     (tmp_path / "acme_rlvr" / "__init__.py").write_text("")
     # what `pip install` would write: the distribution's metadata with its entry points
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
     project = tomllib.loads(files["pyproject.toml"])["project"]
     info = tmp_path / "acme_rlvr-0.1.0.dist-info"
     info.mkdir()
