@@ -305,8 +305,9 @@ def test_train_with_a_verifier_worker_that_segfaults_counts_errors_and_goes_on(t
                "task.env=testing/segfault-v1", "verify.kind=process", "update.steps=2", "rollout.prompts_per_step=2",
                "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.at_start=false", "eval.every=0",
                "log.progress=false", "log.plot=false", "log.tensorboard=false", "threads=1", cwd=tmp_path, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "completed: 2 steps" in out.stdout
+    # both steps ran; as every verdict of the run failed, it ends with status 1 naming the signal
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "failed: every verification of the run failed" in out.stdout and "killed by SIGSEGV" in out.stdout
     metrics = [json.loads(line) for line in (tmp_path / "segv" / "metrics.jsonl").read_text().splitlines()]
     assert [m["verify/errors"] for m in metrics if "verify/errors" in m] == [4, 4]
     assert all(m["train/skipped"] == 1.0 for m in metrics if "train/skipped" in m)
