@@ -180,3 +180,9 @@ def test_a_partial_checkpoint_left_by_a_kill_is_removed_when_the_run_resumes(tin
     assert main(["train", str(tmp_path / "run"), "--resume", "update.steps=2"]) == 0
     assert f"removed the partial checkpoint {partial}" in capsys.readouterr().out
     assert not partial.exists() and (tmp_path / "run" / "checkpoints" / "step-2").is_dir()
+
+
+def test_fsdp_in_a_single_process_says_it_is_off(tiny_model, tmp_path, capsys):
+    assert main(["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
+                 "update.steps=1", "distributed=fsdp", "model.precision=bf16"]) == 0
+    assert "distributed=fsdp has no effect in a single process (FSDP is off)" in capsys.readouterr().out
