@@ -148,7 +148,7 @@ def test_lora_grpo_trains_only_adapters_with_the_reference_for_free_and_exports_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", ["sft", "ppo", "prime", "kto", "online_dpo", "dpo"])
+@pytest.mark.parametrize("preset", ["sft", "grpo+overlap", "ppo", "prime", "kto", "online_dpo", "dpo"])
 def test_every_recipe_trains_adapters(preset, sft_base, tmp_path, rl_overrides, request):
     lora = ["model.lora.r=4", "optim.lr=1e-3", "log.checkpoint_every=0"]
     if preset == "sft":
@@ -156,8 +156,9 @@ def test_every_recipe_trains_adapters(preset, sft_base, tmp_path, rl_overrides, 
                 "eval.limit=4", "eval.max_new_tokens=8", "threads=1", "log.progress=false", "log.tensorboard=false", "log.plot=false", *lora]
         cfg = load_run_config("sft_quickstart", args)
     else:
-        extra = [f"pairs.path={request.getfixturevalue('verified_pairs')}", "pairs.batch_size=8"] if preset == "dpo" else []
-        cfg = load_run_config("quickstart", rl_overrides(tmp_path, sft_base, f"algo.preset={preset}", *QUICK, *lora, *extra))
+        extra = {"dpo": [f"pairs.path={request.getfixturevalue('verified_pairs')}", "pairs.batch_size=8"],
+                 "grpo+overlap": ["rollout.overlap=true"]}.get(preset, [])  # generation on a private copy of policy + adapters
+        cfg = load_run_config("quickstart", rl_overrides(tmp_path, sft_base, f"algo.preset={preset.split('+')[0]}", *QUICK, *lora, *extra))
     result = train(cfg)
     assert result.status == "completed"
     resources = _resources(result.run_dir)
