@@ -657,11 +657,12 @@ class Harness:
         if adapters_of(part.model) is not None:
             if self.is_main:
                 save_adapters(part.unwrapped, directory)
+                folders = [directory]
                 if self.cfg.model.lora.merge_on_save:
                     save_merged(part.unwrapped, directory / "merged")
-                for folder in (directory, directory / "merged") if self.cfg.model.lora.merge_on_save else (directory,):
-                    if part.tokenizer is not None:
-                        part.tokenizer.save_pretrained(folder)
+                    folders.append(directory / "merged")
+                for folder in folders if part.tokenizer is not None else []:
+                    part.tokenizer.save_pretrained(folder)
             self.accel.wait_for_everyone()
             return directory
         state_dict = part.full_state_dict()
