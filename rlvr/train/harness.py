@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+import weakref
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -307,6 +308,7 @@ class Harness:
             self.print(f"resume requested but {self.checkpoint_dir} has no checkpoint: starting from scratch")
         self.components: dict[str, Component] = {}
         self.models: list[dict[str, Any]] = []
+        self._recorded: list[weakref.ref] = []
         self.start_step = 0
         self.stop_requested = False
 
@@ -435,6 +437,7 @@ class Harness:
     def record_model(self, role: str, path: str, model: torch.nn.Module) -> None:
         self.models.append({"role": role, "source": str(path), "parameters": sum(p.numel() for p in model.parameters()),
                             **parameter_counts(model), "bytes": sum(p.numel() * p.element_size() for p in model.parameters())})
+        self._recorded.append(weakref.ref(model))  # trainable counts are read again at the end: a reference is frozen after loading
 
     def frozen(self, model: torch.nn.Module) -> torch.nn.Module:
         """``model`` in eval mode, without gradients, on the run's device, its forward under the
@@ -676,6 +679,9 @@ class Harness:
     def resources(self) -> dict[str, Any]:
         """What this process held: models by role with parameter counts, optimizer state, peak memory."""
         optim = {name: c.optimizer_state_bytes() for name, c in self.components.items() if isinstance(c, TrainableModel)}
+        for record, ref in zip(self.models, self._recorded):
+            if ref() is not None:  # still held (a released model keeps its counts from loading)
+                record.update(parameter_counts(ref()))
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
         out: dict[str, Any] = {"models": self.models, "models_in_memory": len(self.models),
                                "parameters_total": sum(m["parameters"] for m in self.models),

@@ -126,6 +126,8 @@ def test_lora_grpo_trains_only_adapters_with_the_reference_for_free_and_exports_
     # AdamW's two moments and a step count per adapter tensor: nothing for the frozen base
     assert resources["optimizer_state_bytes"]["policy"] == 4 * (2 * policy["trainable_parameters"] + len(adapters))
     assert not list((run / "checkpoints" / "step-2" / "policy").glob("model*.safetensors"))  # not the base
+    optimizer = torch.load(run / "checkpoints" / "step-2" / "policy" / "optimizer.pt", weights_only=False)["optimizer"]
+    assert sum(len(g["params"]) for g in optimizer["param_groups"]) == len(adapters)  # the optimizer holds only the adapters
     # the adapters moved from their start (B = 0)
     assert any(bool(v.abs().sum() > 0) for k, v in adapters.items() if "lora_B" in k)
 
@@ -176,7 +178,9 @@ def test_every_recipe_trains_adapters(preset, sft_base, tmp_path, rl_overrides, 
 @pytest.mark.slow
 def test_lora_settings_that_cannot_work_are_refused_naming_the_key(sft_base, tmp_path, rl_overrides):
     args = rl_overrides(tmp_path, sft_base, "update.steps=1", "rollout.prompts_per_step=2", "rollout.group_size=2", *QUICK[3:])
-    train(load_config(TrainConfig, "quickstart", args))  # a full fine-tuning run with a checkpoint
+    full = train(load_config(TrainConfig, "quickstart", args))  # a full fine-tuning run with a checkpoint
+    counts = {m["role"]: (m["trainable_parameters"], m["frozen_parameters"]) for m in _resources(full.run_dir)["models"]}
+    assert counts["reference"] == (0, counts["policy"][0]) and counts["policy"][1] == 0  # its reference copy: all frozen
     with pytest.raises(UserError, match=r"holds a full model but this config has model\.lora\.r=8"):
         train(load_config(TrainConfig, "quickstart", [*args, "resume=true", "update.steps=2", "model.lora.r=8"]))
     lora = rl_overrides(tmp_path, sft_base, "name=lora", "model.lora.r=8", "update.steps=1", "rollout.prompts_per_step=2",
