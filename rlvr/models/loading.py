@@ -8,6 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from rlvr import UserError
+from rlvr.models.lora import adapter_base, is_adapter_folder, merged_from_folder
 from rlvr.models.paths import resolve_model
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -20,10 +21,17 @@ def load_model(name_or_path: str, dtype: str = "float32", trust_remote_code: boo
                attn_implementation: str | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """``(model, tokenizer)`` from a local directory, a ``.gguf`` file, a built-in name (both
     converted once, `rlvr.models.sources`) or a hub id (hub only when online), on
-    ``attn_implementation`` (None: transformers' default). A tokenizer without a pad token pads
-    with its eos token (said once per model and process)."""
+    ``attn_implementation`` (None: transformers' default). A folder of LoRA adapters (a LoRA run's
+    ``final/``) loads as its base model with the adapters merged, and the folder's tokenizer. A
+    tokenizer without a pad token pads with its eos token (said once per model and process)."""
     if dtype not in DTYPES:
         raise UserError(f"model.dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if is_adapter_folder(name_or_path):
+        model, _ = load_model(adapter_base(name_or_path), dtype, trust_remote_code, attn_implementation)
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+        if tokenizer.pad_token_id is None:
+            use_eos_for_padding(tokenizer, name_or_path)
+        return merged_from_folder(model, name_or_path), tokenizer
     source = resolve_model(name_or_path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)

@@ -17,7 +17,8 @@ def make_optimizer(model: torch.nn.Module, cfg: "OptimConfig", total_steps: int)
     """AdamW + a transformers schedule (warm-up, then cosine/linear decay or constant)."""
     from transformers import get_scheduler
 
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=tuple(cfg.betas))
+    trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters only, no state for the frozen base
+    opt = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=tuple(cfg.betas))
     name = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}[cfg.schedule]
     sched = get_scheduler(name, opt, num_warmup_steps=cfg.warmup_steps, num_training_steps=max(total_steps, 1))
     return opt, sched

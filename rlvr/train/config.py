@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from rlvr.algos.presets import AlgoConfig
 from rlvr.config import help_field
+from rlvr.models.lora import LoraSettings
 from rlvr.rollout.config import RolloutConfig
 from rlvr.rollout.prompts import PromptConfig
 
@@ -30,6 +31,7 @@ class ModelConfig:
     attn_implementation: str = help_field("auto", "Attention kernel (transformers' attn_implementation: sdpa, eager, flash_attention_2, ...); "
                                           "auto: eager under bf16 on a CPU (sdpa's CPU backward is slower in bf16), else transformers' default")
     trust_remote_code: bool = help_field(False, "Allow model code from the hub (only for models you trust)")
+    lora: LoraSettings = field(default_factory=LoraSettings)
 
 
 @dataclass

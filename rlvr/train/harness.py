@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+import weakref
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ from tqdm import tqdm
 from envs import faults
 from rlvr import UserError
 from rlvr.models.loading import load_model
+from rlvr.models.lora import adapters_of, apply_lora, is_adapter_folder, load_adapters, parameter_counts, save_adapters, save_merged
 from rlvr.runs import RunDir
 from rlvr.train.checkpoint import (PARTIAL_SUFFIX, STATE_FILE, folder_bytes, is_out_of_space, list_checkpoints, out_of_space_message,
                                    prune_checkpoints, remove_partial_checkpoints)
@@ -132,14 +134,18 @@ class TrainableModel:
         return full
 
     def save(self, directory: Path) -> None:
-        state_dict = self.full_state_dict()
+        lora = adapters_of(self.model) is not None  # LoRA: the adapters, not the frozen base
+        state_dict = None if lora else self.full_state_dict()
         if self.sharded:  # every process writes its shard of the optimizer state (torch.distributed.checkpoint)
             import torch.distributed.checkpoint as dcp
             from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
             dcp.save({"optimizer": get_optimizer_state_dict(self.model, self.optimizer)}, checkpoint_id=str(directory / self.SHARDED_OPTIM_DIR))
         if self.accel.is_main_process:
-            self.unwrapped.save_pretrained(directory, state_dict=state_dict)
+            if lora:
+                save_adapters(self.unwrapped, directory)
+            else:
+                self.unwrapped.save_pretrained(directory, state_dict=state_dict)
             if self.tokenizer is not None:
                 self.tokenizer.save_pretrained(directory)
             optimizer = None if self.sharded else self.optimizer.state_dict()
@@ -319,6 +325,7 @@ class Harness:
             self.print(f"resume requested but {self.checkpoint_dir} has no checkpoint: starting from scratch")
         self.components: dict[str, Component] = {}
         self.models: list[dict[str, Any]] = []
+        self._recorded: list[weakref.ref] = []
         self.start_step = 0
         self.stop_requested = False
 
@@ -408,6 +415,34 @@ class Harness:
                             f"but this config needs one: resume with the run's own settings, or start a new run (overwrite=true or another name=)")
         return str(saved)
 
+    def load_policy(self, init: str) -> tuple[torch.nn.Module, Any]:
+        """The policy to train and its tokenizer, recorded as ``policy``: ``init`` in full (or the
+        checkpoint being resumed), or with ``model.lora`` the base ``init`` with new adapters (or
+        the checkpoint's: a LoRA checkpoint holds only the adapters)."""
+        lora = self.cfg.model.lora
+        saved = self.source("policy", init)
+        if self.resume_from is not None and is_adapter_folder(saved) != lora.enabled:
+            held = "a full model" if lora.enabled else "LoRA adapters"
+            raise UserError(f"checkpoint {self.resume_from} holds {held} but this config has model.lora.r={lora.r}: "
+                            "resume with the run's own model.lora settings")
+        if not lora.enabled:
+            return self.load_model(saved, "policy")
+        if self.cfg.distributed == "fsdp":
+            raise UserError("model.lora with distributed=fsdp is not supported (rlvr's FSDP checkpoints and engine syncs gather "
+                            "full weights; a frozen sharded base with adapters is untested): use distributed=ddp")
+        model, tokenizer = load_model(init, self.cfg.model.dtype, self.cfg.model.trust_remote_code, self.attn_implementation)
+        base = str(Path(init).resolve()) if Path(init).exists() else init
+        if self.resume_from is None:
+            model = apply_lora(model, lora, base=base)
+        else:
+            model = load_adapters(model, saved)
+            r = adapters_of(model).peft_config["default"].r
+            if r != lora.r:
+                raise UserError(f"checkpoint {self.resume_from} holds adapters of rank {r} but model.lora.r={lora.r}: "
+                                "resume with the run's own model.lora settings")
+        self.record_model("policy", init, model)
+        return model, tokenizer
+
     def load_model(self, path: str, role: str) -> tuple[torch.nn.Module, Any]:
         """A causal LM and its tokenizer (`rlvr.models.loading.load_model`), recorded under ``role``."""
         model, tokenizer = load_model(path, self.cfg.model.dtype, self.cfg.model.trust_remote_code, self.attn_implementation)
@@ -426,7 +461,8 @@ class Harness:
 
     def record_model(self, role: str, path: str, model: torch.nn.Module) -> None:
         self.models.append({"role": role, "source": str(path), "parameters": sum(p.numel() for p in model.parameters()),
-                            "bytes": sum(p.numel() * p.element_size() for p in model.parameters())})
+                            **parameter_counts(model), "bytes": sum(p.numel() * p.element_size() for p in model.parameters())})
+        self._recorded.append(weakref.ref(model))  # trainable counts are read again at the end: a reference is frozen after loading
 
     def frozen(self, model: torch.nn.Module) -> torch.nn.Module:
         """``model`` in eval mode, without gradients, on the run's device, its forward under the
@@ -701,7 +737,20 @@ class Harness:
         self.rundir.log_samples(step, rows)
 
     def save_model(self, part: TrainableModel, directory: Path) -> Path:
-        """``part``'s weights (and tokenizer) in Hugging Face format, without optimizer state."""
+        """``part``'s weights (and tokenizer) in Hugging Face format, without optimizer state. A LoRA
+        model: its adapters (an adapter folder, which `rlvr.models.loading.load_model` loads merged),
+        and with ``model.lora.merge_on_save`` also the merged model in ``directory/merged``."""
+        if adapters_of(part.model) is not None:
+            if self.is_main:
+                save_adapters(part.unwrapped, directory)
+                folders = [directory]
+                if self.cfg.model.lora.merge_on_save:
+                    save_merged(part.unwrapped, directory / "merged")
+                    folders.append(directory / "merged")
+                for folder in folders if part.tokenizer is not None else []:
+                    part.tokenizer.save_pretrained(folder)
+            self.accel.wait_for_everyone()
+            return directory
         state_dict = part.full_state_dict()
         if self.is_main:
             part.unwrapped.save_pretrained(directory, state_dict=state_dict)
@@ -713,6 +762,9 @@ class Harness:
     def resources(self) -> dict[str, Any]:
         """What this process held: models by role with parameter counts, optimizer state, peak memory."""
         optim = {name: c.optimizer_state_bytes() for name, c in self.components.items() if isinstance(c, TrainableModel)}
+        for record, ref in zip(self.models, self._recorded):
+            if ref() is not None:  # still held (a released model keeps its counts from loading)
+                record.update(parameter_counts(ref()))
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
         out: dict[str, Any] = {"models": self.models, "models_in_memory": len(self.models),
                                "parameters_total": sum(m["parameters"] for m in self.models),

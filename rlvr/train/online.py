@@ -30,6 +30,7 @@ from envs.pool import VerifierPool
 from envs.types import Problem, Status, Verdict
 from rlvr import UserError
 from rlvr.algos.filters import GroupFilter
+from rlvr.models.lora import adapters_of
 from rlvr.rollout.base import SamplingParams, verifier_input
 from rlvr.rollout.engines import make_engine
 from rlvr.rollout.prompts import resolve_style
@@ -76,6 +77,9 @@ class GroupSource:
         if rollout.overlap and harness.num_processes > 1:
             raise UserError("rollout.overlap runs generation in a background thread and needs one process; "
                             "with several, leave it off (or put the engine on other GPUs: rollout.engine=vllm_server)")
+        if adapters_of(policy.model) is not None and rollout.engine != "hf":  # vLLM engines sync full weights by name
+            raise UserError(f"model.lora with rollout.engine={rollout.engine}: syncing adapters to a vLLM engine is not implemented; "
+                            "use rollout.engine=hf (it generates with the live adapters)")
         self.engine = make_engine(rollout, policy.unwrapped, tokenizer, model_path=cfg.model.name_or_path, seed=cfg.seed,
                                   sharded=harness.sharded, concurrent_updates=rollout.overlap)
         self.own_weights = self.engine.capabilities.own_weights

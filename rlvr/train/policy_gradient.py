@@ -39,6 +39,7 @@ from rlvr.train.online import GroupSource
 from rlvr.train.verification_tally import VerificationTally
 from rlvr.train.task_checks import open_training_task, prompts_drawn
 from rlvr.train.prm import ImplicitPRM
+from rlvr.models.lora import shares_weights
 from rlvr.train.reference import frozen_reference
 from rlvr.train.rollouts import Rollouts, build_rollouts, sample_rows, zero_variance_frac
 from rlvr.train.sampling import SamplingReport
@@ -124,14 +125,15 @@ class PolicyGradient:
         micro = cfg.update.micro_batch_size
         optimizer_steps = cfg.update.steps * self.epochs * self.minibatches
 
-        model, self.tokenizer = harness.load_model(harness.source("policy", cfg.model.name_or_path), "policy")
+        model, self.tokenizer = harness.load_policy(cfg.model.name_or_path)
         self.reference = self._reference(model) if self.algo.needs_reference else None  # before the policy is wrapped or sharded
         self.policy = harness.trainable("policy", model, cfg.optim, optimizer_steps, tokenizer=self.tokenizer)
         self.prm = self._prm(micro) if self.algo.prm else None
         self.critic = self._critic(micro, optimizer_steps) if self.algo.critic else None
 
         self.groups = GroupSource(cfg, self.task, self.policy, self.tokenizer, harness, self.algo.group_filter, self.algo.sampling_budget)
-        if cfg.rollout.overlap and self.reference is not None and not self.algo.ref_update_every:
+        # (not with LoRA: the reference is the policy's own module with its adapters off, not usable while it trains)
+        if cfg.rollout.overlap and self.reference is not None and not self.algo.ref_update_every and not shares_weights(self.reference):
             self.groups.prepare = self._prescore_reference  # the frozen reference scores the next batch while this one trains
 
     # -- setup ----------------------------------------------------------------------------------

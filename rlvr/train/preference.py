@@ -320,7 +320,7 @@ class PreferenceRecipe:
         self.title = f"{cfg.name}: {self.algo.preset} ({self.settings.loss}) on {self.task.id}"
         pairs_file = None if self.online else read_pairs(cfg.pairs.path, cfg.pairs.on_bad_row, MAX_BAD_FRACTION)  # bad data is reported before any model loads
 
-        model, self.tokenizer = harness.load_model(harness.source("policy", cfg.model.name_or_path), "policy")
+        model, self.tokenizer = harness.load_policy(cfg.model.name_or_path)
         self.pairs: OfflinePairs | None = None
         self.reference: torch.nn.Module | None = None
         if not self.online:

@@ -7,6 +7,7 @@ import copy
 import torch
 
 from rlvr import UserError
+from rlvr.models.lora import adapters_of, base_view
 from rlvr.train.harness import FrozenModel, Harness
 
 
@@ -16,7 +17,15 @@ def frozen_reference(harness: Harness, policy: torch.nn.Module, path: str, *, re
     ``path`` when it resumes. A reference that is
     ``refreshed`` from the policy during the run is a checkpointed component (``reference``), so
     a resumed run reads against the same weights. ``needed_for`` names the setting that needs the
-    reference, for the error when it cannot be loaded."""
+    reference, for the error when it cannot be loaded.
+
+    With LoRA (``policy`` holds adapters) the reference is the policy's own module with its adapters
+    disabled (`rlvr.models.lora.BaseView`): the base weights, no second copy."""
+    if adapters_of(policy) is not None:
+        if refreshed:
+            raise UserError("algo.ref_update_every refreshes the reference from the policy, which model.lora does not support "
+                            "(its reference is the frozen base under the adapters): set algo.ref_update_every=0 or drop model.lora")
+        return base_view(policy)
     if refreshed:
         model, _ = harness.load_model(harness.source("reference", path), "reference")
         harness.register("reference", FrozenModel("reference", model, harness.accel))

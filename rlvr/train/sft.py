@@ -71,12 +71,13 @@ class SFTRecipe:
         self.cfg, self.harness = cfg, harness
         self.task = open_training_task(cfg, evaluates=True, say=harness.print, prompts_needed=cfg.steps * cfg.batch_size * harness.num_processes)
         init = cfg.model.name_or_path
-        if init == "tiny" and harness.resume_from is None:
+        if init == "tiny":  # built once; a resumed LoRA run loads it again under its adapters
             init = str(cfg.run_dir / "base")
-            if harness.is_main:
-                build_tiny_model(cfg.tiny, Path(init))
-            harness.accel.wait_for_everyone()
-        model, self.tokenizer = harness.load_model(harness.source("policy", init), "policy")
+            if harness.resume_from is None:
+                if harness.is_main:
+                    build_tiny_model(cfg.tiny, Path(init))
+                harness.accel.wait_for_everyone()
+        model, self.tokenizer = harness.load_policy(init)
         self.policy = harness.trainable("policy", model, cfg.optim, cfg.steps, tokenizer=self.tokenizer)
         self.engine = HFGenerateEngine(self.policy.unwrapped, self.tokenizer, synced=harness.sharded)
         self.style = resolve_style(cfg.prompt, self.tokenizer, cfg.model.name_or_path)

@@ -1,6 +1,6 @@
 """Resume equivalence: N steps straight, and N/2 steps + SIGKILL + resume + N/2 steps, end with the
 same parameters — of the policy and of every learned component (critic, PRM) and optimizer, for
-policy-gradient and preference (offline DPO, online KTO) presets —
+policy-gradient (full and LoRA) and preference (offline DPO, online KTO) presets —
 with fixed threads and seeds. Also the run-folder rules a resume relies on."""
 
 from __future__ import annotations
@@ -65,11 +65,13 @@ def _tensors(folder: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", ["grpo", "grpo+overlap", "ppo", "prime", "dpo", "kto"])
+@pytest.mark.parametrize("preset", ["grpo", "grpo+overlap", "grpo+lora", "ppo", "prime", "dpo", "kto"])
 def test_killed_and_resumed_run_ends_with_the_same_parameters(preset, sft_base, tmp_path, rl_overrides, request):
     extra = {"grpo": ["log.tensorboard=true"], "dpo": [f"pairs.path={request.getfixturevalue('verified_pairs')}", "pairs.batch_size=8"],
              # the batch generated ahead at the checkpoint is saved with it, and the generation RNG after it
-             "grpo+overlap": ["rollout.overlap=true"]}
+             "grpo+overlap": ["rollout.overlap=true"],
+             # the checkpoint holds the adapters and their optimizer; the base is loaded again from model.name_or_path
+             "grpo+lora": ["model.lora.r=8", "optim.lr=1e-3"]}
     args = [f"algo.preset={preset.split('+')[0]}", *SMALL, *extra.get(preset, [])]
     straight = train(load_run_config("quickstart", rl_overrides(tmp_path / "straight", sft_base, *args)))
     assert straight.status == "completed"
@@ -88,6 +90,9 @@ def test_killed_and_resumed_run_ends_with_the_same_parameters(preset, sft_base, 
     components = {k.split("/")[0] for k in a}
     assert components == {"policy", "critic"} if preset == "ppo" else components == ({"policy", "prm"} if preset == "prime" else {"policy"})
     assert a.keys() == b.keys()
+    if preset == "grpo+lora":
+        assert {k.split(":")[0] for k in a if ".safetensors:" in k} == {"policy/adapter_model.safetensors"}
+        assert all("lora_" in k for k in a if ".safetensors:" in k)
     different = [k for k in a if not torch.equal(a[k], b[k])]
     assert not different, different[:5]
     # the logged curves of the two runs agree step by step as well

@@ -1,0 +1,183 @@
+"""LoRA adapters on a causal LM, built on `peft` (``model.lora.*``).
+
+`apply_lora` injects adapters into a loaded model *in place* and returns the same
+``transformers`` model object: every other part of rlvr (decoding loop, packing, chunked head,
+engines) keeps seeing a plain causal LM, and only the adapter parameters require gradients. The
+`peft.PeftModel` that owns the adapters rides on the model (`adapters_of`), for what only it can do:
+run the base weights (`base_view`, the reference for free), save the adapters, merge them.
+"""
+
+from __future__ import annotations
+
+import copy
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from rlvr import UserError
+from rlvr.config import help_field
+
+_HANDLE = "_rlvr_lora"  # the PeftModel, kept in the model's __dict__ (not a submodule: no duplicate parameters)
+
+# Attention and MLP projections of Llama-style decoders (the embedded tiny model is a Llama); other
+# architectures get peft's "all-linear" (every linear layer but the output head).
+DEFAULT_TARGETS: dict[str, list[str]] = {
+    arch: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    for arch in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2", "smollm3")
+}
+
+
+@dataclass
+class LoraSettings:
+    """Low-rank adapters instead of full fine-tuning (`model.lora.*`; off while ``r`` is 0)."""
+
+    r: int = help_field(0, "Adapter rank (0 = off: full fine-tuning). Adapters usually want a ~10x larger optim.lr than full fine-tuning", ge=0)
+    alpha: float = help_field(32.0, "Scaling numerator: the update is (alpha / r) * B @ A", gt=0)
+    dropout: float = help_field(0.0, "Dropout on the adapter's input", ge=0, lt=1)
+    target_modules: list[str] | None = help_field(None, "Module names (suffixes) that get adapters; None = the architecture's default "
+                                                        "(attention and MLP projections for Llama-style models, else every linear layer but the head)")
+    modules_to_save: list[str] = help_field([], "Modules trained in full beside the adapters and saved with them (e.g. lm_head)")
+    merge_on_save: bool = help_field(False, "Also write the final model merged (final/merged/, a plain Hugging Face model) beside the adapters (final/)")
+
+    @property
+    def enabled(self) -> bool:
+        return self.r > 0
+
+
+def default_targets(model: torch.nn.Module) -> list[str] | str:
+    return DEFAULT_TARGETS.get(getattr(getattr(model, "config", None), "model_type", ""), "all-linear")
+
+
+def _linear_names(model: torch.nn.Module) -> list[str]:
+    """The distinct last names of ``model``'s linear layers (what ``target_modules`` can match)."""
+    return sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
+
+
+def apply_lora(model: torch.nn.Module, settings: LoraSettings, base: str | None = None) -> torch.nn.Module:
+    """Inject ``settings``' adapters into ``model`` (in place; its base weights frozen) and return it.
+    ``base``: where the base weights were loaded from, recorded in the saved adapters' config (so
+    an adapter folder loads on its own: `rlvr.models.loading.load_model`)."""
+    from peft import LoraConfig, get_peft_model
+
+    targets = settings.target_modules or default_targets(model)
+    if isinstance(targets, list):
+        present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+        missing = [t for t in targets if t not in present]
+        if len(missing) == len(targets):  # peft would raise a long message; say what exists
+            raise UserError(f"model.lora.target_modules={targets} match no module of this model; its linear layers are named: "
+                            f"{', '.join(_linear_names(model))}")
+    config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout, target_modules=targets,
+                        modules_to_save=list(settings.modules_to_save) or None, bias="none", task_type="CAUSAL_LM")
+    peft_model = get_peft_model(model, config)
+    if base is not None:
+        peft_model.peft_config["default"].base_model_name_or_path = base
+    return _attach(peft_model)
+
+
+def load_adapters(model: torch.nn.Module, directory: str | Path) -> torch.nn.Module:
+    """``model`` (the base) with the trainable adapters saved in ``directory`` (a checkpoint's ``policy/``)."""
+    from peft import PeftModel
+
+    return _attach(PeftModel.from_pretrained(model, str(directory), is_trainable=True))
+
+
+def _attach(peft_model: Any) -> torch.nn.Module:
+    inner = peft_model.get_base_model()
+    object.__setattr__(inner, _HANDLE, peft_model)
+    return inner
+
+
+def adapters_of(model: torch.nn.Module) -> Any | None:
+    """The `peft.PeftModel` owning ``model``'s adapters (through accelerate/DDP wrappers), or None."""
+    return getattr(getattr(model, "module", model), "__dict__", {}).get(_HANDLE)
+
+
+def is_adapter_folder(directory: str | Path) -> bool:
+    return (Path(directory) / "adapter_config.json").is_file()
+
+
+def adapter_base(directory: str | Path) -> str:
+    """The base model an adapter folder was trained on (``base_model_name_or_path`` of its config)."""
+    import json
+
+    base = json.loads((Path(directory) / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    if not base:
+        raise UserError(f"{directory} holds LoRA adapters but its adapter_config.json names no base model (base_model_name_or_path)")
+    return base
+
+
+def merged_from_folder(model: torch.nn.Module, directory: str | Path) -> torch.nn.Module:
+    """``model`` (the base) with the adapters in ``directory`` merged into its weights: a plain model."""
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(model, str(directory)).merge_and_unload()
+
+
+def parameter_counts(model: torch.nn.Module) -> dict[str, int]:
+    """Trainable and frozen parameter counts (each parameter once)."""
+    params = list(model.parameters())
+    trainable = sum(p.numel() for p in params if p.requires_grad)
+    return {"trainable_parameters": trainable, "frozen_parameters": sum(p.numel() for p in params) - trainable}
+
+
+@contextmanager
+def adapters_disabled(model: torch.nn.Module) -> Iterator[None]:
+    """Run ``model`` on its base weights: peft's ``disable_adapter()``, in eval mode (as a separately
+    loaded frozen base would be), restoring the mode after."""
+    handle, inner = adapters_of(model), getattr(model, "module", model)
+    was_training = inner.training
+    inner.eval()
+    try:
+        with handle.disable_adapter():
+            yield
+    finally:
+        inner.train(was_training)
+
+
+class BaseView(torch.nn.Module):
+    """The base weights of a LoRA model as a frozen model of their own, without a copy: each forward
+    runs the shared model with its adapters disabled. Not thread-safe against training the same
+    model (the adapters are switched off for everyone during the forward)."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        object.__setattr__(self, "shared", model)  # not a submodule: .eval()/.requires_grad_() here must not touch the policy
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        with adapters_disabled(self.shared):
+            return self.shared(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # config, get_decoder, get_output_embeddings: the shared model's
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.__dict__["shared"], name)
+
+
+def base_view(model: torch.nn.Module) -> BaseView:
+    return BaseView(model)
+
+
+def shares_weights(model: torch.nn.Module | None) -> bool:
+    """Whether ``model`` is a `BaseView` (it runs on another model's module)."""
+    return isinstance(model, BaseView)
+
+
+def save_adapters(model: torch.nn.Module, directory: Path) -> None:
+    """The adapters (and ``modules_to_save``) of ``model`` in peft's folder format, not the base."""
+    adapters_of(model).save_pretrained(directory)
+
+
+def save_merged(model: torch.nn.Module, directory: Path) -> None:
+    """``model`` with its adapters merged into the base weights, as a plain Hugging Face model (a copy
+    is merged: the live model keeps training its adapters)."""
+    merged = copy.deepcopy(adapters_of(model)).merge_and_unload()
+    merged.__dict__.pop(_HANDLE, None)
+    merged.save_pretrained(directory)
+
+
+__all__ = ["DEFAULT_TARGETS", "BaseView", "LoraSettings", "adapters_disabled", "adapters_of", "apply_lora", "base_view", "default_targets",
+           "adapter_base", "is_adapter_folder", "load_adapters", "merged_from_folder", "parameter_counts", "save_adapters", "save_merged", "shares_weights"]
