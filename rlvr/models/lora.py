@@ -13,6 +13,7 @@ import copy
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Iterator
 
 import torch
@@ -179,5 +180,50 @@ def save_merged(model: torch.nn.Module, directory: Path) -> None:
     merged.save_pretrained(directory)
 
 
-__all__ = ["DEFAULT_TARGETS", "BaseView", "LoraSettings", "adapters_disabled", "adapters_of", "apply_lora", "base_view", "default_targets",
+class MergedWeights(Mapping[str, torch.Tensor]):
+    """A LoRA model's weights as the plain model would hold them: each adapted layer's ``W + (alpha/r)
+    B A`` and each ``modules_to_save`` module's trained copy, under the base model's Hugging Face
+    names, merged when read (one tensor at a time; the live model is untouched).
+
+    What a weight sync sends to an engine that holds its own plain copy (vLLM): re-readable, so a
+    woken engine can take the current values again. Every parameter is included, so the sync is as
+    large as a full one.
+    """
+
+    def __init__(self, model: torch.nn.Module):
+        from peft.tuners.lora import LoraLayer
+
+        self.inner = getattr(model, "module", model)
+        self.lora_layers = {name: m for name, m in self.inner.named_modules() if isinstance(m, LoraLayer)}
+        self.params = dict(self.inner.named_parameters())
+        self.names: dict[str, str] = {}  # plain name -> the parameter holding its value
+        for name in self.params:
+            if ".lora_" in name or ".original_module." in name:  # adapter factors; modules_to_save's frozen original
+                continue
+            self.names[name.replace(".base_layer.", ".").replace(".modules_to_save.default.", ".")] = name
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    @property
+    def nbytes(self) -> int:
+        """What reading every value moves (a merged weight has its base weight's size), without merging."""
+        return sum(self.params[n].numel() * self.params[n].element_size() for n in self.names.values())
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, plain: str) -> torch.Tensor:
+        name = self.names[plain]
+        value = self.params[name].detach()
+        layer, _, leaf = name.rpartition(".base_layer.")
+        if layer in self.lora_layers and leaf == "weight":
+            module = self.lora_layers[layer]
+            with torch.no_grad():
+                for adapter in module.active_adapters:
+                    value = value + module.get_delta_weight(adapter).to(value.dtype)
+        return value
+
+
+__all__ = ["DEFAULT_TARGETS", "BaseView", "MergedWeights", "LoraSettings", "adapters_disabled", "adapters_of", "apply_lora", "base_view", "default_targets",
            "adapter_base", "is_adapter_folder", "load_adapters", "merged_from_folder", "parameter_counts", "save_adapters", "save_merged", "shares_weights"]

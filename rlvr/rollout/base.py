@@ -99,12 +99,16 @@ class EngineCapabilities:
         multi_turn: Continues token sequences (`RolloutEngine.generate_ids` on a transcript's ids),
             which multi-turn episodes need.
         stop_strings: Honours `SamplingParams.stop`.
+        takes_adapters: `RolloutEngine.load_weights` takes a LoRA policy as it is (the engine's copy
+            carries the same adapters); else the trainer sends the adapters merged into plain
+            weights (`rlvr.models.lora.MergedWeights`).
     """
 
     own_weights: bool
     can_sleep: bool = False
     multi_turn: bool = True
     stop_strings: bool = True
+    takes_adapters: bool = False
 
 
 class EngineError(RuntimeError):

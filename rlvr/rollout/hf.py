@@ -47,7 +47,7 @@ class HFGenerateEngine(RolloutEngine):
             raise ValueError(f"decode must be 'kv' or 'generate', got {decode!r}")
         self.decode = decode
         self.private = private
-        self.capabilities = EngineCapabilities(own_weights=private)
+        self.capabilities = EngineCapabilities(own_weights=private, takes_adapters=True)
         self.model = copy.deepcopy(model).requires_grad_(False) if private else model
         self._kv_ok: bool | None = None  # the loop's probe on this model: not run yet
         self.tokenizer = tokenizer

@@ -38,6 +38,17 @@ def named_weights(weights: Weights) -> Iterator[tuple[str, torch.Tensor]]:
         yield name, tensor.detach()
 
 
+def payload_bytes(weights: Weights) -> int | None:
+    """Bytes of tensor data a sync of ``weights`` moves (None for a one-shot iterator)."""
+    if isinstance(weights, torch.nn.Module):
+        return sum(p.numel() * p.element_size() for p in weights.parameters())
+    if hasattr(weights, "nbytes"):
+        return int(weights.nbytes)
+    if isinstance(weights, Mapping):
+        return sum(t.numel() * t.element_size() for t in weights.values())
+    return None
+
+
 def reiterable(weights: Weights) -> bool:
     """Whether the same weights can be read again later (a module or a mapping, not a one-shot iterator)."""
     return isinstance(weights, (torch.nn.Module, Mapping))

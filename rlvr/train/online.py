@@ -30,13 +30,14 @@ from envs.pool import VerifierPool
 from envs.types import Problem, Status, Verdict
 from rlvr import UserError
 from rlvr.algos.filters import GroupFilter
-from rlvr.models.lora import adapters_of
+from rlvr.models.lora import MergedWeights, adapters_of
 from rlvr.rollout.base import SamplingParams, verifier_input
 from rlvr.rollout.engines import make_engine
 from rlvr.rollout.prompts import resolve_style
 from rlvr.rollout.episode_metrics import episode_metrics
 from rlvr.rollout.episodes import generate_for
 from rlvr.rollout.sync import SyncProbe
+from rlvr.rollout.weights import payload_bytes
 from rlvr.train.config import TrainConfig
 from rlvr.train.harness import Harness, TrainableModel, TrainingError
 from rlvr.train.rollouts import generation_metrics
@@ -77,12 +78,13 @@ class GroupSource:
         if rollout.overlap and harness.num_processes > 1:
             raise UserError("rollout.overlap runs generation in a background thread and needs one process; "
                             "with several, leave it off (or put the engine on other GPUs: rollout.engine=vllm_server)")
-        if adapters_of(policy.model) is not None and rollout.engine != "hf":  # vLLM engines sync full weights by name
-            raise UserError(f"model.lora with rollout.engine={rollout.engine}: syncing adapters to a vLLM engine is not implemented; "
-                            "use rollout.engine=hf (it generates with the live adapters)")
         self.engine = make_engine(rollout, policy.unwrapped, tokenizer, model_path=cfg.model.name_or_path, seed=cfg.seed,
                                   sharded=harness.sharded, concurrent_updates=rollout.overlap)
         self.own_weights = self.engine.capabilities.own_weights
+        # what a sync sends: an engine with a plain copy (vLLM) gets a LoRA policy's adapters merged into the base weights
+        merged = adapters_of(policy.model) is not None and not self.engine.capabilities.takes_adapters
+        self.sync_weights = MergedWeights(policy.unwrapped) if merged else policy.unwrapped
+        self.sync_bytes = payload_bytes(self.sync_weights)
         # the policy's optimizer steps the engine has seen; None: unknown (after a resume the policy comes from a checkpoint)
         self.engine_updates: int | None = None if self.own_weights else policy.updates
         self.probe: SyncProbe | None = None
@@ -121,10 +123,13 @@ class GroupSource:
         if self.policy.updates == self.engine_updates and not woke:
             return
         t0 = time.perf_counter()
-        if self.policy.updates != self.engine_updates:
-            self.engine.load_weights(self.policy.unwrapped)
+        sent = self.policy.updates != self.engine_updates
+        if sent:
+            self.engine.load_weights(self.sync_weights)
             self.engine_updates = self.policy.updates
         self.sync_metrics = {"sync/load_s": time.perf_counter() - t0}
+        if sent and self.sync_bytes is not None:
+            self.sync_metrics["sync/bytes"] = float(self.sync_bytes)
         if self.probe is not None:
             result = self.probe.check(self.engine, self.policy.unwrapped, self.tokenizer.pad_token_id)  # raises WeightSyncError
             self.sync_metrics |= result.metrics()

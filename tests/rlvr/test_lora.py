@@ -17,7 +17,7 @@ from rlvr import UserError
 from rlvr.config import ConfigError, load_config
 from rlvr.models.batch import build_token_batch, trainer_logprobs
 from rlvr.models.loading import load_model
-from rlvr.models.lora import LoraSettings, adapters_of, apply_lora, base_view, parameter_counts
+from rlvr.models.lora import LoraSettings, MergedWeights, adapters_of, apply_lora, base_view, parameter_counts
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFGenerateEngine
@@ -65,6 +65,29 @@ def test_default_targets_are_the_attention_and_mlp_projections(tiny_dir):
     counts = parameter_counts(model)
     assert counts["frozen_parameters"] == total  # the base, frozen; only adapters train
     assert counts["trainable_parameters"] == sum(p.numel() for n, p in model.named_parameters() if "lora_" in n) > 0
+
+
+@pytest.mark.parametrize("modules_to_save", [[], ["norm"]])
+def test_merged_weights_for_an_engine_are_the_merged_model_under_its_plain_names(tiny_dir, modules_to_save):
+    import copy
+
+    plain, _ = load_model(str(tiny_dir))
+    model = apply_lora(copy.deepcopy(plain), LoraSettings(r=4, modules_to_save=modules_to_save))
+    _perturb_adapters(model)
+    if modules_to_save:
+        with torch.no_grad():
+            model.model.norm.modules_to_save["default"].weight.add_(0.01)
+    merged = MergedWeights(model)
+    expected = copy.deepcopy(adapters_of(model)).merge_and_unload().state_dict()
+    assert set(merged) == {name for name, _ in plain.named_parameters()}  # what a vLLM engine started from the base holds
+    for name in merged:
+        assert torch.equal(merged[name], expected[name]), name
+    changed = {name for name in merged if not torch.equal(merged[name], dict(plain.named_parameters())[name])}
+    assert {n.rsplit(".", 2)[-2] for n in changed} == LLAMA_TARGETS | ({"norm"} if modules_to_save else set())
+    # live: a later update of the adapters is what the next read returns
+    _perturb_adapters(model, seed=1)
+    layer = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.equal(merged[layer], expected[layer])
 
 
 def test_target_modules_that_match_nothing_name_the_modules_that_exist(tiny_dir):
@@ -192,5 +215,3 @@ def test_lora_settings_that_cannot_work_are_refused_naming_the_key(sft_base, tmp
         train(load_config(TrainConfig, "quickstart", [*lora, "name=fsdp", "distributed=fsdp"]))
     with pytest.raises(UserError, match=r"algo\.ref_update_every"):
         train(load_config(TrainConfig, "quickstart", [*lora, "name=refresh", "algo.ref_update_every=1"]))
-    with pytest.raises(UserError, match=r"model\.lora with rollout\.engine=vllm"):
-        train(load_config(TrainConfig, "quickstart", [*lora, "name=vllm", "rollout.engine=vllm"]))

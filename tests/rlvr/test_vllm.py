@@ -251,6 +251,24 @@ def test_grpo_generating_with_vllm_raises_heldout_accuracy_and_proves_every_sync
     assert max(r["rollout/logprob_gap"] for r in rows if "rollout/logprob_gap" in r) < TOL
 
 
+def test_lora_grpo_on_vllm_syncs_the_merged_adapters_and_proves_every_sync(sft_base, tmp_path):
+    from rlvr.plots import read_metrics
+    from rlvr.train import train
+
+    result = train(_train_config(sft_base, tmp_path, "update.steps=3", "eval.every=0", "eval.at_start=false", "model.lora.r=8",
+                                 "optim.lr=1e-3", "log.checkpoint_every=0"))
+    assert result.status == "completed"
+    rows = read_metrics(result.run_dir / "metrics.jsonl")
+    gaps = [r["sync/logprob_gap_mean"] for r in rows if "sync/logprob_gap_mean" in r]
+    assert len(gaps) == 3 and max(gaps) < TOL  # the engine generates with base + adapters after every sync
+    moved = [r["sync/trainer_moved"] for r in rows if "sync/trainer_moved" in r]
+    assert moved and max(moved) > 0  # the adapters did move between syncs (the staleness check had something to catch)
+    full = sum(p.numel() * p.element_size() for p in load_model(str(sft_base))[0].parameters())
+    sent = [r["sync/bytes"] for r in rows if "sync/bytes" in r]
+    assert sent and all(b == full for b in sent)  # merged weights: as large as a full sync
+    assert max(r["rollout/logprob_gap"] for r in rows if "rollout/logprob_gap" in r) < TOL
+
+
 def test_a_vllm_sync_that_does_not_arrive_stops_the_run(sft_base, tmp_path, monkeypatch):
     from rlvr.plots import read_metrics
     from rlvr.rollout.vllm_engine import VLLMEngine
