@@ -73,6 +73,7 @@ def test_target_modules_that_match_nothing_name_the_modules_that_exist(tiny_dir)
         apply_lora(model, LoraSettings(r=4, target_modules=["c_attn"]))
 
 
+@pytest.mark.smoke
 def test_the_reference_is_the_base_under_the_adapters_bit_for_bit(tiny_dir):
     """The policy with adapters disabled scores exactly as a separately loaded base (float32), plain and packed."""
     policy, tok = load_model(str(tiny_dir))
@@ -92,6 +93,7 @@ def test_the_reference_is_the_base_under_the_adapters_bit_for_bit(tiny_dir):
     assert policy.training and all(p.requires_grad for n, p in policy.named_parameters() if "lora_" in n)
 
 
+@pytest.mark.smoke
 def test_the_hf_engine_generates_with_the_live_adapters(tiny_dir):
     policy, tok = load_model(str(tiny_dir))
     apply_lora(policy, LoraSettings(r=8))
@@ -234,3 +236,16 @@ def test_lora_on_the_real_model_reference_and_merged_export(smollm2_dir, tmp_pat
     x = torch.tensor([ids])
     with torch.no_grad():
         assert torch.allclose(merged(input_ids=x).logits, policy.eval()(input_ids=x).logits, atol=1e-3, rtol=0)
+
+
+@pytest.mark.slow
+def test_lora_grpo_runs_in_two_ddp_processes(sft_base, tmp_path, rl_overrides):
+    """Two gloo processes (DDP, torchrun): the run completes with the reference as each process's
+    base under its adapters (one model in memory), and rank 0 saves trained adapters."""
+    from tests.rlvr.gloo import train_in_two_processes
+
+    args = rl_overrides(tmp_path, sft_base, "model.lora.r=4", "optim.lr=1e-3", *QUICK, "log.checkpoint_every=0")
+    train_in_two_processes("quickstart", *args, steps=2)
+    saved = load_file(tmp_path / "run" / "final" / "adapter_model.safetensors")
+    assert any(bool(v.abs().sum() > 0) for k, v in saved.items() if "lora_B" in k)
+    assert _resources(tmp_path / "run")["models_in_memory"] == 1
