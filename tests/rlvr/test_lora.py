@@ -149,6 +149,15 @@ def test_lora_grpo_trains_only_adapters_with_the_reference_for_free_and_exports_
         assert torch.allclose(via_rlvr.eval()(input_ids=ids).logits, want, atol=1e-4, rtol=0)
         base, _ = load_model(str(sft_base))
         assert not torch.allclose(base.eval()(input_ids=ids).logits, want, atol=1e-2, rtol=0)  # and trained away from the base
+    # `rlvr eval` takes the adapter folder, and a run folder points at it
+    from rlvr.cli import main
+
+    assert main(["eval", "--model", str(final), "--task", "arithmetic-v1", "--limit", "4", "--max-new-tokens", "16", "--out", str(tmp_path / "ev")]) == 0
+    assert json.loads((tmp_path / "ev" / "report.json").read_text())["model"] == str(final)
+    with pytest.raises(UserError, match=r"is a run folder.*pass .*final"):
+        from rlvr.models.paths import resolve_model
+
+        resolve_model(str(run))
 
 
 @pytest.mark.slow
