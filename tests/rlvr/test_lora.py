@@ -154,6 +154,11 @@ def test_lora_grpo_trains_only_adapters_with_the_reference_for_free_and_exports_
 
     assert main(["eval", "--model", str(final), "--task", "arithmetic-v1", "--limit", "4", "--max-new-tokens", "16", "--out", str(tmp_path / "ev")]) == 0
     assert json.loads((tmp_path / "ev" / "report.json").read_text())["model"] == str(final)
+    from rlvr.rollout.config import RolloutConfig
+    from rlvr.rollout.engines import make_engine
+
+    with pytest.raises(UserError, match=r"holds LoRA adapters, which rollout\.engine=vllm cannot load.*final/merged"):
+        make_engine(RolloutConfig(engine="vllm"), model_path=final)
     with pytest.raises(UserError, match=r"is a run folder.*pass .*final"):
         from rlvr.models.paths import resolve_model
 
