@@ -28,7 +28,7 @@ def resolve_model(name_or_path: str) -> str:
         return sources.resolve_source(str(name_or_path))
     local = Path(name_or_path).expanduser()
     if local.is_dir():
-        if (local / "config.json").is_file():
+        if (local / "config.json").is_file() or (local / "adapter_config.json").is_file():  # a model, or LoRA adapters on one
             return str(local)
         found = models_inside(local)
         if found:
@@ -53,9 +53,9 @@ def resolve_model(name_or_path: str) -> str:
 
 
 def models_inside(folder: Path, depth: int = 3) -> list[Path]:
-    """Model directories (holding config.json) under ``folder``, best first: ``final`` models,
-    then checkpoints from the latest step (``step-N``) down."""
-    found = {p.parent for d in range(1, depth + 1) for p in folder.glob("*/" * d + "config.json")}
+    """Model directories (holding config.json, or LoRA adapters) under ``folder``, best first: ``final``
+    models, then checkpoints from the latest step (``step-N``) down."""
+    found = {p.parent for d in range(1, depth + 1) for name in ("config.json", "adapter_config.json") for p in folder.glob("*/" * d + name)}
 
     def rank(path: Path) -> tuple[int, int, int]:
         step = re.search(r"(\d+)$", path.name)

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from envs.registry import Registry, RegistryError
 from rlvr import UserError
+from rlvr.models.lora import is_adapter_folder
 from rlvr.models.paths import resolve_model
 from rlvr.rollout.base import RolloutEngine
 from rlvr.rollout.config import ENGINE_SECTIONS, RolloutConfig
@@ -124,6 +125,9 @@ def _hf(request: EngineRequest) -> RolloutEngine:
 
 
 def _vllm(request: EngineRequest) -> RolloutEngine:
+    if request.model_path and is_adapter_folder(request.model_path):  # vLLM loads full weights by name
+        raise UserError(f"{request.model_path} holds LoRA adapters, which rollout.engine=vllm cannot load: evaluate the merged model "
+                        "(a LoRA run with model.lora.merge_on_save=true writes final/merged/) or use the hf engine")
     try:
         from rlvr.rollout.vllm_engine import VLLMEngine
         import vllm  # noqa: F401

