@@ -37,7 +37,26 @@ class FaultyEnv(Environment):
         return Verdict(float(ok), ok, extracted=completion)
 
 
-class FlakyEnv(Environment):
+class _InnerHooks:
+    """Prompt and self-check hooks of the wrapped environment ``self.inner``: `rlvr envs check` must
+    see the wrapper's failures, not skip checks for want of hooks."""
+
+    inner: Environment
+
+    def format_prompt(self, problem: Problem):
+        return self.inner.format_prompt(problem)
+
+    def gold_completion(self, problem: Problem) -> str | None:
+        return self.inner.gold_completion(problem)
+
+    def wrong_completions(self, problem: Problem) -> list[str]:
+        return self.inner.wrong_completions(problem)
+
+    def examples(self) -> list[Problem]:
+        return self.inner.examples()
+
+
+class FlakyEnv(_InnerHooks, Environment):
     """Wraps a registered environment and raises on every ``raise_every``-th call (0 = never) or
     on every call with ``always_raise``: a verifier failing in production, contained by callers."""
 
@@ -49,24 +68,11 @@ class FlakyEnv(Environment):
         self.always_raise = always_raise
         self._calls = 0
 
-    def format_prompt(self, problem: Problem):
-        return self.inner.format_prompt(problem)
-
     def verify(self, problem: Problem, completion: str) -> Verdict:
         self._calls += 1
         if self.always_raise or (self.raise_every and self._calls % self.raise_every == 0):
             raise RuntimeError(f"flaky verifier failed on call {self._calls}")
         return self.inner.verify(problem, completion)
-
-    # the self-check hooks are the inner environment's: `rlvr envs check` must see the failures
-    def gold_completion(self, problem: Problem) -> str | None:
-        return self.inner.gold_completion(problem)
-
-    def wrong_completions(self, problem: Problem) -> list[str]:
-        return self.inner.wrong_completions(problem)
-
-    def examples(self) -> list[Problem]:
-        return self.inner.examples()
 
 
 class HangingEnv(FlakyEnv):
@@ -122,7 +128,7 @@ class BadVerdictEnv(FlakyEnv):
         return Verdict(**BAD_VERDICTS[self.bad[(self._calls - 1) % len(self.bad)]])
 
 
-class FaultyStepEnv(MultiTurnEnvironment):
+class FaultyStepEnv(_InnerHooks, MultiTurnEnvironment):
     """A multi-turn wrapper of a registered environment whose ``step`` misbehaves: ``fault="raise"``
     raises, ``"hang"`` never returns, ``"junk"`` returns an observation that is not text,
     ``"huge"`` returns an observation of ``huge_chars`` characters, ``""`` answers ``"ok\\n"``.
@@ -153,18 +159,6 @@ class FaultyStepEnv(MultiTurnEnvironment):
 
     def verify(self, problem: Problem, completion: str) -> Verdict:
         return self.inner.verify(problem, completion)
-
-    def format_prompt(self, problem: Problem):
-        return self.inner.format_prompt(problem)
-
-    def gold_completion(self, problem: Problem) -> str | None:
-        return self.inner.gold_completion(problem)
-
-    def wrong_completions(self, problem: Problem) -> list[str]:
-        return self.inner.wrong_completions(problem)
-
-    def examples(self) -> list[Problem]:
-        return self.inner.examples()
 
 
 def register_testing_envs() -> None:
