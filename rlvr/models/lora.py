@@ -172,6 +172,18 @@ def save_adapters(model: torch.nn.Module, directory: Path) -> None:
     adapters_of(model).save_pretrained(directory)
 
 
+def check_mergeable(model: torch.nn.Module, source: str) -> None:
+    """Refuse a merged export of a quantised base (``model.lora.merge_on_save``): transformers marks
+    a model it loaded quantised (``is_quantized``, ``config.quantization_config``), and adding the
+    adapters' small updates to its rounded weights would lose them in the rounding."""
+    method = getattr(getattr(model, "config", None), "quantization_config", None)
+    if getattr(model, "is_quantized", False) or method is not None:
+        name = method.get("quant_method") if isinstance(method, dict) else getattr(method, "quant_method", method)
+        raise UserError(f"model.lora.merge_on_save with a quantised base ({source}: {name}): merging the adapters into quantised "
+                        "weights would round their update away; keep the adapters (final/) and merge them into the "
+                        "full-precision base, or set model.lora.merge_on_save=false")
+
+
 def save_merged(model: torch.nn.Module, directory: Path) -> None:
     """``model`` with its adapters merged into the base weights, as a plain Hugging Face model (a copy
     is merged: the live model keeps training its adapters)."""
@@ -226,4 +238,4 @@ class MergedWeights(Mapping[str, torch.Tensor]):
 
 
 __all__ = ["DEFAULT_TARGETS", "BaseView", "MergedWeights", "LoraSettings", "adapters_disabled", "adapters_of", "apply_lora", "base_view", "default_targets",
-           "adapter_base", "is_adapter_folder", "load_adapters", "merged_from_folder", "parameter_counts", "save_adapters", "save_merged", "shares_weights"]
+           "adapter_base", "check_mergeable", "is_adapter_folder", "load_adapters", "merged_from_folder", "parameter_counts", "save_adapters", "save_merged", "shares_weights"]

@@ -43,7 +43,7 @@ from tqdm import tqdm
 from envs import faults
 from rlvr import UserError
 from rlvr.models.loading import load_model
-from rlvr.models.lora import adapters_of, apply_lora, is_adapter_folder, load_adapters, parameter_counts, save_adapters, save_merged
+from rlvr.models.lora import adapters_of, apply_lora, check_mergeable, is_adapter_folder, load_adapters, parameter_counts, save_adapters, save_merged
 from rlvr.runs import RunDir
 from rlvr.train.checkpoint import (PARTIAL_SUFFIX, STATE_FILE, folder_bytes, is_out_of_space, list_checkpoints, out_of_space_message,
                                    prune_checkpoints, remove_partial_checkpoints)
@@ -431,6 +431,8 @@ class Harness:
             raise UserError("model.lora with distributed=fsdp is not supported (rlvr's FSDP checkpoints and engine syncs gather "
                             "full weights; a frozen sharded base with adapters is untested): use distributed=ddp")
         model, tokenizer = load_model(init, self.cfg.model.dtype, self.cfg.model.trust_remote_code, self.attn_implementation)
+        if lora.merge_on_save:
+            check_mergeable(model, init)  # before training, not at the end of it
         base = str(Path(init).resolve()) if Path(init).exists() else init
         if self.resume_from is None:
             model = apply_lora(model, lora, base=base)

@@ -284,3 +284,14 @@ def test_lora_grpo_runs_in_two_ddp_processes(sft_base, tmp_path, rl_overrides):
     saved = load_file(tmp_path / "run" / "final" / "adapter_model.safetensors")
     assert any(bool(v.abs().sum() > 0) for k, v in saved.items() if "lora_B" in k)
     assert _resources(tmp_path / "run")["models_in_memory"] == 1
+
+
+def test_a_merged_export_of_a_quantised_base_is_refused_with_the_reason(tiny_dir):
+    from rlvr.models.lora import check_mergeable
+
+    model, _ = load_model(str(tiny_dir))
+    check_mergeable(model, str(tiny_dir))  # a float base merges
+    # what transformers records on a model it loaded quantised (no quantisation backend runs on this machine)
+    model.config.quantization_config = {"quant_method": "bitsandbytes", "load_in_4bit": True}
+    with pytest.raises(UserError, match=r"model\.lora\.merge_on_save with a quantised base .*bitsandbytes.*round their update away"):
+        check_mergeable(model, str(tiny_dir))
