@@ -58,10 +58,14 @@ def is_out_of_space(error: BaseException) -> bool:
     return False
 
 
+def free_bytes(path: Path) -> int:
+    """Free space on the filesystem that holds ``path`` (or its nearest existing parent)."""
+    return shutil.disk_usage(next((p for p in [path, *path.parents] if p.exists()), Path("."))).free
+
+
 def out_of_space_message(path: Path, needed_bytes: int | None = None) -> str:
     """One line naming ``path``, the space it needs (when known) and what is free there."""
-    probe = next((p for p in [path, *path.parents] if p.exists()), Path("."))
-    free = shutil.disk_usage(probe).free
+    free = free_bytes(path)
     need = f"about {_human(needed_bytes)} needed, " if needed_bytes else ""
     return f"no space left on device writing {path} ({need}{_human(free)} free there)"
 

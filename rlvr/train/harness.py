@@ -45,7 +45,7 @@ from rlvr import UserError
 from rlvr.models.loading import load_model
 from rlvr.models.lora import adapters_of, apply_lora, check_mergeable, is_adapter_folder, load_adapters, parameter_counts, save_adapters, save_merged
 from rlvr.runs import RunDir
-from rlvr.train.checkpoint import (PARTIAL_SUFFIX, STATE_FILE, folder_bytes, is_out_of_space, list_checkpoints, out_of_space_message,
+from rlvr.train.checkpoint import (PARTIAL_SUFFIX, STATE_FILE, folder_bytes, free_bytes, is_out_of_space, list_checkpoints, out_of_space_message,
                                    prune_checkpoints, remove_partial_checkpoints)
 from rlvr.train.common import make_optimizer, rng_state, seed_everything, set_rng_state, set_threads
 from rlvr.train.config import OptimConfig, RunConfig
@@ -586,7 +586,7 @@ class Harness:
         except Exception as e:
             needed = self._checkpoint_bytes()
             # torch's writer can lose the OSError ("unexpected pos ..."): a disk without room for a checkpoint is the cause then
-            full = is_out_of_space(e) or shutil.disk_usage(self.checkpoint_dir).free < needed
+            full = is_out_of_space(e) or free_bytes(self.checkpoint_dir) < needed
             if self.is_main:
                 shutil.rmtree(tmp, ignore_errors=True)
             if full:

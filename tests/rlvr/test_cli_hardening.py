@@ -288,11 +288,15 @@ def test_eval_flags_completions_that_run_past_the_models_context(tmp_path, capsy
 # -- rlvr train: a hung verifier cannot keep the process alive -------------------------------------
 
 
+def _train_tiny(model: Path, out: Path, name: str, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """A tiny `rlvr train quickstart` run of 2 prompts x 2 completions of 8 tokens a step, in a child process."""
+    return rlvr("train", "quickstart", f"output_dir={out}", f"name={name}", f"model.name_or_path={model}", "rollout.prompts_per_step=2",
+                "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.at_start=false", "eval.every=0", "log.progress=false",
+                "log.plot=false", "log.tensorboard=false", "threads=1", *extra, cwd=out, timeout=timeout)
+
+
 def test_train_with_a_verifier_that_never_returns_finishes_and_counts_the_hang(tiny_model, tmp_path):
-    out = rlvr("train", "quickstart", f"output_dir={tmp_path}", "name=hang", f"model.name_or_path={tiny_model}",
-               "task.env=testing/hang-v1", "verify.timeout_s=0.5", "update.steps=1", "rollout.prompts_per_step=2",
-               "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.at_start=false", "eval.every=0",
-               "log.progress=false", "log.plot=false", "log.tensorboard=false", "threads=1", cwd=tmp_path, timeout=300)
+    out = _train_tiny(tiny_model, tmp_path, "hang", "task.env=testing/hang-v1", "verify.timeout_s=0.5", "update.steps=1")
     # the process exits; as every verdict of the run failed, with status 1 and a summary
     assert out.returncode == 1, out.stderr[-2000:]
     assert "4 of 4 verifications failed over the run (0 errors, 4 timeouts" in out.stdout + out.stderr
@@ -301,10 +305,7 @@ def test_train_with_a_verifier_that_never_returns_finishes_and_counts_the_hang(t
 
 
 def test_train_with_a_verifier_worker_that_segfaults_counts_errors_and_goes_on(tiny_model, tmp_path):
-    out = rlvr("train", "quickstart", f"output_dir={tmp_path}", "name=segv", f"model.name_or_path={tiny_model}",
-               "task.env=testing/segfault-v1", "verify.kind=process", "update.steps=2", "rollout.prompts_per_step=2",
-               "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.at_start=false", "eval.every=0",
-               "log.progress=false", "log.plot=false", "log.tensorboard=false", "threads=1", cwd=tmp_path, timeout=300)
+    out = _train_tiny(tiny_model, tmp_path, "segv", "task.env=testing/segfault-v1", "verify.kind=process", "update.steps=2")
     # both steps ran; as every verdict of the run failed, it ends with status 1 naming the signal
     assert out.returncode == 1, out.stderr[-2000:]
     assert "failed: every verification of the run failed" in out.stdout and "killed by SIGSEGV" in out.stdout
@@ -316,10 +317,8 @@ def test_train_with_a_verifier_worker_that_segfaults_counts_errors_and_goes_on(t
 def test_train_with_a_step_that_never_returns_exits_after_completing(tiny_model, tmp_path):
     # issue 22: the steps timed out and it printed "completed: 2 steps", then never exited: the
     # step runner's threads were joined at interpreter exit (the subprocess timeout catches that)
-    out = rlvr("train", "quickstart", f"output_dir={tmp_path}", "name=step-hang", f"model.name_or_path={tiny_model}",
-               "task.env=testing/step-hang-v1", "task.env_kwargs={step_timeout_s: 0.5}", "update.steps=2",
-               "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.at_start=false",
-               "eval.every=0", "log.progress=false", "log.plot=false", "log.tensorboard=false", "threads=1", cwd=tmp_path, timeout=120)
+    out = _train_tiny(tiny_model, tmp_path, "step-hang", "task.env=testing/step-hang-v1", "task.env_kwargs={step_timeout_s: 0.5}",
+                      "update.steps=2", timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "completed: 2 steps" in out.stdout
     metrics = [json.loads(line) for line in (tmp_path / "step-hang" / "metrics.jsonl").read_text().splitlines()]
