@@ -26,6 +26,16 @@ READ = ("import json, tasks; t = tasks.make('acme/sums-v1'); "
         "print(json.dumps({'checksum': t.checksum('test'), 'first': t.get('test', 0).prompt}))")
 
 
+def _record_and_read(site, checksum: str, cwd, extra: str = "") -> str:
+    """Record ``checksum`` (and ``extra`` class lines) in the plugin's task, as `rlvr tasks freeze`
+    tells its author to; returns the checksum of the test split the task then serves."""
+    module = site / "acme_rlvr" / "sums.py"
+    module.write_text(module.read_text().replace("frozen = {}", f"frozen = {{'test': {checksum!r}}}{extra}"))
+    read = run(site, "-c", READ, cwd=cwd)
+    assert read.returncode == 0, read.stderr
+    return json.loads(read.stdout)["checksum"]
+
+
 def test_freezing_a_plugin_task_writes_into_the_plugin_and_the_task_reads_it_there(tmp_path):
     site = install_acme(tmp_path / "site")
     out = run(site, "-m", "rlvr.cli", "tasks", "freeze", "acme/sums-v1", cwd=tmp_path)
@@ -36,11 +46,7 @@ def test_freezing_a_plugin_task_writes_into_the_plugin_and_the_task_reads_it_the
     checksum = out.stdout.split("checksum ")[1].split()[0]
 
     # the plugin records the checksum, as the command says; the task then serves the frozen file
-    module = site / "acme_rlvr" / "sums.py"
-    module.write_text(module.read_text().replace("frozen = {}", f"frozen = {{'test': {checksum!r}}}"))
-    read = run(site, "-c", READ, cwd=tmp_path)
-    assert read.returncode == 0, read.stderr
-    assert json.loads(read.stdout)["checksum"] == checksum
+    assert _record_and_read(site, checksum, tmp_path) == checksum
     frozen.write_text(frozen.read_text().replace('"prompt": "', '"prompt": "edited ', 1))  # proof the file is what is read
     assert "has checksum" in run(site, "-c", READ, cwd=tmp_path).stderr
 
@@ -53,8 +59,4 @@ def test_freeze_out_writes_where_the_user_says_and_frozen_dir_reads_it(tmp_path)
     assert frozen.is_file() and not (site / "acme_rlvr" / "data").exists() and not (DATA_DIR / "acme").exists()
     assert f"set SumsTask.frozen_dir = {str(tmp_path / 'mine')!r}" in out.stdout
     checksum = out.stdout.split("checksum ")[1].split()[0]
-    module = site / "acme_rlvr" / "sums.py"
-    module.write_text(module.read_text().replace("frozen = {}", f"frozen = {{'test': {checksum!r}}}\n    frozen_dir = {str(tmp_path / 'mine')!r}"))
-    read = run(site, "-c", READ, cwd=tmp_path)
-    assert read.returncode == 0, read.stderr
-    assert json.loads(read.stdout)["checksum"] == checksum
+    assert _record_and_read(site, checksum, tmp_path, f"\n    frozen_dir = {str(tmp_path / 'mine')!r}") == checksum
