@@ -1,5 +1,9 @@
 """Shared fixtures. `sft_base` builds the embedded model exactly as the quickstart does (about 2-3
-minutes on one core) once per test session; every training and evaluation test starts from it."""
+minutes on one core) once per test session; every training and evaluation test starts from it.
+
+Under pytest-xdist (CI runs ``-n 2``) each worker is a session of its own: `built_once` makes the
+first worker that needs an expensive artefact build it in the folder the workers share while the
+others wait for it, so it is built once per run, not once per worker."""
 
 from __future__ import annotations
 
@@ -7,29 +11,53 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
+from filelock import FileLock
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], Path]) -> Path:
+    """``build(folder)``'s result, built by the first of the run's workers to ask (alone, the single
+    session): the others wait on a lock and read the path it recorded. ``folder`` is empty and shared."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the base temp folder of each worker sits in the run's shared one
+    folder, record = root / f"shared-{name}", root / f"shared-{name}.path"
+    with FileLock(str(root / f"shared-{name}.lock")):
+        if record.is_file():
+            return Path(record.read_text())
+        folder.mkdir(exist_ok=True)
+        result = build(folder)
+        record.write_text(str(result))
+        return result
 
 
 @pytest.fixture(scope="session")
 def sft_base(tmp_path_factory) -> Path:
     if os.environ.get("RLVR_TEST_SFT_BASE"):  # iterate on training tests with a base built once (rlvr sft sft_quickstart)
         return Path(os.environ["RLVR_TEST_SFT_BASE"])
-    from rlvr.config import load_config
-    from rlvr.train.sft import SFTConfig, sft
 
-    out = tmp_path_factory.mktemp("sft")
-    cfg = load_config(SFTConfig, "sft_quickstart", [f"output_dir={out}", "name=base", "log.progress=false", "log.tensorboard=false", "threads=1"])
-    return sft(cfg)
+    def build(out: Path) -> Path:
+        from rlvr.config import load_config
+        from rlvr.train.sft import SFTConfig, sft
+
+        cfg = load_config(SFTConfig, "sft_quickstart", [f"output_dir={out}", "name=base", "log.progress=false", "log.tensorboard=false", "threads=1"])
+        return sft(cfg)
+
+    return built_once(tmp_path_factory, "sft-base", build)
 
 
 @pytest.fixture(scope="session")
 def verified_pairs(sft_base, tmp_path_factory) -> Path:
     """Preference pairs that `rlvr pairs build` writes from the SFT base: 48 prompts x 8 sampled
     completions of the arithmetic train split, verified by math-v1 (a real run, about 15 s on one core)."""
-    out = tmp_path_factory.mktemp("pairs") / "pairs.jsonl"
+    return built_once(tmp_path_factory, "verified-pairs", lambda folder: _build_pairs(sft_base, folder / "pairs.jsonl"))
+
+
+def _build_pairs(sft_base: Path, out: Path) -> Path:
     cmd = [sys.executable, "-m", "rlvr.cli", "pairs", "build", "--model", str(sft_base), "--task", "arithmetic-v1",
            "--task-config", "{direct_frac: 0.5}", "--prompts", "48", "--n", "8", "--max-new-tokens", "64", "--pairs-per-group", "2",
            "--threads", "1", "--out", str(out)]
