@@ -4,8 +4,9 @@ parts. It lives in the lowest package that needs it so every layer above can sha
 Ids follow ``[namespace/]name[-vN]``. A versioned registry requires the version at registration;
 looking up a bare name resolves to its latest version. An entry is registered with either the
 object itself or a lazy ``"module:attribute"`` string, so listing never imports heavy code.
-Third-party packages add entries through an entry-point group (``rlvr.envs``, ``rlvr.tasks``):
-each entry point names a module or a no-argument callable that calls ``register`` when loaded.
+Third-party packages add entries through an entry-point group (``rlvr.envs``, ``rlvr.tasks``,
+``rlvr.algos`` for algorithm parts and presets): each entry point names a module or a no-argument
+callable that calls ``register`` when loaded (once, even where several registries share a group).
 """
 
 from __future__ import annotations
@@ -201,6 +202,11 @@ class Registry(Generic[T]):
     def ids(self) -> list[str]:
         return [s.id for s in self.specs()]
 
+    def registered_ids(self) -> list[str]:
+        """The ids registered so far, without loading plugins (for help texts built at import time,
+        when a plugin importing the module that builds them would find it half initialised)."""
+        return sorted(self._specs)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.ids())
 
@@ -215,7 +221,9 @@ class Registry(Generic[T]):
             self._loading_source = dist
             try:
                 loaded = ep.load()
-                if callable(loaded) and not isinstance(loaded, type(importlib)):
+                # registries may share a group (the algorithm parts share rlvr.algos): a callable runs once
+                if callable(loaded) and not isinstance(loaded, type(importlib)) and (self.entry_point_group, ep.value) not in _CALLED:
+                    _CALLED.add((self.entry_point_group, ep.value))
                     loaded()
             except Exception as e:  # a broken plugin must not hide the others
                 msg = f"{self.entry_point_group} entry point {ep.name!r} ({ep.value}, from {dist}) failed to load: {type(e).__name__}: {e}"
@@ -223,6 +231,9 @@ class Registry(Generic[T]):
                 warnings.warn(msg, RuntimeWarning, stacklevel=3)
             finally:
                 self._loading_source = None
+
+
+_CALLED: set[tuple[str | None, str]] = set()  # (group, entry point value) of the callables already run
 
 
 def _first_doc_line(obj: Any) -> str:

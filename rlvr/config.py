@@ -11,6 +11,8 @@
 - Each field documents itself with ``help_field(default, help)``; `describe` prints them.
 - Bounds are declared beside the default (``help_field(32, "...", gt=0)``) and checked when the
   config is built, so a bad value is a one-line error naming the key before anything is loaded.
+- A field whose type has ``from_config(value, where, key)`` reads itself: an algorithm part
+  (`rlvr.algos.parts.Part`) is a mapping of a registered name and that function's arguments.
 - A field may belong to another (``belongs_to="id"``): when an override changes its owner and not
   the field itself, the field falls back to its default (``task.id=gsm8k-v1`` does not keep the
   previous task's ``task.config``).
@@ -209,6 +211,8 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
     origin = get_origin(tp)
     if tp is Any:
         return value
+    if hasattr(tp, "from_config"):  # a type that reads itself (an algorithm part, the algorithm)
+        return tp.from_config(value, where, key)
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value if value is not None else {}, where=where, prefix=f"{key}.")
     if origin in (Union, types.UnionType):
@@ -263,6 +267,10 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 def dump_yaml(cfg: Any, path: Path) -> None:
     path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+
+
+# mappings of a dict subclass (a `Part`) are written as plain mappings
+yaml.SafeDumper.add_multi_representer(dict, yaml.representer.SafeRepresenter.represent_dict)
 
 
 def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:

@@ -33,8 +33,9 @@ import torch
 from torch import Tensor
 
 from envs.registry import Registry
+from rlvr.algos.parts import ALGOS_GROUP
 
-ADVANTAGES: Registry = Registry("advantage estimator", versioned=False)
+ADVANTAGES: Registry = Registry("advantage estimator", entry_point_group=ALGOS_GROUP, versioned=False)
 
 
 @dataclass
@@ -49,7 +50,7 @@ class AdvantageInputs:
         step_rewards: ``[B, T]`` process rewards, each placed at the last token of its step.
         step_mask: ``[B, T]`` bool, True where ``step_rewards`` holds a step's reward.
         kl_penalty: ``[B, T]`` ``beta * KL_t`` per token when the KL is a reward penalty
-            (``kl_mode=reward``). Group estimators subtract its sum from the sequence reward;
+            (``algo.kl.mode=reward``). Group estimators subtract its sum from the sequence reward;
             return estimators subtract it token by token (REINFORCE++, PPO).
         token_rewards: ``[B, T]`` dense process rewards on every completion token (PRIME's
             implicit PRM: ``beta * (log pi_phi - log pi_ref)``).
@@ -224,7 +225,7 @@ def grpo_process_advantages(inp: AdvantageInputs, eps: float = 1e-6, outcome_wei
 @ADVANTAGES.register("reinforce_pp")
 def reinforce_pp_advantages(inp: AdvantageInputs, gamma: float = 1.0, eps: float = 1e-8) -> Tensor:
     """REINFORCE++ (Hu 2025): token rewards are the outcome at the last token minus the per-token
-    KL penalty ``beta * KL_t`` (k1, ``kl_mode=reward``); each token's return is the discounted sum
+    KL penalty ``beta * KL_t`` (k1, ``algo.kl.mode=reward``); each token's return is the discounted sum
     of the rewards from it to the end (discounted per generated token, `discounted_returns`); the returns are whitened with the mean and unbiased std of
     every valid token of the whole batch (no per-group baseline). Returns ``[B, T]``."""
     mask = inp.valid_mask
@@ -260,7 +261,7 @@ def prime_advantages(inp: AdvantageInputs, outcome_coef: float = 5.0, implicit_c
     - the verifier's own process rewards (``step_rewards`` at the last token of each step): the
       same with the mean step reward of the others (sequences without steps are left out of the
       baseline), times ``verifier_coef``;
-    - a KL penalty (``kl_mode=reward``) is subtracted token by token.
+    - a KL penalty (``algo.kl.mode=reward``) is subtracted token by token.
 
     The token reward sum is turned into returns ``sum_{s >= t} gamma^(s-t) c_s`` (`discounted_returns`:
     ``s - t`` counts generated tokens only); ``whiten``
@@ -344,6 +345,6 @@ def lambda_returns(inp: AdvantageInputs, gamma: float = 1.0, lam: float = 0.95, 
 
 
 def estimator_parameters(name: str) -> dict[str, inspect.Parameter]:
-    """The keyword arguments (``advantage_kwargs``) a registered estimator accepts, with defaults."""
+    """The keyword arguments (the ``algo.advantage`` section's arguments) a registered estimator accepts, with defaults."""
     params = inspect.signature(ADVANTAGES.get(name)).parameters
     return {k: p for k, p in list(params.items())[1:]}

@@ -21,8 +21,9 @@ import torch
 from torch import Tensor
 
 from envs.registry import Registry
+from rlvr.algos.parts import ALGOS_GROUP
 
-AGGREGATIONS: Registry = Registry("loss aggregation", versioned=False)
+AGGREGATIONS: Registry = Registry("loss aggregation", entry_point_group=ALGOS_GROUP, versioned=False)
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,9 @@ import torch
 from torch import Tensor
 
 from envs.registry import Registry
+from rlvr.algos.parts import ALGOS_GROUP
 
-CORRECTIONS: Registry = Registry("mismatch correction", versioned=False)
+CORRECTIONS: Registry = Registry("mismatch correction", entry_point_group=ALGOS_GROUP, versioned=False)
 
 Level = Literal["token", "sequence", "geometric"]
 LEVELS = ("token", "sequence", "geometric")

@@ -9,8 +9,9 @@ from __future__ import annotations
 from torch import Tensor
 
 from envs.registry import Registry
+from rlvr.algos.parts import ALGOS_GROUP
 
-KL_ESTIMATORS: Registry = Registry("KL estimator", versioned=False)
+KL_ESTIMATORS: Registry = Registry("KL estimator", entry_point_group=ALGOS_GROUP, versioned=False)
 
 
 @KL_ESTIMATORS.register("k1")

@@ -4,7 +4,9 @@
       -> 0 on tokens a correction rejected -> aggregation (over the loss mask, rejected tokens included)
 
 Policy losses live in the `POLICY_LOSSES` registry. Each maps a `PolicyLossInputs` (``[B, T]``
-tensors) and the clip settings to a ``[B, T]`` token loss and statistics:
+tensors) and its own keyword arguments to a ``[B, T]`` token loss and statistics. The arguments'
+defaults are the loss's settings; ``algo.policy_loss: {name: NAME, ARG: VALUE}`` overrides them
+(checked against the signature, `rlvr.algos.parts`):
 
 - ``clipped``: PPO's surrogate ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)``, with optional
   dual clipping of negative advantages (``max(., c A)``, Ye et al. 2020);
@@ -12,24 +14,28 @@ tensors) and the clip settings to a ``[B, T]`` token loss and statistics:
 - ``cispo``: CISPO (MiniMax-M1, Chen et al. 2025): ``-sg(clip(r, 1 - eps_low, 1 + eps_high)) A log pi``,
   the importance weight is clipped and detached, so no token's gradient is ever dropped.
 
-A new loss is one registered function. `policy_objective` aggregates with a `Normalizer` of
+A new loss is one registered function, here or in a package that registers it through the
+``rlvr.algos`` entry-point group; its hyperparameters are its keyword arguments. `policy_objective` aggregates with a `Normalizer` of
 whole-batch totals, so its gradient does not depend on how the batch is split into micro-batches
 or processes (tested on the whole objective).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from envs.registry import Registry
+from rlvr.algos.parts import ALGOS_GROUP
 from rlvr.algos.aggregation import AGGREGATIONS, Normalizer
 from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.ratio import RATIOS
 
-POLICY_LOSSES: Registry = Registry("policy loss", versioned=False)
+POLICY_LOSSES: Registry = Registry("policy loss", entry_point_group=ALGOS_GROUP, versioned=False)
 
 
 @dataclass
@@ -70,7 +76,7 @@ def _ratio_stats(r: Tensor, adv: Tensor, mask: Tensor, lo: float, hi: float) -> 
 
 
 @POLICY_LOSSES.register("clipped")
-def clipped_surrogate(inp: PolicyLossInputs, clip_low: float | None, clip_high: float | None,
+def clipped_surrogate(inp: PolicyLossInputs, clip_low: float | None = 0.2, clip_high: float | None = 0.2,
                       dual_clip: float | None = None) -> tuple[Tensor, dict[str, float]]:
     """PPO's clipped surrogate per token ``[B, T]`` and ``{clip_frac_low, clip_frac_high, ratio_mean,
     ratio_min, ratio_max}``. ``clip_low``/``clip_high`` are the epsilons (None = no clipping on that
@@ -78,7 +84,7 @@ def clipped_surrogate(inp: PolicyLossInputs, clip_low: float | None, clip_high: 
     adv, ratio = inp.advantages, inp.ratio
     lo, hi = _bounds(clip_low, clip_high)
     loss = -torch.minimum(ratio * adv, ratio.clamp(lo, hi) * adv)
-    if dual_clip is not None:
+    if dual_clip:
         loss = torch.where(adv < 0, torch.minimum(loss, -dual_clip * adv), loss)
     return loss, _ratio_stats(ratio, adv, inp.mask, lo, hi)
 
@@ -91,12 +97,12 @@ def plain_policy_gradient(inp: PolicyLossInputs, clip_low: float | None = None, 
 
 
 @POLICY_LOSSES.register("cispo")
-def cispo(inp: PolicyLossInputs, clip_low: float | None, clip_high: float | None,
+def cispo(inp: PolicyLossInputs, clip_low: float | None = None, clip_high: float | None = 3.0,
           dual_clip: float | None = None) -> tuple[Tensor, dict[str, float]]:
     """CISPO: ``-sg(clip(r, 1 - eps_low, 1 + eps_high)) A log pi`` per token ``[B, T]``. The clipped
     weight is a constant, so the gradient of every token is ``A * w * grad log pi`` with ``w``
     bounded: large ratios are tempered, never dropped. ``clip_low=None`` leaves the weight
-    unbounded below (the MiniMax-M1 setting)."""
+    unbounded below and ``clip_high=3`` caps the weight at 4: the MiniMax-M1 setting (the defaults)."""
     lo, hi = _bounds(clip_low, clip_high)
     weight = inp.ratio.detach().clamp(lo, hi)
     stats = _ratio_stats(inp.ratio, inp.advantages, inp.mask, lo, hi)
@@ -107,29 +113,17 @@ def cispo(inp: PolicyLossInputs, clip_low: float | None, clip_high: float | None
     return -weight * inp.advantages * inp.logp, stats
 
 
-@dataclass(frozen=True)
-class ObjectiveParts:
-    """Which registered parts make the objective, and their coefficients.
+def ObjectiveParts(ratio: str = "token", policy_loss: str = "clipped", clip_low: float | None = 0.2, clip_high: float | None = 0.2,
+                   dual_clip: float | None = None, aggregation: str = "token_mean", kl_estimator: str = "k3", kl_coef: float = 0.0,
+                   entropy_coef: float = 0.0) -> Any:
+    """Compatibility alias (the objective's parts as flat keywords, before ``algo.*`` sections): the
+    `rlvr.algos.presets.AlgoConfig` with these parts, the clip settings as the policy loss's
+    arguments and ``kl_coef`` as the KL's weight in the loss. Prefer ``algo_config(...)``."""
+    from rlvr.algos.presets import algo_config
 
-    Attributes:
-        ratio: Importance-ratio name (`rlvr.algos.ratio.RATIOS`).
-        policy_loss: Policy-loss name (`POLICY_LOSSES`).
-        clip_low / clip_high / dual_clip: Clip settings passed to the policy loss.
-        aggregation: Loss-aggregation name (`rlvr.algos.aggregation.AGGREGATIONS`).
-        kl_estimator: KL estimator name (`rlvr.algos.kl.KL_ESTIMATORS`), used when ``ref_logp`` is given.
-        kl_coef: Weight of the KL term in the loss (0 = the KL is only measured).
-        entropy_coef: Weight of the entropy bonus (0 = measured only).
-    """
-
-    ratio: str = "token"
-    policy_loss: str = "clipped"
-    clip_low: float | None = 0.2
-    clip_high: float | None = 0.2
-    dual_clip: float | None = None
-    aggregation: str = "token_mean"
-    kl_estimator: str = "k3"
-    kl_coef: float = 0.0
-    entropy_coef: float = 0.0
+    return algo_config(ratio=ratio, policy_loss={"name": policy_loss, "clip_low": clip_low, "clip_high": clip_high, "dual_clip": dual_clip},
+                       aggregation=aggregation, kl={"mode": "loss" if kl_coef else "monitor", "estimator": kl_estimator, "coef": kl_coef},
+                       entropy_coef=entropy_coef, quiet=True)
 
 
 @dataclass
@@ -166,26 +160,30 @@ class ObjectiveInputs:
     keep: Tensor | None = None
 
 
-def policy_objective(inp: ObjectiveInputs, parts: ObjectiveParts) -> tuple[Tensor, dict[str, float]]:
+def policy_objective(inp: ObjectiveInputs, parts: Any) -> tuple[Tensor, dict[str, float]]:
     """The scalar loss of one micro-batch (its share of the whole-batch loss) and statistics:
     ``policy_loss_sum`` (this micro-batch's share of the aggregated surrogate alone; the shares add
     up to the batch's), ``kl`` and ``entropy`` (token means over this micro-batch) and the policy
-    loss's own (clip fractions, ratio statistics, over the kept tokens)."""
+    loss's own (clip fractions, ratio statistics, over the kept tokens).
+
+    ``parts`` is the resolved algorithm (`rlvr.algos.presets.AlgoConfig`): its ``ratio``,
+    ``policy_loss`` and ``aggregation`` sections, ``kl`` (the estimator; the weight in the loss is
+    ``kl_loss_coef``) and ``entropy_coef``."""
     mask = inp.mask
     kept = mask if inp.keep is None else mask * inp.keep
-    ratio = RATIOS.get(parts.ratio)(inp.logp, inp.old_logp, kept)
-    surrogate, stats = POLICY_LOSSES.get(parts.policy_loss)(
-        PolicyLossInputs(inp.logp, inp.old_logp, ratio, inp.advantages, kept), parts.clip_low, parts.clip_high, parts.dual_clip)
+    ratio = RATIOS.get(parts.ratio.name)(inp.logp, inp.old_logp, kept, **parts.ratio.params)
+    surrogate, stats = POLICY_LOSSES.get(parts.policy_loss.name)(
+        PolicyLossInputs(inp.logp, inp.old_logp, ratio, inp.advantages, kept), **parts.policy_loss.params)
     if inp.weights is not None:
         surrogate = surrogate * inp.weights
-    aggregate = AGGREGATIONS.get(parts.aggregation)
+    aggregate = functools.partial(AGGREGATIONS.get(parts.aggregation.name), **parts.aggregation.params)
     total = surrogate
     n = kept.sum().clamp(min=1)
     if inp.ref_logp is not None:
-        kl = KL_ESTIMATORS.get(parts.kl_estimator)(inp.logp, inp.ref_logp)
+        kl = KL_ESTIMATORS.get(parts.kl.estimator)(inp.logp, inp.ref_logp)
         stats["kl"] = float((kl.detach() * kept).sum() / n)
-        if parts.kl_coef:
-            total = total + parts.kl_coef * kl
+        if parts.kl_loss_coef:
+            total = total + parts.kl_loss_coef * kl
     if inp.entropy is not None:
         stats["entropy"] = float((inp.entropy.detach() * kept).sum() / n)
         if parts.entropy_coef:

@@ -41,8 +41,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from envs.registry import Registry
+from rlvr.algos.parts import ALGOS_GROUP
 
-PREFERENCE_LOSSES: Registry = Registry("preference loss", versioned=False)
+PREFERENCE_LOSSES: Registry = Registry("preference loss", entry_point_group=ALGOS_GROUP, versioned=False)
 # the statistics of `pair_objective` and `unpaired_objective` (each logged with a ``_sum`` suffix: a share of the batch mean)
 PAIR_STATS = ("reward_accuracy", "reward_chosen", "reward_rejected", "margin", "logp_chosen", "logp_rejected")
 UNPAIRED_STATS = ("reward_desirable", "reward_undesirable", "logp_desirable", "logp_undesirable")

@@ -6,8 +6,9 @@ from __future__ import annotations
 from torch import Tensor
 
 from envs.registry import Registry
+from rlvr.algos.parts import ALGOS_GROUP
 
-RATIOS: Registry = Registry("importance ratio", versioned=False)
+RATIOS: Registry = Registry("importance ratio", entry_point_group=ALGOS_GROUP, versioned=False)
 
 
 def _seq_mean_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:

@@ -1,4 +1,5 @@
-"""`rlvr algos list [--preset NAME]`: every algorithm preset and its resolved settings."""
+"""`rlvr algos list [--preset NAME]`: every algorithm preset and its resolved settings;
+`rlvr algos show NAME [algo.KEY=VALUE ...]`: one preset resolved, as the YAML a config would hold."""
 
 from __future__ import annotations
 
@@ -12,16 +13,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ls = s.add_parser("list", help="print each preset's settings (override any of them with algo.KEY=VALUE)")
     ls.add_argument("--preset", action="append", default=None, help="only this preset (repeatable)")
     ls.set_defaults(func=list_algos)
+    show = s.add_parser("show", help="print one preset resolved (every part with all its arguments), with optional overrides")
+    show.add_argument("preset", help="preset name (rlvr algos list)")
+    show.add_argument("overrides", nargs="*", help="algo.KEY=VALUE overrides applied over the preset, as rlvr train takes them")
+    show.set_defaults(func=show_algo)
 
 
 def list_algos(args: argparse.Namespace) -> int:
     from rlvr import UserError
-    from rlvr.algos.presets import PRESETS, preset_rows
+    from rlvr.algos.presets import preset_names, preset_rows
 
-    wanted = args.preset or list(PRESETS)
-    unknown = [name for name in wanted if name not in PRESETS]
+    names = preset_names()
+    wanted = args.preset or names
+    unknown = [name for name in wanted if name not in names]
     if unknown:
-        raise UserError(f"unknown preset {', '.join(unknown)}; presets: {', '.join(PRESETS)}")
+        raise UserError(f"unknown preset {', '.join(unknown)}; presets: {', '.join(names)}")
     rows = [(name, _flatten(settings)) for name, settings in preset_rows() if name in wanted]
     keys = list(dict.fromkeys(k for _, settings in rows for k in settings))
     key_width = max(len(k) for k in keys)
@@ -30,12 +36,29 @@ def list_algos(args: argparse.Namespace) -> int:
     for k in keys:
         print(f"{k:<{key_width}}  " + "  ".join(f"{_fmt(settings.get(k)):<{w}}" for (_, settings), w in zip(rows, widths)))
     print("\nUse one with algo.preset=NAME and override any row with algo.KEY=VALUE, e.g.\n"
-          "  rlvr train quickstart algo.preset=dapo algo.clip_high=0.3")
+          "  rlvr train quickstart algo.preset=dapo algo.policy_loss.clip_high=0.3\n"
+          "`rlvr algos show NAME` prints one preset as the YAML a config holds.")
+    return 0
+
+
+def show_algo(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    import yaml
+
+    from rlvr.algos.presets import AlgoConfig
+    from rlvr.config import apply_overrides
+
+    overrides = [o[len("algo."):] if o.startswith("algo.") else o for o in args.overrides]
+    data = apply_overrides(AlgoConfig, {"preset": args.preset}, overrides)
+    algo = AlgoConfig.from_config(data, where="rlvr algos show")
+    print(f"# algo.preset={args.preset}" + (" with " + " ".join(args.overrides) if args.overrides else "") + ", resolved")
+    print(yaml.safe_dump({"algo": dataclasses.asdict(algo)}, sort_keys=False), end="")
     return 0
 
 
 def _flatten(settings: dict[str, Any]) -> dict[str, Any]:
-    """Dict-valued settings (advantage_kwargs) as one row per entry: ``advantage_kwargs.gamma``."""
+    """Sections (a part's arguments, kl, prm...) as one row per entry: ``advantage.gamma``."""
     out: dict[str, Any] = {}
     for k, v in settings.items():
         if isinstance(v, dict):

@@ -155,6 +155,6 @@ class TrainConfig(RunConfig):
     """An RL training run (`rlvr train CONFIG key=value ...`): the preset picks the recipe."""
 
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig.from_config)
     update: UpdateConfig = field(default_factory=UpdateConfig)
     verify: VerifyConfig = field(default_factory=VerifyConfig)

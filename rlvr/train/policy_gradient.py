@@ -26,9 +26,9 @@ from rlvr import UserError
 from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs, lambda_returns
 from rlvr.algos.aggregation import Normalizer
 from rlvr.algos.kl import KL_ESTIMATORS
-from rlvr.algos.objective import ObjectiveInputs, ObjectiveParts, policy_objective
+from rlvr.algos.objective import ObjectiveInputs, policy_objective
 from rlvr.algos.correction import CORRECTIONS, mismatch_warning
-from rlvr.algos.presets import Algorithm, CorrectionConfig, group_relative, resolve_algorithm
+from rlvr.algos.presets import AlgoConfig, CorrectionConfig
 from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
 from rlvr.rollout.base import SamplingParams
 from rlvr.models.batch import TokenBatch, token_logprobs
@@ -68,7 +68,7 @@ class PolicyObjective:
     old_logp: torch.Tensor | None  # [B, T]
     ref_logp: torch.Tensor | None  # [B, T]
     rollout_logp: torch.Tensor  # [B, T] the engine's
-    parts: ObjectiveParts
+    parts: AlgoConfig
     sampling: SamplingParams
     max_len: float
     device: torch.device
@@ -113,7 +113,7 @@ class PolicyGradient:
 
     def __init__(self, cfg: TrainConfig, harness: Harness):
         self.cfg, self.harness = cfg, harness
-        self.algo: Algorithm = resolve_algorithm(cfg.algo)
+        self.algo: AlgoConfig = cfg.algo  # resolved and checked when the config was read
         self._check_settings()
         self.task = open_training_task(cfg, evaluates=bool(cfg.eval.every or cfg.eval.at_start), say=harness.print,
                                        prompts_needed=prompts_drawn(cfg, self.algo.sampling_budget, harness.num_processes))
@@ -128,8 +128,8 @@ class PolicyGradient:
         model, self.tokenizer = harness.load_policy(cfg.model.name_or_path)
         self.reference = self._reference(model) if self.algo.needs_reference else None  # before the policy is wrapped or sharded
         self.policy = harness.trainable("policy", model, cfg.optim, optimizer_steps, tokenizer=self.tokenizer)
-        self.prm = self._prm(micro) if self.algo.prm else None
-        self.critic = self._critic(micro, optimizer_steps) if self.algo.critic else None
+        self.prm = self._prm(micro) if self.algo.prm.enabled else None
+        self.critic = self._critic(micro, optimizer_steps) if self.algo.critic.enabled else None
 
         self.groups = GroupSource(cfg, self.task, self.policy, self.tokenizer, harness, self.algo.group_filter, self.algo.sampling_budget)
         # (not with LoRA: the reference is the policy's own module with its adapters off, not usable while it trains)
@@ -144,17 +144,17 @@ class PolicyGradient:
             raise UserError(f"recipe={cfg.recipe} but algo.preset={algo.preset} runs the {algo.recipe} recipe; drop the recipe key")
         if cfg.eval.every and cfg.eval.split == cfg.task.split:
             raise UserError(f"eval.split equals task.split ({cfg.task.split!r}): evaluation must use held-out data")
-        if cfg.rollout.group_size == 1 and group_relative(algo):
-            raise UserError(f"rollout.group_size=1 with the {algo.advantage} advantage: it compares completions of the same prompt, "
+        if cfg.rollout.group_size == 1 and algo.group_relative:
+            raise UserError(f"rollout.group_size=1 with the {algo.advantage.name} advantage: it compares completions of the same prompt, "
                             "so with one completion per prompt every advantage is 0 and nothing is learned; use rollout.group_size >= 2")
-        if self.algo.critic is not None and self.algo.critic.warmup_steps >= cfg.update.steps > 0:
+        if self.algo.critic.enabled and self.algo.critic.warmup_steps >= cfg.update.steps > 0:
             warnings.warn(f"algo.critic.warmup_steps={self.algo.critic.warmup_steps} >= update.steps={cfg.update.steps}: the policy is never updated",
                           UserWarning, stacklevel=2)
 
     def _reference(self, policy: torch.nn.Module) -> torch.nn.Module:
         """The frozen reference: the policy's starting weights (refreshed every N steps when asked)."""
         return frozen_reference(self.harness, policy, self.cfg.model.name_or_path, refreshed=bool(self.algo.ref_update_every),
-                                needed_for=f"algo.kl_mode={self.algo.kl_mode}{' with a PRM' if self.algo.prm else ''}")
+                                needed_for=f"algo.kl.mode={self.algo.kl.mode}{' with a PRM' if self.algo.prm.enabled else ''}")
 
     def _prm(self, micro: int) -> ImplicitPRM:
         """PRIME's implicit PRM and its frozen reference, both from ``algo.prm.init`` (default: the
@@ -236,11 +236,11 @@ class PolicyGradient:
         inputs = AdvantageInputs(rewards=rewards, group_ids=r.group_ids, mask=r.mask, valid=r.valid, step_rewards=r.step_rewards,
                                  step_mask=r.step_mask, kl_penalty=kl_penalty, token_rewards=token_rewards, values=values,
                                  reduce_sum=self.harness.reduce_sum)
-        advantages = ADVANTAGES.get(algo.advantage)(inputs, **algo.advantage_kwargs)
+        advantages = ADVANTAGES.get(algo.advantage.name)(inputs, **algo.advantage.params)
         if self._no_gradient(advantages, r.mask):  # e.g. every group all right or all wrong: no gradient
             metrics |= {"train/skipped": 1.0, "train/skipped_no_signal": 1.0, "time/train": time.perf_counter() - t0}
             return metrics
-        returns = lambda_returns(inputs, **algo.advantage_kwargs) if self.critic is not None else None
+        returns = lambda_returns(inputs, **algo.advantage.params) if self.critic is not None else None
         mask = r.mask
         if algo.mask_truncated:  # truncated completions shape their groups' baselines but get no gradient
             mask = truncation_mask(r.truncated, mask)
@@ -250,7 +250,7 @@ class PolicyGradient:
         old_logp = None if single_step else self._logp(self.policy.unwrapped, r, rows, collective=self.harness.sharded)
         if old_logp is not None:
             metrics["rollout/logprob_gap"] = _masked_mean((old_logp - r.rollout_logp).abs(), mask)
-        objective = PolicyObjective(self.policy.model, r.batch, mask, advantages, old_logp, ref_logp, r.rollout_logp, self._parts(),
+        objective = PolicyObjective(self.policy.model, r.batch, mask, advantages, old_logp, ref_logp, r.rollout_logp, self.algo,
                                     self.groups.sampling, float(self.cfg.update.max_len_norm or self.cfg.rollout.max_new_tokens),
                                     self.harness.device, stale=r.stale, correction=algo.correction, pack=self.cfg.update.pack)
         train_policy = self.critic is None or step > algo.critic.warmup_steps
@@ -286,8 +286,8 @@ class PolicyGradient:
             rewards = rewards + penalty
             metrics["reward/overlong_penalty"] = float(penalty[r.valid].mean()) if r.valid.any() else 0.0
         kl_penalty = None
-        if ref_logp is not None and algo.kl_active and algo.kl_mode == "reward":
-            kl_penalty = algo.kl_coef * KL_ESTIMATORS.get(algo.kl_estimator)(r.rollout_logp, ref_logp) * r.mask
+        if ref_logp is not None and algo.kl_active and algo.kl.mode == "reward":
+            kl_penalty = algo.kl.coef * KL_ESTIMATORS.get(algo.kl.estimator)(r.rollout_logp, ref_logp) * r.mask
             metrics["reward/kl_penalty"] = float(kl_penalty.sum() / r.valid.sum().clamp(min=1))
         return rewards, kl_penalty
 
@@ -321,8 +321,8 @@ class PolicyGradient:
         model to train, no entropy bonus, and no KL term in the loss unless the policy still equals
         its reference, where the KL's gradient is 0). A skipped step also skips the optimizer's
         weight decay and schedule step, as every other skipped step does."""
-        parts = self._parts()
-        if self.critic is not None or self.prm is not None or parts.entropy_coef or (parts.kl_coef and self.policy.updates > 0):
+        algo = self.algo
+        if self.critic is not None or self.prm is not None or algo.entropy_coef or (algo.kl_loss_coef and self.policy.updates > 0):
             return False
         signal = self.harness.reduce_sum(torch.tensor([float((advantages * mask).abs().sum())]))
         return float(signal[0]) == 0.0
@@ -331,16 +331,9 @@ class PolicyGradient:
         """``[B]`` bool: sequences whose policy loss and gradient are exactly 0, so the update need
         not forward them (a group whose rewards are all equal has zero advantages), or None when a
         term other than the advantage reaches every sequence (a KL in the loss, an entropy bonus)."""
-        parts = self._parts()
-        if parts.entropy_coef or parts.kl_coef:
+        if self.algo.entropy_coef or self.algo.kl_loss_coef:
             return None
         return (advantages * mask).abs().sum(-1) == 0
-
-    def _parts(self) -> ObjectiveParts:
-        algo = self.algo
-        return ObjectiveParts(ratio=algo.ratio, policy_loss=algo.policy_loss, clip_low=algo.clip_low, clip_high=algo.clip_high,
-                              dual_clip=algo.dual_clip, aggregation=algo.loss_agg, kl_estimator=algo.kl_estimator,
-                              kl_coef=algo.kl_coef if algo.kl_active and algo.kl_mode == "loss" else 0.0, entropy_coef=algo.entropy_coef)
 
     def _minibatches(self, rows: torch.Tensor) -> list[torch.Tensor]:
         """``rows`` shuffled once per epoch (seeded by the data position, so a resumed run draws the

@@ -41,7 +41,7 @@ from tqdm import tqdm
 from rlvr import UserError
 from rlvr.algos.preference import (PAIR_STATS, PREFERENCE_LOSSES, UNPAIRED_STATS, LossParams, PreferenceLoss, SequenceLogps, kto_reference_point,
                                    mismatched_partners, pair_objective, unpaired_objective)
-from rlvr.algos.presets import Algorithm, PreferenceSettings, resolve_algorithm
+from rlvr.algos.presets import AlgoConfig, PreferenceConfig
 from rlvr.config import help_field
 from rlvr.models.paths import resolve_model
 from rlvr.rollout.text import encode_prompt
@@ -304,8 +304,8 @@ class PreferenceRecipe:
 
     def __init__(self, cfg: PreferenceTrainConfig, harness: Harness):
         self.cfg, self.harness = cfg, harness
-        self.algo: Algorithm = resolve_algorithm(cfg.algo)
-        self.settings: PreferenceSettings = self.algo.preference
+        self.algo: AlgoConfig = cfg.algo  # resolved and checked when the config was read
+        self.settings: PreferenceConfig = self.algo.preference
         self.online = self.settings.source == "online"
         self._check_settings()
         self.task = open_training_task(cfg, evaluates=bool(cfg.eval.every or cfg.eval.at_start), say=harness.print,

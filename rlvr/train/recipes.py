@@ -2,7 +2,7 @@
 
 A recipe is a class built from its config and a `rlvr.train.harness.Harness` that says what one
 training step does (see `rlvr.train.harness.Recipe`). Which recipe runs is data: a config's
-``recipe`` key, or else the recipe its ``algo.preset`` names (`rlvr.algos.presets.PRESETS`), so
+``recipe`` key, or else the recipe its ``algo.preset`` names (`rlvr/algos/presets/NAME.yaml`), so
 `rlvr train CONFIG` dispatches by lookup and a new recipe is one registration.
 """
 
@@ -26,14 +26,13 @@ RECIPES.register("preference", "rlvr.train.preference:PreferenceRecipe",
 
 def recipe_name(data: dict[str, Any]) -> str:
     """The recipe a raw config mapping asks for: its ``recipe`` key, else its preset's."""
-    from rlvr.algos.presets import PRESETS
+    from rlvr.algos.presets import AlgoConfig, preset_settings
 
     if data.get("recipe"):
         return str(data["recipe"])
-    preset = (data.get("algo") or {}).get("preset", "grpo")
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown algo.preset {preset!r}; presets: {', '.join(PRESETS)}")
-    return PRESETS[preset]["recipe"]
+    algo = data.get("algo") or {}
+    preset = algo.get("preset", "grpo") if isinstance(algo, dict) else "grpo"
+    return preset_settings(preset).get("recipe", AlgoConfig.recipe)
 
 
 def config_class(name: str) -> type:

@@ -122,25 +122,27 @@ def test_dr_grpo_normaliser_is_the_constant_not_the_padded_width():
 
 
 def test_presets_fill_unset_fields_and_overrides_win():
-    algo = resolve_algorithm(AlgoConfig(preset="grpo"))
-    assert (algo.advantage, algo.loss_agg, algo.kl_estimator, algo.kl_coef) == ("grpo", "seq_mean_token_mean", "k3", 0.04)
+    algo = resolve_algorithm({"preset": "grpo"})
+    assert (algo.advantage.name, algo.aggregation.name, algo.kl.estimator, algo.kl.coef) == ("grpo", "seq_mean_token_mean", "k3", 0.04)
     assert algo.needs_reference
-    custom = resolve_algorithm(AlgoConfig(preset="grpo", kl_mode="off", clip_high=0.28))
-    assert not custom.needs_reference and custom.clip_high == 0.28 and custom.clip_low == 0.2
+    custom = resolve_algorithm({"preset": "grpo", "kl_mode": "off", "clip_high": 0.28})  # the old flat spellings
+    assert not custom.needs_reference and custom.policy_loss["clip_high"] == 0.28 and custom.policy_loss["clip_low"] == 0.2
+    new = resolve_algorithm({"preset": "grpo", "kl": {"mode": "off"}, "policy_loss": {"name": "clipped", "clip_high": 0.28}})
+    assert new == custom
     for name in PRESETS:
-        resolve_algorithm(AlgoConfig(preset=name))  # every preset names registered parts
+        resolve_algorithm({"preset": name})  # every preset names registered parts
 
 
 def test_preset_errors_and_warnings():
     with pytest.raises(ConfigError, match="unknown algo.preset 'ppo2'"):
-        resolve_algorithm(AlgoConfig(preset="ppo2"))
+        resolve_algorithm({"preset": "ppo2"})
     with pytest.raises(ConfigError, match="algo.policy_loss 'ppo' is not registered"):
-        resolve_algorithm(AlgoConfig(policy_loss="ppo"))
+        resolve_algorithm({"policy_loss": "ppo"})
     with pytest.raises(ConfigError, match="algo.advantage 'nope' is not registered"):
-        resolve_algorithm(AlgoConfig(advantage="nope"))
+        resolve_algorithm({"advantage": "nope"})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        resolve_algorithm(AlgoConfig(preset="gspo", loss_agg="token_mean"))
+        resolve_algorithm({"preset": "gspo", "loss_agg": "token_mean"})
     assert any("GSPO's sequence ratio" in str(w.message) for w in caught)
 
 

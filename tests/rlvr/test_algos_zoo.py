@@ -18,7 +18,7 @@ from envs.types import Problem
 from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs, gae
 from rlvr.algos.aggregation import AGGREGATIONS, Normalizer
 from rlvr.algos.filters import GroupFilter, keep_groups, zero_variance_groups
-from rlvr.algos.presets import CriticConfig, PRMConfig, PRESETS, AlgoConfig, preset_rows, resolve_algorithm
+from rlvr.algos.presets import PRESETS, preset_rows, resolve_algorithm
 from rlvr.algos.prime import implicit_outcome_logits, implicit_prm_ce_loss, implicit_process_rewards
 from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
 from rlvr.config import ConfigError
@@ -146,62 +146,63 @@ def test_implicit_prm_rewards_and_cross_entropy():
 # -- presets --------------------------------------------------------------------------------------
 
 def test_presets_carry_the_papers_settings():
-    algos = {name: resolve_algorithm(AlgoConfig(preset=name)) for name in PRESETS}
+    algos = {name: resolve_algorithm({"preset": name}) for name in PRESETS}
     assert set(algos) == {"grpo", "dapo", "dr_grpo", "gspo", "prime", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gpg", "cispo",
                           "grpo_process", "ppo", "dpo", "online_dpo", "kto"}
     dapo = algos["dapo"]
-    assert (dapo.clip_low, dapo.clip_high, dapo.loss_agg, dapo.kl_mode) == (0.2, 0.28, "token_mean", "off")
+    assert (dapo.policy_loss["clip_low"], dapo.policy_loss["clip_high"], dapo.aggregation.name, dapo.kl.mode) == (0.2, 0.28, "token_mean", "off")
     assert dapo.dynamic_sampling and dapo.overlong_buffer_frac == 0.2 and dapo.group_filter.drop_zero_variance
     assert not dapo.needs_reference  # no KL: no reference model loaded
     gspo = algos["gspo"]
-    assert (gspo.ratio, gspo.clip_low, gspo.clip_high, gspo.loss_agg) == ("sequence", 3e-4, 4e-4, "seq_mean")
+    assert (gspo.ratio.name, gspo.policy_loss["clip_low"], gspo.policy_loss["clip_high"], gspo.aggregation.name) == ("sequence", 3e-4, 4e-4, "seq_mean")
     dr = algos["dr_grpo"]
-    assert (dr.advantage, dr.loss_agg, dr.kl_mode) == ("mean_centered", "seq_mean_token_sum_norm", "off")
+    assert (dr.advantage.name, dr.aggregation.name, dr.kl.mode) == ("mean_centered", "seq_mean_token_sum_norm", "off")
     prime = algos["prime"]
-    assert prime.prm is not None and prime.needs_reference and prime.accuracy_band == (0.2, 0.8)
-    assert prime.advantage_kwargs["outcome_coef"] == 5.0 and prime.prm.beta == 0.05 and prime.critic is None
+    assert prime.prm.enabled and prime.needs_reference and tuple(prime.accuracy_band) == (0.2, 0.8)
+    assert prime.advantage["outcome_coef"] == 5.0 and prime.prm.beta == 0.05 and not prime.critic.enabled
     rpp = algos["reinforce_pp"]
-    assert (rpp.advantage, rpp.kl_mode, rpp.kl_estimator) == ("reinforce_pp", "reward", "k1")
+    assert (rpp.advantage.name, rpp.kl.mode, rpp.kl.estimator) == ("reinforce_pp", "reward", "k1")
     gpg = algos["gpg"]
-    assert (gpg.policy_loss, gpg.clip_low, gpg.kl_mode) == ("pg", None, "off")
+    assert (gpg.policy_loss.name, gpg.policy_loss["clip_low"], gpg.kl.mode) == ("pg", None, "off")
     ppo = algos["ppo"]
-    assert (ppo.advantage, ppo.kl_mode, ppo.kl_estimator, ppo.loss_agg) == ("gae", "reward", "k1", "token_mean")
-    assert ppo.advantage_kwargs == {"gamma": 1.0, "lam": 0.95, "whiten": True} and ppo.critic.value_clip == 0.2
+    assert (ppo.advantage.name, ppo.kl.mode, ppo.kl.estimator, ppo.aggregation.name) == ("gae", "reward", "k1", "token_mean")
+    assert ppo.advantage.params == {"gamma": 1.0, "lam": 0.95, "whiten": True, "eps": 1e-8} and ppo.critic.value_clip == 0.2
     assert (ppo.epochs_per_batch, ppo.minibatches) == (2, 2)
     assert all(a.recipe == ("preference" if name in ("dpo", "online_dpo", "kto") else "policy_gradient") for name, a in algos.items())
     cispo = algos["cispo"]
-    assert (cispo.policy_loss, cispo.clip_low, cispo.clip_high) == ("cispo", None, 3.0)
-    assert algos["grpo_process"].advantage_kwargs == {"outcome_step": True}
+    assert (cispo.policy_loss.name, cispo.policy_loss["clip_low"], cispo.policy_loss["clip_high"]) == ("cispo", None, 3.0)
+    assert algos["grpo_process"].advantage["outcome_step"] is True
     assert [name for name, _ in preset_rows()] == list(PRESETS)
 
 
 def test_preset_overrides_merge_estimator_arguments_and_reject_unknown_ones():
-    algo = resolve_algorithm(AlgoConfig(preset="prime", advantage_kwargs={"verifier_coef": 1.0}))
-    assert algo.advantage_kwargs["verifier_coef"] == 1.0 and algo.advantage_kwargs["outcome_coef"] == 5.0
-    with pytest.raises(ConfigError, match="algo.advantage_kwargs: gama not accepted by the reinforce_pp estimator"):
-        resolve_algorithm(AlgoConfig(preset="reinforce_pp", advantage_kwargs={"gama": 0.9}))
+    algo = resolve_algorithm({"preset": "prime", "advantage_kwargs": {"verifier_coef": 1.0}})  # the old spelling
+    assert algo.advantage["verifier_coef"] == 1.0 and algo.advantage["outcome_coef"] == 5.0
+    assert resolve_algorithm({"preset": "prime", "advantage": {"verifier_coef": 1.0}}) == algo  # the section
+    with pytest.raises(ConfigError, match="algo.advantage.gama: the reinforce_pp advantage estimator takes no argument 'gama'"):
+        resolve_algorithm({"preset": "reinforce_pp", "advantage_kwargs": {"gama": 0.9}})
     with pytest.raises(ConfigError, match="algo.accuracy_band"):
-        resolve_algorithm(AlgoConfig(accuracy_band=[0.8, 0.2]))
+        resolve_algorithm({"accuracy_band": [0.8, 0.2]})
     with pytest.raises(ConfigError, match="algo.sampling_budget"):
-        resolve_algorithm(AlgoConfig(preset="dapo", sampling_budget=0.5))
+        resolve_algorithm({"preset": "dapo", "sampling_budget": 0.5})
     with pytest.raises(ConfigError, match="implicit PRM is off"):
-        resolve_algorithm(AlgoConfig(preset="prime", prm=PRMConfig(enabled=False)))
-    assert resolve_algorithm(AlgoConfig(preset="prime", prm=PRMConfig(enabled=False), advantage_kwargs={"implicit_coef": 0.0})).advantage == "prime"
+        resolve_algorithm({"preset": "prime", "prm": {"enabled": False}})
+    assert resolve_algorithm({"preset": "prime", "prm": {"enabled": False}, "advantage_kwargs": {"implicit_coef": 0.0}}).advantage.name == "prime"
     with pytest.raises(ConfigError, match="gae needs a critic"):
-        resolve_algorithm(AlgoConfig(preset="ppo", critic=CriticConfig(enabled=False)))
+        resolve_algorithm({"preset": "ppo", "critic": {"enabled": False}})
     with pytest.raises(ConfigError, match="set algo.advantage=gae"):
-        resolve_algorithm(AlgoConfig(preset="grpo", critic=CriticConfig(enabled=True)))
+        resolve_algorithm({"preset": "grpo", "critic": {"enabled": True}})
     # a scorer turned on for a preset without one gets the defaults, the user's values on top
-    custom = resolve_algorithm(AlgoConfig(preset="grpo", advantage="gae", critic=CriticConfig(enabled=True, lr_scale=2.0, value_clip=0.0)))
+    custom = resolve_algorithm({"preset": "grpo", "advantage": "gae", "critic": {"enabled": True, "lr_scale": 2.0, "value_clip": 0.0}})
     assert custom.critic.lr_scale == 2.0 and custom.critic.value_clip is None and custom.critic.warmup_steps == 0
 
 
 @pytest.mark.parametrize("cfg, why", [
-    (AlgoConfig(preset="grpo", kl_estimator="k1"), "gradient is zero in expectation"),
-    (AlgoConfig(preset="reinforce_pp", kl_estimator="k3"), "biases the penalty"),
-    (AlgoConfig(preset="dapo", sampling_budget=1.0), "every dropped group shrinks it"),
-    (AlgoConfig(preset="grpo", prm=PRMConfig(enabled=True)), "only the prime estimator uses"),
-    (AlgoConfig(preset="dapo", ref_update_every=5), "no reference model is loaded"),
+    ({"preset": "grpo", "kl_estimator": "k1"}, "gradient is zero in expectation"),
+    ({"preset": "reinforce_pp", "kl": {"estimator": "k3"}}, "biases the penalty"),
+    ({"preset": "dapo", "sampling_budget": 1.0}, "every dropped group shrinks it"),
+    ({"preset": "grpo", "prm": {"enabled": True}}, "only the prime estimator uses"),
+    ({"preset": "dapo", "ref_update_every": 5}, "no reference model is loaded"),
 ])
 def test_combinations_the_papers_warn_against_are_explained(cfg, why):
     with warnings.catch_warnings(record=True) as caught:

@@ -25,12 +25,12 @@ def test_algos_list_prints_every_preset_and_its_settings(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == list(PRESETS)
     rows = {line.split()[0]: line.split()[1:] for line in lines[1:] if line and not line.startswith(" ")}
-    assert rows["clip_high"][:4] == ["0.2", "0.28", "0.2", "0.0004"]
+    assert rows["policy_loss.clip_high"][:4] == ["0.2", "0.28", "0.2", "0.0004"]
     col = {name: i for i, name in enumerate(PRESETS)}
     assert rows["dynamic_sampling"][col["dapo"]] == "yes" and rows["prm.enabled"][col["prime"]] == "yes"
     assert rows["prm.beta"][col["prime"]] == "0.05" and rows["prm.enabled"][col["grpo"]] == "no"
     assert rows["critic.enabled"][col["ppo"]] == "yes" and rows["critic.value_clip"][col["ppo"]] == "0.2"
-    assert rows["recipe"][col["ppo"]] == "policy_gradient" and rows["policy_loss"][col["cispo"]] == "cispo"
+    assert rows["recipe"][col["ppo"]] == "policy_gradient" and rows["policy_loss.name"][col["cispo"]] == "cispo"
     assert main(["algos", "list", "--preset", "gspo"]) == 0
     assert capsys.readouterr().out.splitlines()[0].split() == ["gspo"]
 

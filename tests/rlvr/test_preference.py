@@ -18,7 +18,7 @@ from envs.types import Verdict
 from rlvr import UserError
 from rlvr.algos.preference import (PREFERENCE_LOSSES, LossParams, SequenceLogps, kto_reference_point, mismatched_partners, pair_objective,
                                    unpaired_objective)
-from rlvr.algos.presets import PRESETS, AlgoConfig, PreferenceConfig, resolve_algorithm
+from rlvr.algos.presets import PRESETS, resolve_algorithm
 from rlvr.cli import main
 from rlvr.config import ConfigError
 from rlvr.train.pairs import MAX_BAD_FRACTION, group_pairs, read_pairs
@@ -253,23 +253,24 @@ def test_training_refuses_a_pairs_file_with_more_than_5_percent_bad_rows_and_nam
 # -- presets and configuration --------------------------------------------------------------------------
 
 def test_preference_presets_name_their_recipe_and_settings():
-    dpo, online, kto = (resolve_algorithm(AlgoConfig(preset=name)) for name in ("dpo", "online_dpo", "kto"))
+    dpo, online, kto = (resolve_algorithm({"preset": name}) for name in ("dpo", "online_dpo", "kto"))
     assert {dpo.recipe, online.recipe, kto.recipe} == {"preference"} and dpo.advantage is None and dpo.needs_reference
     assert (dpo.preference.loss, dpo.preference.beta, dpo.preference.source, dpo.preference.reference_cache) == ("sigmoid", 0.1, "pairs", True)
     assert online.preference.source == "online" and online.dynamic_sampling and online.group_filter.drop_zero_variance
     assert (kto.preference.loss, kto.preference.desirable_weight, kto.preference.undesirable_weight) == ("kto", 1.0, 1.0)
-    ipo = resolve_algorithm(AlgoConfig(preset="dpo", preference=PreferenceConfig(loss="ipo", beta=0.5, length_norm=True)))
+    ipo = resolve_algorithm({"preset": "dpo", "preference": {"loss": "ipo", "beta": 0.5, "length_norm": True}})
     assert (ipo.preference.loss, ipo.preference.beta, ipo.preference.length_norm) == ("ipo", 0.5, True)
     assert all(PRESETS[p]["recipe"] == "policy_gradient" for p in PRESETS if p not in ("dpo", "online_dpo", "kto"))
 
 
 @pytest.mark.parametrize("cfg, message", [
-    (AlgoConfig(preset="dpo", advantage="grpo"), "algo.advantage has no effect with algo.preset=dpo"),
-    (AlgoConfig(preset="kto", kl_coef=0.1), "algo.kl_coef has no effect"),
-    (AlgoConfig(preset="grpo", preference=PreferenceConfig(beta=0.2)), "algo.preference.beta is set but algo.preset=grpo runs the policy_gradient recipe"),
-    (AlgoConfig(preset="dpo", preference=PreferenceConfig(loss="dpoo")), "algo.preference.loss 'dpoo' is not registered"),
-    (AlgoConfig(preset="kto", preference=PreferenceConfig(source="pairs")), "learns from single labelled completions"),
-    (AlgoConfig(preset="dpo", preference=PreferenceConfig(loss="robust", label_smoothing=0.5)), "label_smoothing must be in [0, 0.5)"),
+    ({"preset": "dpo", "advantage": "grpo"}, "algo.advantage has no effect with algo.preset=dpo"),
+    ({"preset": "kto", "kl_coef": 0.1}, "algo.kl_coef has no effect"),
+    ({"preset": "kto", "kl": {"coef": 0.1}}, "algo.kl.coef has no effect"),
+    ({"preset": "grpo", "preference": {"beta": 0.2}}, "algo.preference.beta is set but algo.preset=grpo runs the policy_gradient recipe"),
+    ({"preset": "dpo", "preference": {"loss": "dpoo"}}, "algo.preference.loss 'dpoo' is not registered"),
+    ({"preset": "kto", "preference": {"source": "pairs"}}, "learns from single labelled completions"),
+    ({"preset": "dpo", "preference": {"loss": "robust", "label_smoothing": 0.5}}, "label_smoothing must be in [0, 0.5)"),
 ])
 def test_preference_settings_errors(cfg, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
@@ -278,9 +279,9 @@ def test_preference_settings_errors(cfg, message):
 
 def test_preference_settings_that_do_nothing_warn():
     with pytest.warns(UserWarning, match="label_smoothing=0.1 has no effect with loss=ipo"):
-        resolve_algorithm(AlgoConfig(preset="dpo", preference=PreferenceConfig(loss="ipo", label_smoothing=0.1)))
+        resolve_algorithm({"preset": "dpo", "preference": {"loss": "ipo", "label_smoothing": 0.1}})
     with pytest.warns(UserWarning, match="groups that are all right or all wrong give no pair"):
-        resolve_algorithm(AlgoConfig(preset="online_dpo", dynamic_sampling=False))
+        resolve_algorithm({"preset": "online_dpo", "dynamic_sampling": False})
 
 
 def test_the_pairs_section_belongs_to_the_preference_recipe(tmp_path):

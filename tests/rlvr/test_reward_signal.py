@@ -46,6 +46,6 @@ def test_an_unknown_signal_names_the_key():
 
 def test_yaml_off_reads_as_the_off_choice():
     cfg = load_config(TrainConfig, "quickstart", ["algo.kl_mode=off"])
-    assert cfg.algo.kl_mode == "off"
+    assert cfg.algo.kl.mode == "off"
     with pytest.raises(ConfigError, match="kl_mode"):
         load_config(TrainConfig, "quickstart", ["algo.kl_mode=on"])

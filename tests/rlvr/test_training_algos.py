@@ -183,7 +183,7 @@ def test_bad_critic_and_reference_inputs_are_named_before_training(sft_base, tmp
     grpo = rl_overrides(tmp_path, base, "update.steps=1", "name=grpo", *SMALL)
     train(load_config(TrainConfig, "quickstart", grpo))
     shutil.rmtree(base)
-    with pytest.raises(UserError, match=r"reference model .* algo.kl_mode=loss"):
+    with pytest.raises(UserError, match=r"reference model .* algo.kl.mode=loss"):
         train(load_config(TrainConfig, "quickstart", [*grpo, "update.steps=2", "resume=true"]))
 
 

@@ -1,0 +1,68 @@
+"""A config section that names a registered function and carries that function's own arguments.
+
+    algo:
+      policy_loss: {name: cispo, clip_high: 4.0}
+      advantage: {name: gae, gamma: 1.0, lam: 0.95}
+
+A `Part` is that section: a mapping with ``name`` and the function's keyword arguments. Its
+arguments are checked against the function's signature (`part_parameters`): an unknown one is an
+error naming what the function takes, a missing one takes the function's default. So a part's
+hyperparameters live in one place, its signature, and a new part with a new hyperparameter is one
+registered function (in rlvr, or in a package that registers it through the ``rlvr.algos``
+entry-point group).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+from rlvr.config import ConfigError
+
+ALGOS_GROUP = "rlvr.algos"  # the entry-point group third-party packages register algorithm parts and presets through
+
+
+class Part(dict):
+    """``{name: <registered id>, **arguments}``: a plain mapping in YAML and in the run's config."""
+
+    @property
+    def name(self) -> str:
+        return self["name"]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The function's keyword arguments (everything but ``name``)."""
+        return {k: v for k, v in self.items() if k != "name"}
+
+    @classmethod
+    def from_config(cls, value: Any, where: str, key: str) -> Part:
+        """A section from a mapping with ``name``, or from a bare name (``algo.ratio=sequence``)."""
+        if isinstance(value, str):
+            return cls(name=value)
+        if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+            raise ConfigError(f"{where}: '{key}' must be a registered name or a mapping with a name and its arguments, "
+                              f"e.g. {{name: clipped, clip_high: 0.28}}; got {value!r}")
+        return cls(value)
+
+
+def part_parameters(fn: Callable[..., Any], leading: int) -> dict[str, inspect.Parameter]:
+    """The keyword arguments of a registered function after its ``leading`` data arguments (the
+    tensors every part of its kind receives), with their defaults."""
+    params = list(inspect.signature(fn).parameters.values())
+    return {p.name: p for p in params[leading:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def complete(key: str, kind: str, part: Part, fn: Callable[..., Any], leading: int, supplied: set[str]) -> Part:
+    """``part`` with every argument of ``fn`` filled (the function's default where unset). An
+    argument the user ``supplied`` that ``fn`` does not take is an error; one that only a preset
+    set for another function of its kind is dropped."""
+    accepted = part_parameters(fn, leading)
+    unknown = sorted(k for k in part.params if k not in accepted and k in supplied)
+    if unknown:
+        raise ConfigError(f"algo.{key}.{unknown[0]}: the {part.name} {kind} takes no argument {unknown[0]!r} "
+                          f"(it takes: {', '.join(accepted) or 'nothing'})")
+    missing = [k for k, p in accepted.items() if k not in part.params and p.default is inspect.Parameter.empty]
+    if missing:
+        raise ConfigError(f"algo.{key}.{missing[0]}: the {part.name} {kind} needs a value for {missing[0]!r} (it has no default)")
+    values = {k: part.params.get(k, p.default) for k, p in accepted.items()}
+    return Part(name=part.name, **values)
