@@ -46,8 +46,9 @@ def config_reference() -> str:
         "of the config dataclasses (the same table `rlvr train --show-config` and `rlvr sft --show-config`",
         "print). Set keys in a YAML file or as `key=value` overrides on the command line, e.g.",
         "`rlvr train quickstart optim.lr=5e-5 rollout.group_size=8`; an unknown key is refused with the",
-        "closest valid key named. Algorithm presets fill the `algo.*` keys left at `None`: see",
-        "[Algorithms](../algorithms.md) for each preset's resolved settings.",
+        "closest valid key named. The `algo.*` defaults are GRPO's; a preset (`algo.preset`) changes some of them,",
+        "and a part section (`algo.advantage`, `ratio`, `policy_loss`, `aggregation`) takes its function's arguments:",
+        "see [Algorithms](../algorithms.md) for each preset's resolved settings.",
         "",
     ]
     rows_of = {name: describe(config_class(name)) for name in RECIPE_ORDER}
@@ -80,8 +81,13 @@ def preset_table(names: list[str]) -> str:
     unknown = [n for n in names if n not in PRESETS]
     if unknown:
         raise SystemExit(f"docs/algorithms.md names unknown preset(s) {unknown}; presets: {', '.join(PRESETS)}")
-    settings = {name: _flatten(s) for name, s in preset_rows() if name in names}
-    keys = [k for k in dict.fromkeys(k for n in names for k in settings[n]) if any(settings[n].get(k) is not None for n in names)]
+    rows = {name: s for name, s in preset_rows() if name in names}
+    settings = {name: _flatten(s) for name, s in rows.items()}
+    default = dict(preset_rows())["grpo"]
+    # a section of learned scorers, preference or correction only where a preset of the table changes it
+    quiet = {k for k in ("prm", "critic", "preference", "correction") if all(rows[n][k] == default[k] for n in names)}
+    keys = [k for k in dict.fromkeys(k for n in names for k in settings[n])
+            if any(settings[n].get(k) is not None for n in names) and k.split(".")[0] not in quiet]
     lines = ["| setting | " + " | ".join(f"`{n}`" for n in names) + " |", "|---|" + "---|" * len(names)]
     lines += [f"| `{k}` | " + " | ".join(_cell(_fmt(settings[n].get(k))) for n in names) + " |" for k in keys]
     return "\n".join(lines) + "\n"

@@ -71,10 +71,29 @@ def _config_keys() -> set[str]:
     return {key for name in RECIPES.ids() for key, _, _ in describe(config_class(name))}
 
 
+def _algo_problem(algo: dict) -> str | None:
+    """Why an ``algo`` mapping does not resolve (its part sections take their functions' arguments,
+    so they are checked by resolving them), or None."""
+    import warnings
+
+    from rlvr.algos.presets import AlgoConfig
+    from rlvr.config import ConfigError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            AlgoConfig.from_config(algo)
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
 def _flatten(d: dict, prefix: str = "") -> list[str]:
     keys = []
     for k, v in d.items():
-        if isinstance(v, dict) and f"{prefix}{k}" not in ("task.config", "algo.advantage_kwargs", "task.env_kwargs"):
+        if f"{prefix}{k}" == "algo":
+            continue  # checked by resolving it (_algo_problem)
+        if isinstance(v, dict) and f"{prefix}{k}" not in ("task.config", "task.env_kwargs"):
             keys += _flatten(v, f"{prefix}{k}.")
         else:
             keys.append(f"{prefix}{k}")
@@ -93,6 +112,8 @@ def test_yaml_blocks_parse():
         if isinstance(data, dict) and ("recipe" in data or "algo" in data or "task" in data):  # a training config
             unknown = [k for k in _flatten(data) if k not in keys]
             assert not unknown, f"{path.relative_to(ROOT)}:{line}: config keys that do not exist: {unknown}"
+            problem = _algo_problem(data["algo"]) if isinstance(data.get("algo"), dict) else None
+            assert problem is None, f"{path.relative_to(ROOT)}:{line}: {problem}"
 
 
 # -- rlvr command lines -----------------------------------------------------------------------------
@@ -154,10 +175,21 @@ def test_rlvr_command_lines_parse():
             except AssertionError as e:
                 problems.append(f"{where}\n    {e}")
                 continue
-            for override in getattr(args, "overrides", None) or []:
+            overrides = list(getattr(args, "overrides", None) or [])
+            if getattr(args, "algos_command", None) == "show":
+                overrides.append(f"algo.preset={args.preset}")
+            for override in overrides:
                 key = override.split("=", 1)[0]
-                if key not in keys:
+                if key not in keys and not key.startswith("algo."):
                     problems.append(f"{where}\n    override {override!r}: no config key {key!r}")
+            algo = [o[len("algo."):] for o in overrides if o.startswith("algo.")]
+            if algo:
+                from rlvr.algos.presets import AlgoConfig
+                from rlvr.config import apply_overrides
+
+                problem = _algo_problem(apply_overrides(AlgoConfig, {}, algo))
+                if problem:
+                    problems.append(f"{where}\n    {problem}")
             checked += 1
     assert not problems, "\n".join(problems)
     assert checked >= 30, f"only {checked} rlvr command lines found in the docs"
