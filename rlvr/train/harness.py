@@ -41,7 +41,7 @@ import torch
 from tqdm import tqdm
 
 from envs import faults
-from rlvr import UserError
+from rlvr import TrainingError, UserError
 from rlvr.models.loading import load_model
 from rlvr.models.lora import adapters_of, apply_lora, check_mergeable, is_adapter_folder, load_adapters, parameter_counts, save_adapters, save_merged
 from rlvr.runs import RunDir
@@ -49,13 +49,9 @@ from rlvr.train.checkpoint import (PARTIAL_SUFFIX, STATE_FILE, folder_bytes, fre
                                    prune_checkpoints, remove_partial_checkpoints)
 from rlvr.train.common import make_optimizer, rng_state, seed_everything, set_rng_state, set_threads
 from rlvr.train.config import OptimConfig, RunConfig
-from rlvr.train.verification_tally import VerificationTally
+from rlvr.rollout.verification_tally import VerificationTally
 
 RUN_MARKERS = ("config.yaml", "metrics.jsonl", "checkpoints", "final", "run_state.json")
-
-
-class TrainingError(RuntimeError):
-    """Training cannot continue; the run directory holds everything written so far."""
 
 
 class CheckpointError(TrainingError):

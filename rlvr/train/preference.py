@@ -8,7 +8,7 @@
 The loss is a registered pure function (`rlvr.algos.preference`), the settings are
 ``algo.preference.*`` (`rlvr.algos.presets.PreferenceConfig`), the offline pairs file is the
 ``pairs.*`` section of this recipe's config. Sampling and verification are the same
-`rlvr.train.online.GroupSource` the policy-gradient recipe uses (with the algorithm's group filter:
+`rlvr.rollout.groups.GroupSource` the policy-gradient recipe uses (with the algorithm's group filter:
 DAPO's dynamic sampling keeps exactly the groups that give pairs); accumulation, checkpoints and the
 loop are the harness's.
 
@@ -48,13 +48,13 @@ from rlvr.rollout.text import encode_prompt
 from rlvr.models.batch import TokenBatch, build_token_batch, token_logprobs
 from rlvr.train.config import TrainConfig
 from rlvr.train.harness import Harness, merge_stats
-from rlvr.train.online import GroupSource
-from rlvr.train.verification_tally import VerificationTally
+from rlvr.rollout.groups import GroupSource
+from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.task_checks import open_training_task, prompts_drawn
 from rlvr.train.pairs import MAX_BAD_FRACTION, PairsFile, group_pairs, read_pairs
 from rlvr.train.reference import frozen_reference
-from rlvr.train.rollouts import sample_rows
-from rlvr.train.sampling import SamplingReport
+from rlvr.rollout.tensors import sample_rows
+from rlvr.rollout.sampling import SamplingReport
 from rlvr.train.scoring import frozen_logprobs
 from tasks.base import stable_hash
 
