@@ -187,42 +187,6 @@ class FrozenModel:
         """Nothing: the weights were loaded from `Harness.source`."""
 
 
-@dataclass
-class ScoringBatch:
-    """What a learned scorer reads from a rollout batch.
-
-    Attributes:
-        tokens: The sequences (prompt + completion).
-        rows: The sequences to score and to learn from.
-        mask: ``[B, T]`` 1.0 on the tokens that count.
-        lengths: ``[B]`` sequence lengths (micro-batches are sorted by them).
-        ref_logp: ``[B, T]`` log-probs under the scorer's frozen reference, when it has one (PRIME's PRM).
-    """
-
-    tokens: Any
-    rows: torch.Tensor
-    mask: torch.Tensor
-    lengths: torch.Tensor
-    ref_logp: torch.Tensor | None = None
-
-
-class LearnedScorer(Protocol):
-    """A model trained beside the policy that scores every token of a batch: PRIME's implicit
-    PRM (token rewards, learned from outcome labels), PPO's critic (values, learned from returns).
-    Its weights and optimizer are ``part``, which the harness checkpoints like any component."""
-
-    part: TrainableModel
-
-    def score(self, batch: ScoringBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        """``[B, T]`` scores of ``batch.rows`` (0 elsewhere), and statistics."""
-        ...
-
-    def update(self, batch: ScoringBatch, targets: torch.Tensor, scores: torch.Tensor | None = None) -> dict[str, float] | None:
-        """One optimizer step towards ``targets``; ``scores`` are its own scores of the batch
-        before the step (a critic clips its new values around them)."""
-        ...
-
-
 class StatsAccumulator:
     """Weighted means of micro-batch statistics; keys ending in ``_min``/``_max`` keep the extreme,
     keys ending in ``_sum`` add up (a micro-batch's share of a whole-batch loss)."""
@@ -788,5 +752,5 @@ class Harness:
         return lambda: [signal.signal(s, h) for s, h in previous.items()]
 
 
-__all__ = ["CheckpointError", "Component", "FrozenModel", "Harness", "LearnedScorer", "Objective", "Recipe", "ScoringBatch", "StatsAccumulator", "TrainResult",
+__all__ = ["CheckpointError", "Component", "FrozenModel", "Harness", "Objective", "Recipe", "StatsAccumulator", "TrainResult",
            "TrainableModel", "TrainingError", "merge_stats"]

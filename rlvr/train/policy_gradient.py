@@ -5,7 +5,7 @@
 
 The algorithm is a resolved table of parts (`rlvr.algos.presets`); nothing here branches on a
 preset's name. Learned scorers are components built when the algorithm asks for them: PRIME's
-implicit PRM (`rlvr.train.prm`) and PPO's critic (`rlvr.train.critic`). Streaming group sampling
+implicit PRM (`rlvr.train.scorers.prm`) and PPO's critic (`rlvr.train.scorers.critic`). Streaming group sampling
 (DAPO's dynamic sampling, PRIME's accuracy band) is `rlvr.rollout.sampling`, driven by the
 `rlvr.rollout.groups.GroupSource` the online preference recipes share; run directory,
 accumulation, checkpoints and the loop are the harness's (`rlvr.train.harness`).
@@ -33,14 +33,15 @@ from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, tr
 from rlvr.rollout.base import SamplingParams
 from rlvr.models.batch import TokenBatch, token_logprobs
 from rlvr.train.config import TrainConfig
-from rlvr.train.critic import Critic, ValueModel, check_tokenizer, value_metrics
-from rlvr.train.harness import Harness, ScoringBatch, merge_stats
+from rlvr.train.scorers.critic import Critic, ValueModel, check_tokenizer, value_metrics
+from rlvr.train.harness import Harness, merge_stats
+from rlvr.train.scorers import ScoringBatch
 from rlvr.rollout.groups import GroupSource
 from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.task_checks import open_training_task, prompts_drawn
-from rlvr.train.prm import ImplicitPRM
+from rlvr.train.scorers.prm import ImplicitPRM
 from rlvr.models.lora import shares_weights
-from rlvr.train.reference import frozen_reference
+from rlvr.train.scorers.reference import frozen_reference
 from rlvr.rollout.tensors import Rollouts, build_rollouts, sample_rows, zero_variance_frac
 from rlvr.rollout.sampling import SamplingReport
 from rlvr.train.scoring import frozen_logprobs

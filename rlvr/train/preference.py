@@ -52,7 +52,7 @@ from rlvr.rollout.groups import GroupSource
 from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.task_checks import open_training_task, prompts_drawn
 from rlvr.train.pairs import MAX_BAD_FRACTION, PairsFile, group_pairs, read_pairs
-from rlvr.train.reference import frozen_reference
+from rlvr.train.scorers.reference import frozen_reference
 from rlvr.rollout.tensors import sample_rows
 from rlvr.rollout.sampling import SamplingReport
 from rlvr.train.scoring import frozen_logprobs

@@ -15,7 +15,8 @@ import torch
 
 from rlvr.algos.prime import implicit_outcome_logits, implicit_prm_ce_loss, implicit_process_rewards, prm_accuracy
 from rlvr.models.batch import TokenBatch
-from rlvr.train.harness import Harness, ScoringBatch, TrainableModel
+from rlvr.train.harness import Harness, TrainableModel
+from rlvr.train.scorers import ScoringBatch
 from rlvr.train.scoring import frozen_logprobs
 
 
@@ -53,7 +54,7 @@ class PRMObjective:
 
 
 class ImplicitPRM:
-    """A `rlvr.train.harness.LearnedScorer`: scores are token rewards, targets the verifier's
+    """A `rlvr.train.scorers.LearnedScorer`: scores are token rewards, targets the verifier's
     outcome labels ``[B]`` (1 = passed); ``ScoringBatch.ref_logp`` must hold the reference's
     log-probs (`reference_logp`, or the policy's reference when they are the same numbers: see
     `reads_like`).
