@@ -62,7 +62,7 @@ class Processes(Protocol):
 
 
 class Policy(Protocol):
-    """The trained policy as the rollout side sees it (`rlvr.train.harness.TrainableModel`): its
+    """The trained policy as the rollout side sees it (`rlvr.train.trainable.TrainableModel`): its
     model (``unwrapped``: without the distributed wrapper) and its optimizer steps so far."""
 
     model: torch.nn.Module

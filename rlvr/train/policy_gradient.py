@@ -34,7 +34,8 @@ from rlvr.rollout.base import SamplingParams
 from rlvr.models.batch import TokenBatch, token_logprobs
 from rlvr.train.config import TrainConfig
 from rlvr.train.scorers.critic import Critic, ValueModel, check_tokenizer, value_metrics
-from rlvr.train.harness import Harness, merge_stats
+from rlvr.train.accumulation import merge_stats
+from rlvr.train.harness import Harness
 from rlvr.train.scorers import ScoringBatch
 from rlvr.rollout.groups import GroupSource
 from rlvr.rollout.verification_tally import VerificationTally

@@ -47,7 +47,8 @@ from rlvr.models.paths import resolve_model
 from rlvr.rollout.text import encode_prompt
 from rlvr.models.batch import TokenBatch, build_token_batch, token_logprobs
 from rlvr.train.config import TrainConfig
-from rlvr.train.harness import Harness, merge_stats
+from rlvr.train.accumulation import merge_stats
+from rlvr.train.harness import Harness
 from rlvr.rollout.groups import GroupSource
 from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.task_checks import open_training_task, prompts_drawn

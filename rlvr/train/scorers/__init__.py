@@ -5,7 +5,7 @@ PPO's critic (`rlvr.train.scorers.critic`: values, learned from returns) share o
 `LearnedScorer`: ``score(batch)`` gives ``[B, T]`` scores of a `ScoringBatch`, ``update(batch,
 targets, scores)`` takes one optimizer step towards the targets (through the harness's one
 accumulation routine), and the weights with their optimizer are ``part``, a
-`rlvr.train.harness.TrainableModel` the harness checkpoints like any component. A recipe builds a
+`rlvr.train.trainable.TrainableModel` the harness checkpoints like any component. A recipe builds a
 scorer when its algorithm asks for one and never branches on which it is.
 
 `rlvr.train.scorers.reference` is the frozen reference model they (and the policy's KL term) read
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import torch
 
-from rlvr.train.harness import TrainableModel
+from rlvr.train.trainable import TrainableModel
 
 
 @dataclass
