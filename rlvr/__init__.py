@@ -8,3 +8,9 @@ class UserError(Exception):
 
     Registry and task errors are user errors too; the CLI treats them alike.
     """
+
+
+class TrainingError(RuntimeError):
+    """Training cannot continue; the run directory holds everything written so far (raised by the
+    training harness, `rlvr.train.harness`, and by the rollout side of a run, e.g. when every
+    verification keeps failing)."""

@@ -77,7 +77,7 @@ def build(args: argparse.Namespace) -> int:
     from rlvr.rollout.prompts import resolve_style
     from rlvr.train.common import seed_everything, set_threads
     from rlvr.train.pairs import group_pairs, meta_path
-    from rlvr.train.sampling import GroupSampler
+    from rlvr.rollout.sampling import GroupSampler
     from tasks.base import problems_checksum, stable_hash
 
     for name, value, low in (("--prompts", args.prompts, 1), ("--n", args.n, 2), ("--pairs-per-group", args.pairs_per_group, 1),

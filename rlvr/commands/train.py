@@ -56,7 +56,7 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
     from rlvr.rollout.base import EngineError
     from rlvr.rollout.engines import check_engine_settings
     from rlvr.rollout.sync import WeightSyncError
-    from rlvr.train.reward_signal import reward_signal
+    from rlvr.rollout.reward_signal import reward_signal
 
     if isinstance(cfg, TrainConfig):  # an unknown engine or another engine's setting, before the model loads
         check_engine_settings(cfg.rollout)

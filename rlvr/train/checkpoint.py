@@ -1,7 +1,8 @@
 """Checkpoint folders of a run: ``checkpoints/step-N/`` holds one sub-folder per component and
-``trainer_state.pt`` (step, recipe state); `rlvr.train.harness.Harness` writes and reads them.
-A checkpoint is written as ``step-N.tmp`` and renamed when complete, so a ``.tmp`` folder is
-always a partial write (a kill or a full disk) and is removed."""
+``trainer_state.pt`` (step, recipe state); `HarnessCheckpoints` (part of
+`rlvr.train.harness.Harness`) writes and reads them. A checkpoint is written as ``step-N.tmp``
+and renamed when complete, so a ``.tmp`` folder is always a partial write (a kill or a full disk)
+and is removed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,18 @@ import errno
 import re
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from envs import faults
+from rlvr import TrainingError, UserError
+from rlvr.train.common import rng_state, set_rng_state
+from rlvr.train.trainable import Component, TrainableModel
+
+if TYPE_CHECKING:
+    from rlvr.train.config import RunConfig
+    from rlvr.train.harness import Recipe
 
 STATE_FILE = "trainer_state.pt"
 PARTIAL_SUFFIX = ".tmp"
@@ -77,3 +90,105 @@ def _human(n: int) -> str:
             break
         size /= 1024
     return f"{size:.0f} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
+class CheckpointError(TrainingError):
+    """A checkpoint could not be written (its partial folder is removed; earlier ones stay)."""
+
+
+class HarnessCheckpoints:
+    """Checkpoints of every registered component, mixed into `rlvr.train.harness.Harness` (which
+    sets the attributes below): writing ``step-N`` (with the recipe's state and every process's
+    RNG) and restoring from the checkpoint being resumed."""
+
+    cfg: RunConfig
+    accel: Any
+    run_dir: Path
+    checkpoint_dir: Path
+    resume_from: Path | None
+    components: dict[str, Component]
+
+    def checkpoint(self, step: int, recipe: Recipe) -> Path:
+        """Save every component, the recipe's state and each process's RNG as ``step-N``
+        (written under a temporary name and renamed, so a kill never leaves half a checkpoint)."""
+        final = self.checkpoint_dir / f"step-{step}"
+        tmp = final.with_name(final.name + PARTIAL_SUFFIX)
+        recipe_state = recipe.state_dict()  # first: a recipe may finish work in flight (which moves the RNG) before it is saved
+        try:
+            self._write_checkpoint(step, final, tmp, recipe_state)
+        except Exception as e:
+            needed = self._checkpoint_bytes()
+            # torch's writer can lose the OSError ("unexpected pos ..."): a disk without room for a checkpoint is the cause then
+            full = is_out_of_space(e) or free_bytes(self.checkpoint_dir) < needed
+            if self.is_main:
+                shutil.rmtree(tmp, ignore_errors=True)
+            if full:
+                raise CheckpointError(f"{out_of_space_message(final, needed)}: the checkpoint was not saved; "
+                                      f"free space there and continue with `rlvr train {self.run_dir} --resume`") from e
+            raise
+        return final
+
+    def _write_checkpoint(self, step: int, final: Path, tmp: Path, recipe_state: dict[str, Any]) -> None:
+        if self.is_main:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            for name in self.components:
+                (tmp / name).mkdir()
+        self.accel.wait_for_everyone()
+        for name, component in self.components.items():
+            component.save(tmp / name)
+        torch.save(rng_state(), tmp / f"rng-{self.rank}.pt")
+        faults.reached("checkpoint_write")
+        self.accel.wait_for_everyone()
+        if self.is_main:
+            torch.save({"step": step, "components": list(self.components), "processes": self.num_processes,
+                        "recipe": recipe_state}, tmp / STATE_FILE)
+            shutil.rmtree(final, ignore_errors=True)
+            tmp.rename(final)
+            prune_checkpoints(self.checkpoint_dir, self.cfg.log.keep_checkpoints)
+        self.accel.wait_for_everyone()
+
+    def _checkpoint_bytes(self) -> int:
+        """About what one checkpoint takes: the latest complete one's size, else every component's
+        weights plus the optimizer state."""
+        done = list_checkpoints(self.checkpoint_dir)
+        if done:
+            return folder_bytes(done[-1][1])
+        total = 0
+        for component in self.components.values():
+            model = getattr(component, "model", None)
+            if model is not None:
+                total += sum(p.numel() * p.element_size() for p in model.parameters())
+            if isinstance(component, TrainableModel):
+                total += component.optimizer_state_bytes()
+        return total
+
+    def resumed_state(self) -> dict[str, Any] | None:
+        """The training state saved with the checkpoint being resumed (``step``, the recipe's
+        ``state_dict`` under ``recipe``), or None on a fresh run: for a recipe whose set-up depends
+        on where the run resumes (offline DPO scores the reference of the pairs still to come)."""
+        if self.resume_from is None:
+            return None
+        return torch.load(self.resume_from / STATE_FILE, weights_only=False)
+
+    def restore(self, recipe: Recipe) -> int:
+        """Load every component's state, the recipe's and this process's RNG from the checkpoint
+        being resumed; returns its step (0 when not resuming). Call after every component exists."""
+        if self.resume_from is None:
+            return 0
+        state = torch.load(self.resume_from / STATE_FILE, weights_only=False)
+        if state.get("processes", 1) != self.num_processes:
+            raise UserError(f"checkpoint {self.resume_from} was written by {state['processes']} processes; resume it with as many")
+        unused = sorted(set(state.get("components", [])) - set(self.components))
+        if unused:
+            self.print(f"note: checkpoint {self.resume_from} holds {', '.join(unused)}, which this config does not use")
+        for name, component in self.components.items():
+            component.load(self.resume_from / name)
+        recipe.load_state_dict(state["recipe"])
+        set_rng_state(torch.load(self.resume_from / f"rng-{self.rank}.pt", weights_only=False))
+        self.print(f"resumed from {self.resume_from} (step {state['step']})")
+        return int(state["step"])
+
+
+__all__ = ["CheckpointError", "HarnessCheckpoints", "folder_bytes", "free_bytes", "is_out_of_space", "list_checkpoints", "out_of_space_message",
+           "prune_checkpoints", "remove_partial_checkpoints"]

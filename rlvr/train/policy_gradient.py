@@ -5,9 +5,9 @@
 
 The algorithm is a resolved table of parts (`rlvr.algos.presets`); nothing here branches on a
 preset's name. Learned scorers are components built when the algorithm asks for them: PRIME's
-implicit PRM (`rlvr.train.prm`) and PPO's critic (`rlvr.train.critic`). Streaming group sampling
-(DAPO's dynamic sampling, PRIME's accuracy band) is `rlvr.train.sampling`, driven by the
-`rlvr.train.online.GroupSource` the online preference recipes share; run directory,
+implicit PRM (`rlvr.train.scorers.prm`) and PPO's critic (`rlvr.train.scorers.critic`). Streaming group sampling
+(DAPO's dynamic sampling, PRIME's accuracy band) is `rlvr.rollout.sampling`, driven by the
+`rlvr.rollout.groups.GroupSource` the online preference recipes share; run directory,
 accumulation, checkpoints and the loop are the harness's (`rlvr.train.harness`).
 """
 
@@ -17,8 +17,6 @@ import dataclasses
 import time
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -33,16 +31,16 @@ from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, tr
 from rlvr.rollout.base import SamplingParams
 from rlvr.models.batch import TokenBatch, token_logprobs
 from rlvr.train.config import TrainConfig
-from rlvr.train.critic import Critic, ValueModel, check_tokenizer, value_metrics
-from rlvr.train.harness import Harness, ScoringBatch, merge_stats
-from rlvr.train.online import GroupSource
-from rlvr.train.verification_tally import VerificationTally
-from rlvr.train.task_checks import open_training_task, prompts_drawn
-from rlvr.train.prm import ImplicitPRM
+from rlvr.train.scorers.critic import Critic, ValueModel, check_tokenizer, value_metrics
+from rlvr.train.accumulation import merge_stats
+from rlvr.train.harness import Harness
+from rlvr.train.recipe_base import AlgorithmRecipe
+from rlvr.train.scorers import ScoringBatch
+from rlvr.train.scorers.prm import ImplicitPRM
 from rlvr.models.lora import shares_weights
-from rlvr.train.reference import frozen_reference
-from rlvr.train.rollouts import Rollouts, build_rollouts, sample_rows, zero_variance_frac
-from rlvr.train.sampling import SamplingReport
+from rlvr.train.scorers.reference import frozen_reference
+from rlvr.rollout.tensors import Rollouts, build_rollouts, sample_rows, zero_variance_frac
+from rlvr.rollout.sampling import SamplingReport
 from rlvr.train.scoring import frozen_logprobs
 
 
@@ -106,7 +104,7 @@ class PolicyObjective:
         return loss, stats, float(m.sum())
 
 
-class PolicyGradient:
+class PolicyGradient(AlgorithmRecipe):
     """Runs a `TrainConfig` whose preset names the ``policy_gradient`` recipe."""
 
     config_class = TrainConfig
@@ -115,10 +113,8 @@ class PolicyGradient:
         self.cfg, self.harness = cfg, harness
         self.algo: AlgoConfig = cfg.algo  # resolved and checked when the config was read
         self._check_settings()
-        self.task = open_training_task(cfg, evaluates=bool(cfg.eval.every or cfg.eval.at_start), say=harness.print,
-                                       prompts_needed=prompts_drawn(cfg, self.algo.sampling_budget, harness.num_processes))
-        self.epochs = cfg.update.epochs_per_batch or self.algo.epochs_per_batch
-        self.minibatches = cfg.update.minibatches or self.algo.minibatches
+        self.task = self._open_task()
+        self.epochs, self.minibatches = self._passes()
         self.total_steps = cfg.update.steps
         self.warned_mismatch = False
         self.title = f"{cfg.name}: {self.algo.preset} on {self.task.id}"
@@ -131,7 +127,7 @@ class PolicyGradient:
         self.prm = self._prm(micro) if self.algo.prm.enabled else None
         self.critic = self._critic(micro, optimizer_steps) if self.algo.critic.enabled else None
 
-        self.groups = GroupSource(cfg, self.task, self.policy, self.tokenizer, harness, self.algo.group_filter, self.algo.sampling_budget)
+        self.groups = self._group_source()
         # (not with LoRA: the reference is the policy's own module with its adapters off, not usable while it trains)
         if cfg.rollout.overlap and self.reference is not None and not self.algo.ref_update_every and not shares_weights(self.reference):
             self.groups.prepare = self._prescore_reference  # the frozen reference scores the next batch while this one trains
@@ -139,11 +135,8 @@ class PolicyGradient:
     # -- setup ----------------------------------------------------------------------------------
 
     def _check_settings(self) -> None:
+        super()._check_settings()
         cfg, algo = self.cfg, self.algo
-        if cfg.recipe not in (None, algo.recipe):
-            raise UserError(f"recipe={cfg.recipe} but algo.preset={algo.preset} runs the {algo.recipe} recipe; drop the recipe key")
-        if cfg.eval.every and cfg.eval.split == cfg.task.split:
-            raise UserError(f"eval.split equals task.split ({cfg.task.split!r}): evaluation must use held-out data")
         if cfg.rollout.group_size == 1 and algo.group_relative:
             raise UserError(f"rollout.group_size=1 with the {algo.advantage.name} advantage: it compares completions of the same prompt, "
                             "so with one completion per prompt every advantage is 0 and nothing is learned; use rollout.group_size >= 2")
@@ -194,9 +187,7 @@ class PolicyGradient:
             if warning and not self.warned_mismatch:  # once a run
                 self.harness.print(f"warning: {warning}")
                 self.warned_mismatch = True
-        if self.algo.ref_update_every and step % self.algo.ref_update_every == 0:
-            self.reference.load_state_dict(self.policy.unwrapped.state_dict())
-            metrics["policy/reference_refreshed"] = 1.0
+        self._refresh_reference(step, self.algo.ref_update_every, metrics)
         self.harness.log_samples(step, sample_rows(report, cfg.log.samples_per_step))
         metrics["throughput/tokens_per_s"] = metrics.get("rollout/tokens", 0.0) / max(time.perf_counter() - t_step, 1e-9)
         return metrics
@@ -257,7 +248,7 @@ class PolicyGradient:
         policy_stats, critic_stats = [], []
         micro = self.cfg.update.micro_batch_size
         idle = self._idle_rows(advantages, mask)
-        for minibatch in self._minibatches(rows):
+        for minibatch in self._seeded_minibatches(rows, self.groups.position):
             if self.critic is not None:
                 critic_stats.append(self.critic.update(ScoringBatch(r.batch, minibatch, mask, r.lengths), returns, values))
             if train_policy:
@@ -335,15 +326,6 @@ class PolicyGradient:
             return None
         return (advantages * mask).abs().sum(-1) == 0
 
-    def _minibatches(self, rows: torch.Tensor) -> list[torch.Tensor]:
-        """``rows`` shuffled once per epoch (seeded by the data position, so a resumed run draws the
-        same order) and split into ``minibatches`` parts."""
-        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.groups.position)
-        out = []
-        for _ in range(self.epochs):
-            order = rows[torch.randperm(len(rows), generator=gen)]
-            out += list(order.tensor_split(self.minibatches))
-        return out
 
     def _prescore_reference(self, report: SamplingReport) -> None:
         """The reference's log-probs of a batch's kept groups, as `update` would compute them (run
@@ -363,26 +345,6 @@ class PolicyGradient:
         """What micro-batches are sorted by: packed, a group's sequences stay together (they share
         their prompt); padded, similar lengths go together (less padding)."""
         return r.group_ids if self.cfg.update.pack else r.lengths
-
-    # -- evaluation, final model, state ---------------------------------------------------------
-
-    def evaluate(self) -> dict[str, float]:
-        return self.groups.evaluate()
-
-    def save_final(self) -> Path:
-        return self.harness.save_model(self.policy, self.cfg.run_dir / "final")
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.groups.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.groups.load_state_dict(state)
-
-    def verification(self) -> VerificationTally:
-        return self.groups.tally
-
-    def close(self) -> None:
-        self.groups.close()
 
 
 def _policy_metrics(stats: dict[str, float]) -> dict[str, float]:

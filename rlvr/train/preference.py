@@ -8,7 +8,7 @@
 The loss is a registered pure function (`rlvr.algos.preference`), the settings are
 ``algo.preference.*`` (`rlvr.algos.presets.PreferenceConfig`), the offline pairs file is the
 ``pairs.*`` section of this recipe's config. Sampling and verification are the same
-`rlvr.train.online.GroupSource` the policy-gradient recipe uses (with the algorithm's group filter:
+`rlvr.rollout.groups.GroupSource` the policy-gradient recipe uses (with the algorithm's group filter:
 DAPO's dynamic sampling keeps exactly the groups that give pairs); accumulation, checkpoints and the
 loop are the harness's.
 
@@ -47,14 +47,14 @@ from rlvr.models.paths import resolve_model
 from rlvr.rollout.text import encode_prompt
 from rlvr.models.batch import TokenBatch, build_token_batch, token_logprobs
 from rlvr.train.config import TrainConfig
-from rlvr.train.harness import Harness, merge_stats
-from rlvr.train.online import GroupSource
-from rlvr.train.verification_tally import VerificationTally
-from rlvr.train.task_checks import open_training_task, prompts_drawn
+from rlvr.train.accumulation import merge_stats
+from rlvr.train.harness import Harness
+from rlvr.train.recipe_base import AlgorithmRecipe
+from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.pairs import MAX_BAD_FRACTION, PairsFile, group_pairs, read_pairs
-from rlvr.train.reference import frozen_reference
-from rlvr.train.rollouts import sample_rows
-from rlvr.train.sampling import SamplingReport
+from rlvr.train.scorers.reference import frozen_reference
+from rlvr.rollout.tensors import sample_rows
+from rlvr.rollout.sampling import SamplingReport
 from rlvr.train.scoring import frozen_logprobs
 from tasks.base import stable_hash
 
@@ -297,7 +297,7 @@ def _file_stats(path: str) -> list[tuple[str, int, int]] | None:
 
 # -- the recipe -------------------------------------------------------------------------------------
 
-class PreferenceRecipe:
+class PreferenceRecipe(AlgorithmRecipe):
     """Runs a `PreferenceTrainConfig` whose preset names the ``preference`` recipe."""
 
     config_class = PreferenceTrainConfig
@@ -308,12 +308,10 @@ class PreferenceRecipe:
         self.settings: PreferenceConfig = self.algo.preference
         self.online = self.settings.source == "online"
         self._check_settings()
-        self.task = open_training_task(cfg, evaluates=bool(cfg.eval.every or cfg.eval.at_start), say=harness.print,
-                                       prompts_needed=prompts_drawn(cfg, self.algo.sampling_budget, harness.num_processes))
+        self.task = self._open_task()
         self.loss_fn: PreferenceLoss = PREFERENCE_LOSSES.get(self.settings.loss)
         self.params = LossParams(self.settings.beta, self.settings.label_smoothing, self.settings.desirable_weight, self.settings.undesirable_weight)
-        self.epochs = cfg.update.epochs_per_batch or self.algo.epochs_per_batch
-        self.minibatches = cfg.update.minibatches or self.algo.minibatches
+        self.epochs, self.minibatches = self._passes()
         self.micro = cfg.update.micro_batch_size
         self.refreshes = self.online and bool(self.algo.ref_update_every)  # iterative DPO: the reference follows the policy
         self.total_steps = cfg.update.steps
@@ -333,14 +331,11 @@ class PreferenceRecipe:
         else:
             self.pairs.ref = self._cached_reference_logps(model)
         self.policy = harness.trainable("policy", model, cfg.optim, cfg.update.steps * self.epochs * self.minibatches, tokenizer=self.tokenizer)
-        self.groups = GroupSource(cfg, self.task, self.policy, self.tokenizer, harness, self.algo.group_filter, self.algo.sampling_budget)
+        self.groups = self._group_source()
 
     def _check_settings(self) -> None:
+        super()._check_settings()
         cfg = self.cfg
-        if cfg.recipe not in (None, self.algo.recipe):
-            raise UserError(f"recipe={cfg.recipe} but algo.preset={self.algo.preset} runs the {self.algo.recipe} recipe; drop the recipe key")
-        if cfg.eval.every and cfg.eval.split == cfg.task.split:
-            raise UserError(f"eval.split equals task.split ({cfg.task.split!r}): evaluation must use held-out data")
         if self.online and cfg.pairs.path:
             raise UserError(f"pairs.path is set but algo.preset={self.algo.preset} samples its examples online "
                             "(algo.preference.source=online); use algo.preset=dpo to train on a pairs file")
@@ -397,9 +392,7 @@ class PreferenceRecipe:
                 batch.ref = self._reference_logps(batch.tokens)
             metrics = {"data/position": float(self.pairs.position), "data/epoch": self.pairs.position / len(self.pairs),
                        "batch/pairs": float(batch.size)} | self.update(batch)
-        if self.refreshes and step % self.algo.ref_update_every == 0:
-            self.reference.load_state_dict(self.policy.unwrapped.state_dict())
-            metrics["policy/reference_refreshed"] = 1.0
+        self._refresh_reference(step, self.algo.ref_update_every if self.refreshes else 0, metrics)
         metrics["time/train"] = time.perf_counter() - t0 - metrics.get("time/generate", 0.0) - metrics.get("time/verify_wait", 0.0)
         return metrics
 
@@ -508,34 +501,24 @@ class PreferenceRecipe:
         return kto_reference_point(float(total[0]), float(total[1]))
 
     def _minibatches(self, rows: torch.Tensor) -> list[torch.Tensor]:
-        """``rows`` shuffled once per epoch (seeded by the data position) and split into ``minibatches`` parts."""
+        """``rows`` shuffled once per epoch (seeded by the data position) and split into ``minibatches``
+        parts; one pass of one minibatch keeps them in order."""
         if self.epochs == 1 and self.minibatches == 1:
             return [rows]
-        position = self.groups.position if self.online else self.pairs.position
-        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + position)
-        return [part for _ in range(self.epochs) for part in rows[torch.randperm(len(rows), generator=gen)].tensor_split(self.minibatches)]
+        return self._seeded_minibatches(rows, self.groups.position if self.online else self.pairs.position)
 
     # -- evaluation, final model, state ---------------------------------------------------------
 
-    def evaluate(self) -> dict[str, float]:
-        return self.groups.evaluate()
-
-    def save_final(self) -> Path:
-        return self.harness.save_model(self.policy, self.cfg.run_dir / "final")
-
     def state_dict(self) -> dict[str, Any]:
-        return self.groups.state_dict() | {"pairs_position": self.pairs.position if self.pairs else 0}
+        return super().state_dict() | {"pairs_position": self.pairs.position if self.pairs else 0}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.groups.load_state_dict(state)
+        super().load_state_dict(state)
         if self.pairs is not None:
             self.pairs.position = state["pairs_position"]
 
     def verification(self) -> VerificationTally | None:
-        return self.groups.tally if self.online else None
-
-    def close(self) -> None:
-        self.groups.close()
+        return super().verification() if self.online else None
 
 
 __all__ = ["LabelledBatch", "LabelledObjective", "OfflinePairs", "PairBatch", "PairObjective", "PairsConfig", "PreferenceRecipe",

@@ -23,7 +23,7 @@ from rlvr.algos.prime import implicit_outcome_logits, implicit_prm_ce_loss, impl
 from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
 from rlvr.config import ConfigError
 from rlvr.rollout.base import Completion
-from rlvr.train.sampling import GroupSampler
+from rlvr.rollout.sampling import GroupSampler
 from tests.rlvr.gloo import run_in_two_processes
 
 

@@ -204,8 +204,8 @@ def test_mis_rejection_in_the_trainer_equals_a_zero_advantage(mode):
     from rlvr.models.batch import token_logprobs
     from rlvr.rollout.base import Completion, SamplingParams
     from rlvr.train.policy_gradient import PolicyObjective
-    from rlvr.train.rollouts import build_rollouts
-    from rlvr.train.sampling import Group
+    from rlvr.rollout.tensors import build_rollouts
+    from rlvr.rollout.sampling import Group
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=1,

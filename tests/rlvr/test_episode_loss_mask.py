@@ -128,8 +128,8 @@ def test_rollouts_and_the_trainers_objective_ignore_observation_tokens():
     from rlvr.algos.presets import CorrectionConfig
     from rlvr.rollout.base import SamplingParams
     from rlvr.train.policy_gradient import PolicyObjective
-    from rlvr.train.rollouts import build_rollouts
-    from rlvr.train.sampling import Group
+    from rlvr.rollout.tensors import build_rollouts
+    from rlvr.rollout.sampling import Group
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=1,

@@ -21,8 +21,8 @@ from rlvr.algos.ratio import RATIOS
 from rlvr.algos.value import clipped_value_loss, explained_variance, value_clip_fraction
 from rlvr.rollout.base import Completion
 from tests.rlvr.gloo import run_in_two_processes
-from rlvr.train.harness import StatsAccumulator, merge_stats
-from rlvr.train.rollouts import place_step_rewards
+from rlvr.train.accumulation import StatsAccumulator, merge_stats
+from rlvr.rollout.tensors import place_step_rewards
 
 
 def _inputs(rewards, groups, T=2, mask=None, **extra):

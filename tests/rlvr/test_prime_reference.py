@@ -15,8 +15,8 @@ from rlvr.rollout.base import Completion, SamplingParams
 from rlvr.train import TrainConfig
 from rlvr.train.harness import Harness
 from rlvr.train.policy_gradient import PolicyGradient
-from rlvr.train.rollouts import build_rollouts
-from rlvr.train.sampling import Group
+from rlvr.rollout.tensors import build_rollouts
+from rlvr.rollout.sampling import Group
 
 
 @pytest.fixture(scope="module")

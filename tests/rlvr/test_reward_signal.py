@@ -11,7 +11,7 @@ from envs.types import Problem, Status, Verdict
 from rlvr import UserError
 from rlvr.config import ConfigError, load_config
 from rlvr.train import TrainConfig
-from rlvr.train.reward_signal import REWARD_SIGNALS, format_only, reward_signal, well_formed
+from rlvr.rollout.reward_signal import REWARD_SIGNALS, format_only, reward_signal, well_formed
 
 ENV = MathEnv()
 PROBLEM = Problem(id="t/0", prompt="Compute 68*8.", reference="544")

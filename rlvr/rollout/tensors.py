@@ -1,6 +1,6 @@
 """Verified groups as training tensors, and what the policy generated as metrics and samples.
 
-`build_rollouts` turns the groups a `rlvr.train.sampling.GroupSampler` kept into a `Rollouts`:
+`build_rollouts` turns the groups a `rlvr.rollout.sampling.GroupSampler` kept into a `Rollouts`:
 one right-padded `TokenBatch` of prompt + completion tokens, the engine's log-probs, rewards,
 outcome labels and the verifier's process rewards placed on tokens (`place_step_rewards`), all
 in the trainer's "target space" (see `rlvr.models.batch`).
@@ -20,7 +20,7 @@ from rlvr.algos.filters import zero_variance_groups
 from rlvr.eval.episodes import prediction_fields
 from rlvr.rollout.base import Completion
 from rlvr.models.batch import TokenBatch, build_token_batch, scatter_completion_values
-from rlvr.train.sampling import Group, SamplingReport
+from rlvr.rollout.sampling import Group, SamplingReport
 
 
 @dataclass

@@ -4,7 +4,7 @@ The PRM ``pi_phi`` is a causal LM read against a frozen reference (its initial w
 **scores** every completion token with ``beta * (log pi_phi - log pi_ref)`` and is **updated** with
 the cross-entropy of its implicit outcome logit (the summed token rewards) against the verifier's
 labels. The math is in `rlvr.algos.prime`; the model, its optimizer and checkpoints are a
-`rlvr.train.harness.TrainableModel`; the optimizer step is the harness's.
+`rlvr.train.trainable.TrainableModel`; the optimizer step is the harness's.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ import torch
 
 from rlvr.algos.prime import implicit_outcome_logits, implicit_prm_ce_loss, implicit_process_rewards, prm_accuracy
 from rlvr.models.batch import TokenBatch
-from rlvr.train.harness import Harness, ScoringBatch, TrainableModel
+from rlvr.train.harness import Harness
+from rlvr.train.scorers import ScoringBatch
 from rlvr.train.scoring import frozen_logprobs
+from rlvr.train.trainable import TrainableModel
 
 
 @dataclass
@@ -53,7 +55,7 @@ class PRMObjective:
 
 
 class ImplicitPRM:
-    """A `rlvr.train.harness.LearnedScorer`: scores are token rewards, targets the verifier's
+    """A `rlvr.train.scorers.LearnedScorer`: scores are token rewards, targets the verifier's
     outcome labels ``[B]`` (1 = passed); ``ScoringBatch.ref_logp`` must hold the reference's
     log-probs (`reference_logp`, or the policy's reference when they are the same numbers: see
     `reads_like`).

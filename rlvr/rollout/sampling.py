@@ -55,7 +55,7 @@ class SamplingReport:
         weights_version: The policy's optimizer steps when the batch was sampled (set by the
             caller; a batch older than the policy is off-policy).
         prepared: What a recipe computed for the kept groups while the batch was generated ahead
-            (`rlvr.train.online.GroupSource.prepare`), e.g. the frozen reference's log-probs.
+            (`rlvr.rollout.groups.GroupSource.prepare`), e.g. the frozen reference's log-probs.
     """
 
     kept: list[Group]

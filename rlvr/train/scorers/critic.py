@@ -20,7 +20,9 @@ from torch import nn
 from rlvr import UserError
 from rlvr.algos.value import clipped_value_loss, explained_variance, value_clip_fraction
 from rlvr.models.batch import TokenBatch
-from rlvr.train.harness import Harness, ScoringBatch, TrainableModel
+from rlvr.train.harness import Harness
+from rlvr.train.scorers import ScoringBatch
+from rlvr.train.trainable import TrainableModel
 
 HEAD_FILE = "value_head.safetensors"
 MARKER_FILE = "rlvr_value_model.json"
@@ -121,7 +123,7 @@ class ValueObjective:
 
 
 class Critic:
-    """A `rlvr.train.harness.LearnedScorer`: scores are values, targets the returns ``[B, T]``.
+    """A `rlvr.train.scorers.LearnedScorer`: scores are values, targets the returns ``[B, T]``.
 
     Args:
         part: The value model with its optimizer (registered with the harness as ``critic``).

@@ -8,7 +8,8 @@ import torch
 
 from rlvr import UserError
 from rlvr.models.lora import adapters_of, base_view
-from rlvr.train.harness import FrozenModel, Harness
+from rlvr.train.harness import Harness
+from rlvr.train.trainable import FrozenModel
 
 
 def frozen_reference(harness: Harness, policy: torch.nn.Module, path: str, *, refreshed: bool, needed_for: str) -> torch.nn.Module:

@@ -1,0 +1,109 @@
+"""The skeleton the recipes that run an algorithm share: `AlgorithmRecipe`.
+
+The policy-gradient recipe (`rlvr.train.policy_gradient`) and the preference recipe
+(`rlvr.train.preference`) both resolve an ``algo`` preset, refuse a recipe the preset does not run
+and evaluation on the training split, open the training task, take ``update.epochs_per_batch x
+update.minibatches`` optimizer steps per batch in a seeded shuffle, may refresh their reference
+from the policy, and sample through a `rlvr.rollout.groups.GroupSource` that evaluates, carries the
+data position and counts failed verifications. Those parts live here once; a recipe holds only what
+differs (its batch, its objective, its extra checks and state).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlvr import UserError
+from rlvr.algos.presets import AlgoConfig
+from rlvr.rollout.groups import GroupSource
+from rlvr.rollout.verification_tally import VerificationTally
+from rlvr.train.config import TrainConfig
+from rlvr.train.harness import Harness
+from rlvr.train.task_checks import open_training_task, prompts_drawn
+from rlvr.train.trainable import TrainableModel
+from tasks.base import Task
+
+
+class AlgorithmRecipe:
+    """Base of a recipe run by `rlvr.train.harness.Harness` that trains ``policy`` with ``algo``.
+
+    A subclass sets ``cfg``, ``harness``, ``algo``, ``policy``, ``reference`` (or None) and
+    ``groups``, and uses the helpers below; the `rlvr.train.harness.Recipe` methods other than
+    ``step`` pass through to the harness and the group source unless it overrides them.
+    """
+
+    cfg: TrainConfig
+    harness: Harness
+    algo: AlgoConfig
+    task: Task
+    tokenizer: Any
+    policy: TrainableModel
+    reference: torch.nn.Module | None
+    groups: GroupSource
+    epochs: int
+    minibatches: int
+
+    # -- setup ----------------------------------------------------------------------------------
+
+    def _check_settings(self) -> None:
+        """Refuse a ``recipe`` the preset does not run, and evaluation on the training split."""
+        cfg, algo = self.cfg, self.algo
+        if cfg.recipe not in (None, algo.recipe):
+            raise UserError(f"recipe={cfg.recipe} but algo.preset={algo.preset} runs the {algo.recipe} recipe; drop the recipe key")
+        if cfg.eval.every and cfg.eval.split == cfg.task.split:
+            raise UserError(f"eval.split equals task.split ({cfg.task.split!r}): evaluation must use held-out data")
+
+    def _open_task(self) -> Task:
+        """The training task, checked before any model loads (`open_training_task`)."""
+        cfg, harness = self.cfg, self.harness
+        return open_training_task(cfg, evaluates=bool(cfg.eval.every or cfg.eval.at_start), say=harness.print,
+                                  prompts_needed=prompts_drawn(cfg, self.algo.sampling_budget, harness.num_processes))
+
+    def _passes(self) -> tuple[int, int]:
+        """Passes over each batch and optimizer steps per pass: ``update.*``, else the preset's."""
+        cfg = self.cfg
+        return cfg.update.epochs_per_batch or self.algo.epochs_per_batch, cfg.update.minibatches or self.algo.minibatches
+
+    def _group_source(self) -> GroupSource:
+        """Groups sampled by the policy, kept by the algorithm's group filter within its sampling budget."""
+        return GroupSource(self.cfg, self.task, self.policy, self.tokenizer, self.harness, self.algo.group_filter, self.algo.sampling_budget)
+
+    # -- the update -----------------------------------------------------------------------------
+
+    def _seeded_minibatches(self, rows: torch.Tensor, position: int) -> list[torch.Tensor]:
+        """``rows`` shuffled once per epoch (seeded by the data ``position``, so a resumed run draws
+        the same order) and split into ``minibatches`` parts: ``epochs x minibatches`` optimizer steps."""
+        gen = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + position)
+        return [part for _ in range(self.epochs) for part in rows[torch.randperm(len(rows), generator=gen)].tensor_split(self.minibatches)]
+
+    def _refresh_reference(self, step: int, every: int, metrics: dict[str, float]) -> None:
+        """Every ``every`` steps (0: never) the reference takes the policy's current weights."""
+        if every and step % every == 0:
+            self.reference.load_state_dict(self.policy.unwrapped.state_dict())
+            metrics["policy/reference_refreshed"] = 1.0
+
+    # -- evaluation, final model, state ---------------------------------------------------------
+
+    def evaluate(self) -> dict[str, float]:
+        return self.groups.evaluate()
+
+    def save_final(self) -> Path:
+        return self.harness.save_model(self.policy, self.cfg.run_dir / "final")
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.groups.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.groups.load_state_dict(state)
+
+    def verification(self) -> VerificationTally | None:
+        return self.groups.tally
+
+    def close(self) -> None:
+        self.groups.close()
+
+
+__all__ = ["AlgorithmRecipe"]
