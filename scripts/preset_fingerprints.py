@@ -83,7 +83,7 @@ def main() -> None:
 
 
 def list_presets() -> list[str]:
-    from rlvr.commands.algos import preset_names
+    from rlvr.algos.presets import preset_names
 
     return preset_names()
 

@@ -192,4 +192,4 @@ def mismatch_warning(kl_k1: float, correction: str, precision: str = "") -> str 
         return None
     why = " (bf16 rounds the two forwards differently)" if precision == "bf16" else ""
     return (f"the sampler's and the trainer's log-probs of the sampled tokens differ: mismatch KL {kl_k1:.3g} per token{why}; "
-            "the importance ratio is biased: set algo.correction.kind=tis (or mis), or model.precision=fp32")
+            "the importance ratio is biased: set algo.correction=tis (or mis), or model.precision=fp32")

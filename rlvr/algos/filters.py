@@ -1,7 +1,7 @@
 """Which generated groups enter a training batch: DAPO's dynamic sampling drops groups whose
 rewards have no spread (all right or all wrong: every advantage would be 0, so the group adds
 cost and no signal); PRIME keeps prompts whose accuracy lies in a band. The streaming loop that
-refills the batch lives in `rlvr.train.sampling`.
+refills the batch lives in `rlvr.rollout.sampling`.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ The objectives (`pair_objective`, `unpaired_objective`) average the loss over th
 WHOLE optimizer batch (all micro-batches, all processes), whose counts they receive, so the
 gradient does not depend on how the batch is split. Their statistics are ``_sum`` keys: each
 micro-batch's share of a whole-batch mean, which add up over micro-batches (see
-`rlvr.train.harness.StatsAccumulator`) and over processes (`PAIR_STATS` and `UNPAIRED_STATS` name
+`rlvr.train.accumulation.StatsAccumulator`) and over processes (`PAIR_STATS` and `UNPAIRED_STATS` name
 them, so every process can join one sum).
 """
 

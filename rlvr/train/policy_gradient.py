@@ -26,6 +26,7 @@ from rlvr.algos.aggregation import Normalizer
 from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.objective import ObjectiveInputs, policy_objective
 from rlvr.algos.correction import CORRECTIONS, mismatch_warning
+from rlvr.algos.parts import Part
 from rlvr.algos.presets import AlgoConfig, CorrectionConfig
 from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
 from rlvr.rollout.base import SamplingParams
@@ -71,7 +72,7 @@ class PolicyObjective:
     max_len: float
     device: torch.device
     stale: bool = False
-    correction: CorrectionConfig = dataclasses.field(default_factory=CorrectionConfig)
+    correction: Part = dataclasses.field(default_factory=CorrectionConfig)  # algo.correction
     pack: bool = False
 
     def totals(self, rows: torch.Tensor) -> torch.Tensor:
@@ -90,12 +91,12 @@ class PolicyObjective:
             old = self.old_logp[rows, :width].to(self.device)
         else:
             old = rollout if self.stale else logp.detach()
-        corrected = CORRECTIONS.get(self.correction.kind)(old, rollout, m, **self.correction.kwargs())
+        corrected = CORRECTIONS.get(self.correction.name)(old, rollout, m, **self.correction.params)
         ref = None if self.ref_logp is None else self.ref_logp[rows, :width].to(self.device)
         norm = Normalizer(sequences=float(totals[0]), tokens=float(totals[1]), max_len=self.max_len)
         # rejected tokens (MIS) keep their place in the loss mask: zero-loss tokens under the batch's normalisers
         inputs = ObjectiveInputs(logp, old, self.advantages[rows, :width].to(self.device), m, norm, ref, entropy,
-                                 corrected.weights if self.correction.kind != "none" else None, keep=corrected.mask)
+                                 corrected.weights if self.correction.name != "none" else None, keep=corrected.mask)
         loss, stats = policy_objective(inputs, self.parts)
         stats |= {f"mismatch_{k}": v for k, v in corrected.stats.items()}
         if self.old_logp is None and not self.stale:  # the trainer's log-probs beside the engine's, same weights
@@ -183,7 +184,7 @@ class PolicyGradient(AlgorithmRecipe):
         report, rollouts, metrics = self.collect()
         if self.groups.trainable(report, float(rollouts.valid.sum()) if rollouts is not None else 0.0, metrics, step=step):
             metrics |= self.update(rollouts, step)
-            warning = mismatch_warning(metrics.get("mismatch/kl_k1", 0.0), self.algo.correction.kind, cfg.model.precision)
+            warning = mismatch_warning(metrics.get("mismatch/kl_k1", 0.0), self.algo.correction.name, cfg.model.precision)
             if warning and not self.warned_mismatch:  # once a run
                 self.harness.print(f"warning: {warning}")
                 self.warned_mismatch = True

@@ -151,7 +151,7 @@ def test_an_uncorrected_mismatch_is_warned_naming_the_correction():
     from rlvr.algos.correction import MISMATCH_ALARM_KL, mismatch_warning
 
     said = mismatch_warning(0.028, "none", "bf16")  # SmolLM2-135M in bf16 at step 2
-    assert "mismatch KL 0.028 per token (bf16 rounds" in said and "algo.correction.kind=tis" in said
+    assert "mismatch KL 0.028 per token (bf16 rounds" in said and "algo.correction=tis" in said
     assert mismatch_warning(0.028, "tis", "bf16") is None  # corrected: nothing to say
     assert mismatch_warning(MISMATCH_ALARM_KL / 2, "none", "bf16") is None and mismatch_warning(0.0, "none") is None
     assert mismatch_warning(float("nan"), "none") is None

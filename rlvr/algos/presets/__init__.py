@@ -12,7 +12,8 @@ Each setting has one place:
   the registered function's keyword arguments, so a new part with a new hyperparameter is one
   function and nothing else;
 - every other setting is a field of `AlgoConfig` or of one of its sections (``kl``, ``prm``,
-  ``critic``, ``preference``, ``correction``), with its default and help beside it. The defaults
+  ``critic``, ``preference``), with its default and help beside it; the mismatch correction
+  (``algo.correction``) is a part too. The defaults
   are GRPO's;
 - a **preset** is a small YAML file of the settings where it differs from those defaults
   (``extends: NAME`` starts from another preset). ``rlvr algos show NAME`` prints it resolved.
@@ -45,7 +46,7 @@ from rlvr.algos.correction import CORRECTIONS
 from rlvr.algos.filters import GroupFilter
 from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.objective import POLICY_LOSSES
-from rlvr.algos.parts import Part, complete
+from rlvr.algos.parts import Part, complete, part_parameters
 from rlvr.algos.preference import PREFERENCE_LOSSES
 from rlvr.algos.ratio import RATIOS
 from rlvr.config import ConfigError, from_dict, help_field
@@ -61,8 +62,9 @@ PARTS: dict[str, tuple[Any, str, int]] = {
     "ratio": (RATIOS, "importance ratio", 3),                # (logp, old_logp, mask, **arguments)
     "policy_loss": (POLICY_LOSSES, "policy loss", 1),      # (PolicyLossInputs, **arguments)
     "aggregation": (AGGREGATIONS, "loss aggregation", 3),  # (loss, mask, Normalizer, **arguments)
+    "correction": (CORRECTIONS, "mismatch correction", 3),  # (trainer_logp, rollout_logp, mask, **arguments)
 }
-SECTIONS = ("kl", "prm", "critic", "preference", "correction")  # nested settings merged key by key over the preset's
+SECTIONS = ("kl", "prm", "critic", "preference")  # nested settings merged key by key over the preset's
 
 
 @dataclass
@@ -117,22 +119,12 @@ class PreferenceConfig:
     reference_cache: bool = help_field(True, "Offline pairs: compute the reference's log-probs once before training (with the policy's starting weights), cache them in the run directory and hold no reference model")
 
 
-@dataclass
-class CorrectionConfig:
-    """Correcting the mismatch between the engine that sampled and the trainer (`rlvr.algos.correction`):
-    a reweighting of the policy loss by the trainer/engine probability ratio of the sampled tokens."""
-
-    kind: str = help_field("none", "none (measure the mismatch only) | tis (truncated importance sampling: weight min(rho, cap)) | "
-                                   "mis (masked importance sampling: drop what leaves [low, high], weight the rest by rho)")
-    level: Literal["token", "sequence", "geometric"] = help_field("token", "Ratio per token, per sequence (product), or geometric (mean log ratio per sequence)")
-    cap: float = help_field(2.0, "tis: largest weight", gt=0)
-    low: float = help_field(0.5, "mis: lowest kept ratio", ge=0)
-    high: float = help_field(2.0, "mis: highest kept ratio", gt=0)
-
-    def kwargs(self) -> dict[str, Any]:
-        """The registered function's keyword arguments for this kind."""
-        return {"level": self.level, **({"cap": self.cap} if self.kind == "tis" else {}),
-                **({"low": self.low, "high": self.high} if self.kind == "mis" else {})}
+def CorrectionConfig(kind: str = "none", **arguments: Any) -> Part:
+    """Compatibility alias (the correction as ``kind`` and the settings of every kind): the
+    ``algo.correction`` section ``{name: kind, **arguments}``, completed from the registered
+    function's signature; as before, settings of the other kinds are ignored."""
+    registry, what, leading = PARTS["correction"]
+    return complete("correction", what, Part(name=kind, **arguments), registry.get(kind), leading, set())
 
 
 def _part(name: str) -> Any:
@@ -169,7 +161,7 @@ class AlgoConfig:
     prm: PRMConfig = field(default_factory=PRMConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
     preference: PreferenceConfig = field(default_factory=PreferenceConfig)
-    correction: CorrectionConfig = field(default_factory=CorrectionConfig)
+    correction: Part = _part("none")
 
     @classmethod
     def from_config(cls, value: Any = None, where: str = "config", key: str = "algo") -> AlgoConfig:
@@ -193,8 +185,6 @@ class AlgoConfig:
         name = user.get("preset", "grpo")
         preset = preset_settings(name)
         merged, supplied = _merge(preset, user)
-        if merged.get("kl", {}).get("mode") in ("off", "monitor") and "coef" not in (user.get("kl") or {}):
-            merged["kl"]["coef"] = 0.0  # turning KL off also drops the preset's coefficient
         _check_family(name, preset, merged, user, spelled)
         for part_key, (registry, kind, leading) in PARTS.items():
             if part_key not in merged:
@@ -207,6 +197,8 @@ class AlgoConfig:
                 raise ConfigError(f"algo.{part_key} {section.name!r} is not registered; choose one of {', '.join(registry.ids())}")
             merged[part_key] = complete(part_key, kind, section, registry.get(section.name), leading, supplied.get(part_key, set()))
         algo = from_dict(cls, merged, where=where, prefix=f"{key}.")
+        if algo.kl.mode in ("off", "monitor") and "coef" not in (user.get("kl") or {}):
+            algo.kl.coef = 0.0  # turning KL off also drops the preset's coefficient (read typed: YAML reads off as false)
         algo._normalise()
         algo.check()
         return algo
@@ -270,8 +262,6 @@ class AlgoConfig:
             raise ConfigError(f"algo.policy_loss.dual_clip must be > 1 (or 0 to turn it off), got {loss['dual_clip']}")
         if loss is not None and loss.name == "clipped" and loss.get("clip_low") is not None and loss["clip_low"] >= 1:
             raise ConfigError(f"algo.policy_loss.clip_low must be < 1 for the clipped surrogate (the ratio's lower bound is 1 - clip_low), got {loss['clip_low']}")
-        if self.correction.kind not in CORRECTIONS:
-            raise ConfigError(f"algo.correction.kind {self.correction.kind!r} is not registered; choose one of {', '.join(CORRECTIONS.ids())}")
         if self.is_preference:
             self._check_preference()
         else:
@@ -407,6 +397,14 @@ def _translate_legacy(value: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
     for section in ("prm", "critic", "preference"):  # old run directories: unset keys written as null
         if isinstance(user.get(section), dict):
             user[section] = {k: v for k, v in user[section].items() if v is not None}
+    correction = user.get("correction")
+    if isinstance(correction, dict) and "kind" in correction:  # algo.correction.kind: the part's name now
+        name = correction.pop("kind")
+        spelled["correction"] = "algo.correction.kind"
+        if name in CORRECTIONS:  # an old config holds every kind's settings: keep those this kind takes
+            accepted = part_parameters(CORRECTIONS.get(name), PARTS["correction"][2])
+            correction = {k: v for k, v in correction.items() if k in accepted or k == "name"}
+        user["correction"] = {**correction, "name": name}
     user["__inherit__"] = inherit
     return user, spelled
 
@@ -470,17 +468,31 @@ def _check_family(name: str, preset: dict[str, Any], merged: dict[str, Any], use
                 typed = spelled.get(f"{key}.{changed[0]}", f"algo.{key}.{changed[0]}")
                 raise ConfigError(f"{typed} has no effect with algo.preset={name} (the preference recipe has no advantage, ratio, "
                                   f"clipping or explicit KL; beta sets its implicit KL): drop it, or set algo.preference.* instead")
+        elif key in PARTS:
+            theirs = resolved.get(key, {"name": AlgoConfig.__dataclass_fields__[key].default_factory().name})
+            mine = {"name": value} if isinstance(value, str) else value
+            if theirs is None or mine != {**_completed(key, theirs), **mine} or mine.get("name", theirs["name"]) != theirs["name"]:
+                typed = spelled.get(key, f"algo.{key}")
+                raise ConfigError(f"{typed} has no effect with algo.preset={name} (the preference recipe has no advantage, ratio, "
+                                  f"clipping or explicit KL; beta sets its implicit KL): drop it, or set algo.preference.* instead")
         elif value != resolved.get(key, _default(None, key)):
             typed = spelled.get(key, f"algo.{key}")
             raise ConfigError(f"{typed} has no effect with algo.preset={name} (the preference recipe has no advantage, ratio, "
                               f"clipping or explicit KL; beta sets its implicit KL): drop it, or set algo.preference.* instead")
 
 
+def _completed(key: str, section: dict[str, Any] | str) -> dict[str, Any]:
+    """A part section with every argument of its function filled."""
+    registry, kind, leading = PARTS[key]
+    part = Part.from_config(section, "config", f"algo.{key}")
+    return dict(complete(key, kind, part, registry.get(part.name), leading, set()))
+
+
 def _default(section: str | None, key: str) -> Any:
     if section is None:
         f = AlgoConfig.__dataclass_fields__.get(key)
         return None if f is None else f.default if f.default is not dataclasses.MISSING else None
-    cls = {"kl": KLConfig, "prm": PRMConfig, "critic": CriticConfig, "preference": PreferenceConfig, "correction": CorrectionConfig}[section]
+    cls = {"kl": KLConfig, "prm": PRMConfig, "critic": CriticConfig, "preference": PreferenceConfig}[section]
     return getattr(cls(), key, None)
 
 
