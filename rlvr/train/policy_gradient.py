@@ -184,14 +184,18 @@ class PolicyGradient(AlgorithmRecipe):
         report, rollouts, metrics = self.collect()
         if self.groups.trainable(report, float(rollouts.valid.sum()) if rollouts is not None else 0.0, metrics, step=step):
             metrics |= self.update(rollouts, step)
-            warning = mismatch_warning(metrics.get("mismatch/kl_k1", 0.0), self.algo.correction.name, cfg.model.precision)
-            if warning and not self.warned_mismatch:  # once a run
-                self.harness.print(f"warning: {warning}")
-                self.warned_mismatch = True
+            self._warn_on_mismatch(metrics)
         self._refresh_reference(step, self.algo.ref_update_every, metrics)
         self.harness.log_samples(step, sample_rows(report, cfg.log.samples_per_step))
         metrics["throughput/tokens_per_s"] = metrics.get("rollout/tokens", 0.0) / max(time.perf_counter() - t_step, 1e-9)
         return metrics
+
+    def _warn_on_mismatch(self, metrics: dict[str, float]) -> None:
+        """Once a run: say when the sampler's and the trainer's log-probs disagree while nothing corrects for it (`mismatch_warning`)."""
+        warning = mismatch_warning(metrics.get("mismatch/kl_k1", 0.0), self.algo.correction.name, self.cfg.model.precision)
+        if warning and not self.warned_mismatch:  # once a run
+            self.harness.print(f"warning: {warning}")
+            self.warned_mismatch = True
 
     def collect(self) -> tuple[SamplingReport, Rollouts | None, dict[str, float]]:
         """Generate and verify groups until the training batch is full (`GroupSource.collect`);
@@ -233,18 +237,9 @@ class PolicyGradient(AlgorithmRecipe):
             metrics |= {"train/skipped": 1.0, "train/skipped_no_signal": 1.0, "time/train": time.perf_counter() - t0}
             return metrics
         returns = lambda_returns(inputs, **algo.advantage.params) if self.critic is not None else None
-        mask = r.mask
-        if algo.mask_truncated:  # truncated completions shape their groups' baselines but get no gradient
-            mask = truncation_mask(r.truncated, mask)
-            metrics["batch/masked_truncated"] = float((r.truncated & r.valid).sum())
-            rows = torch.nonzero(mask.sum(-1) > 0).squeeze(1)
-        single_step = self.epochs == 1 and self.minibatches == 1
-        old_logp = None if single_step else self._logp(self.policy.unwrapped, r, rows, collective=self.harness.sharded)
-        if old_logp is not None:
-            metrics["rollout/logprob_gap"] = _masked_mean((old_logp - r.rollout_logp).abs(), mask)
-        objective = PolicyObjective(self.policy.model, r.batch, mask, advantages, old_logp, ref_logp, r.rollout_logp, self.algo,
-                                    self.groups.sampling, float(self.cfg.update.max_len_norm or self.cfg.rollout.max_new_tokens),
-                                    self.harness.device, stale=r.stale, correction=algo.correction, pack=self.cfg.update.pack)
+        mask, rows = self._trained_tokens(r, rows, metrics)
+        old_logp = self._old_logp(r, rows, mask, metrics)
+        objective = self._objective(r, mask, advantages, old_logp, ref_logp)
         train_policy = self.critic is None or step > algo.critic.warmup_steps
         policy_stats, critic_stats = [], []
         micro = self.cfg.update.micro_batch_size
@@ -255,16 +250,38 @@ class PolicyGradient(AlgorithmRecipe):
             if train_policy:
                 policy_stats.append(self.harness.optimizer_step(self.policy, minibatch, objective, micro, self._micro_order(r),
                                                                 idle=None if idle is None else idle[minibatch]))
-        if idle is not None:
-            metrics["train/idle_rows_frac"] = float(idle[rows].float().mean()) if len(rows) else 0.0
-        metrics |= _policy_metrics(merge_stats([s for s in policy_stats if s]))
-        metrics |= _advantage_metrics(advantages, mask)
+        metrics |= _idle_metrics(idle, rows) | _policy_metrics(policy_stats) | _advantage_metrics(advantages, mask)
         if self.critic is not None:
-            metrics |= value_metrics(values, returns, mask)
-            metrics |= {f"critic/{k if k != 'loss' else 'value_loss'}": v for k, v in merge_stats([s for s in critic_stats if s]).items()}
+            metrics |= _critic_metrics(critic_stats, values, returns, mask)
         metrics["train/policy_updated"] = float(train_policy)
         metrics["time/train"] = time.perf_counter() - t0
         return metrics
+
+    def _trained_tokens(self, r: Rollouts, rows: torch.Tensor, metrics: dict[str, float]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``[B, T]`` tokens the loss covers and the rows that have any: with ``algo.mask_truncated``
+        truncated completions shape their groups' baselines but get no gradient."""
+        mask = r.mask
+        if self.algo.mask_truncated:  # truncated completions shape their groups' baselines but get no gradient
+            mask = truncation_mask(r.truncated, mask)
+            metrics["batch/masked_truncated"] = float((r.truncated & r.valid).sum())
+            rows = torch.nonzero(mask.sum(-1) > 0).squeeze(1)
+        return mask, rows
+
+    def _old_logp(self, r: Rollouts, rows: torch.Tensor, mask: torch.Tensor, metrics: dict[str, float]) -> torch.Tensor | None:
+        """The behaviour policy's log-probs ``[B, T]`` when the update takes several optimizer steps
+        (the policy before them), else None (see `PolicyObjective`)."""
+        single_step = self.epochs == 1 and self.minibatches == 1
+        old_logp = None if single_step else self._logp(self.policy.unwrapped, r, rows, collective=self.harness.sharded)
+        if old_logp is not None:
+            metrics["rollout/logprob_gap"] = _masked_mean((old_logp - r.rollout_logp).abs(), mask)
+        return old_logp
+
+    def _objective(self, r: Rollouts, mask: torch.Tensor, advantages: torch.Tensor, old_logp: torch.Tensor | None,
+                   ref_logp: torch.Tensor | None) -> PolicyObjective:
+        cfg, algo = self.cfg, self.algo
+        return PolicyObjective(self.policy.model, r.batch, mask, advantages, old_logp, ref_logp, r.rollout_logp, algo,
+                               self.groups.sampling, float(cfg.update.max_len_norm or cfg.rollout.max_new_tokens),
+                               self.harness.device, stale=r.stale, correction=algo.correction, pack=cfg.update.pack)
 
     def shape_rewards(self, r: Rollouts, ref_logp: torch.Tensor | None, metrics: dict[str, float]) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Outcome rewards ``[B]`` with DAPO's soft overlong penalty, and the per-token KL penalty
@@ -348,14 +365,29 @@ class PolicyGradient(AlgorithmRecipe):
         return r.group_ids if self.cfg.update.pack else r.lengths
 
 
-def _policy_metrics(stats: dict[str, float]) -> dict[str, float]:
-    """The policy's optimizer-step statistics under their logged names."""
+def _idle_metrics(idle: torch.Tensor | None, rows: torch.Tensor) -> dict[str, float]:
+    """The fraction of the trained rows the update did not need to forward (`PolicyGradient._idle_rows`)."""
+    if idle is None:
+        return {}
+    return {"train/idle_rows_frac": float(idle[rows].float().mean()) if len(rows) else 0.0}
+
+
+def _policy_metrics(steps: list[dict[str, float]]) -> dict[str, float]:
+    """The policy's optimizer-step statistics, merged over the steps, under their logged names."""
+    stats = merge_stats([s for s in steps if s])
     names = {"loss": "loss/total", "policy_loss": "loss/policy", "grad_norm": "optim/grad_norm", "lr": "optim/lr",
              "logprob_gap": "rollout/logprob_gap"}
     out = {names.get(k, f"mismatch/{k[len('mismatch_'):]}" if k.startswith("mismatch_") else f"policy/{k}"): v for k, v in stats.items()}
     if "policy/clip_frac_low" in out:
         out["policy/clip_frac"] = out["policy/clip_frac_low"] + out["policy/clip_frac_high"]
     return out
+
+
+def _critic_metrics(steps: list[dict[str, float]], values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """The value model's fit (`value_metrics`) and its optimizer-step statistics as ``critic/NAME``."""
+    metrics = value_metrics(values, returns, mask)
+    metrics |= {f"critic/{k if k != 'loss' else 'value_loss'}": v for k, v in merge_stats([s for s in steps if s]).items()}
+    return metrics
 
 
 def _advantage_metrics(advantages: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:

@@ -166,20 +166,19 @@ def test_dpo_scores_the_reference_of_only_the_pairs_its_steps_use(sft_base, tmp_
     import torch
     from safetensors.torch import load_file
 
-    from rlvr.train import preference
-    from rlvr.train.preference import OfflinePairs
+    from rlvr.train.preference import OfflinePairs, sources
 
     path = tmp_path / "many.jsonl"
     path.write_text("".join(json.dumps({"prompt": f"Compute {a}+{b}.\n", "chosen": f"Answer: {a + b}", "rejected": f"Answer: {a + b + 1}"}) + "\n"
                             for a in range(60) for b in range(40)))  # 2400 pairs
     scored: list[int] = []
-    real = preference.sequence_logps
+    real = sources.sequence_logps
 
     def counted(model, batch, *args, **kwargs):
         scored.append(batch.input_ids.shape[0])  # sequences scored by the reference (the policy's own forwards do not come here)
         return real(model, batch, *args, **kwargs)
 
-    monkeypatch.setattr(preference, "sequence_logps", counted)
+    monkeypatch.setattr(sources, "sequence_logps", counted)
     args = ["algo.preset=dpo", f"pairs.path={path}", "pairs.batch_size=8", "update.steps=2", "optim.warmup_steps=0", *QUIET]
     lazy = train(load_run_config("quickstart", rl_overrides(tmp_path / "lazy", sft_base, *args)))
     assert lazy.status == "completed" and sum(scored) == 2 * 2 * 8  # chosen and rejected of 2 steps x 8 pairs
@@ -201,7 +200,7 @@ def test_dpo_scores_the_reference_of_only_the_pairs_its_steps_use(sft_base, tmp_
     monkeypatch.undo()
 
     # resumed with a third step: only its 8 pairs are scored, from a reference loaded for that
-    monkeypatch.setattr(preference, "sequence_logps", counted)
+    monkeypatch.setattr(sources, "sequence_logps", counted)
     scored.clear()
     resumed = train(load_run_config("quickstart", rl_overrides(tmp_path / "lazy", sft_base, *args, "update.steps=3", "resume=true")))
     assert resumed.status == "completed" and resumed.steps == 3 and sum(scored) == 2 * 8
