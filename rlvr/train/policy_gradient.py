@@ -42,7 +42,7 @@ from rlvr.models.lora import shares_weights
 from rlvr.train.scorers.reference import frozen_reference
 from rlvr.rollout.tensors import Rollouts, build_rollouts, sample_rows, zero_variance_frac
 from rlvr.rollout.sampling import SamplingReport
-from rlvr.train.scoring import frozen_logprobs
+from rlvr.models.scoring import frozen_logprobs
 
 
 @dataclass

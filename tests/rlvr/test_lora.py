@@ -23,7 +23,7 @@ from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.hf import HFGenerateEngine
 from rlvr.train import TrainConfig, train
 from rlvr.train.recipes import load_run_config
-from rlvr.train.scoring import frozen_logprobs
+from rlvr.models.scoring import frozen_logprobs
 
 QUICK = ("update.steps=2", "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.chunk_prompts=4", "rollout.max_new_tokens=24",
          "eval.every=0", "eval.at_start=false", "log.tensorboard=false", "log.plot=false", "update.micro_batch_size=8",

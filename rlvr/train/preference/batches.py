@@ -13,7 +13,7 @@ import torch
 from rlvr.algos.preference import PAIR_STATS, UNPAIRED_STATS, LossParams, PreferenceLoss, SequenceLogps, pair_objective, unpaired_objective
 from rlvr.models.batch import TokenBatch, build_token_batch, token_logprobs
 from rlvr.train.harness import Harness
-from rlvr.train.scoring import frozen_logprobs
+from rlvr.models.scoring import frozen_logprobs
 
 
 def sequence_logps(model: torch.nn.Module, batch: TokenBatch, harness: Harness, micro_batch_size: int, rows: torch.Tensor | None = None,

@@ -17,7 +17,7 @@ from rlvr.algos.prime import implicit_outcome_logits, implicit_prm_ce_loss, impl
 from rlvr.models.batch import TokenBatch
 from rlvr.train.harness import Harness
 from rlvr.train.scorers import ScoringBatch
-from rlvr.train.scoring import frozen_logprobs
+from rlvr.models.scoring import frozen_logprobs
 from rlvr.train.trainable import TrainableModel
 
 
