@@ -320,3 +320,34 @@ def test_without_a_filter_every_group_is_kept_and_nothing_is_refilled(pool):
     sampler, policy = _sampler(lambda k, j: True, pool, flt=GroupFilter(), budget=3.0)
     report = sampler.collect(Stream().take, target=8)
     assert len(report.kept) == 8 and report.prompts_generated == 8 and policy.calls == 2  # two chunks of 4
+
+
+# the algo section of a run directory's config.yaml as versions before the sections wrote it: every
+# flat key, unset ones as null (a run started then resumes now)
+_OLD_NULLS = {k: None for k in ("advantage", "ratio", "policy_loss", "clip_low", "dual_clip", "loss_agg", "kl_mode", "kl_estimator",
+                                "ref_update_every", "entropy_coef", "dynamic_sampling", "accuracy_band", "sampling_budget",
+                                "overlong_buffer_frac", "overlong_penalty", "mask_truncated")}
+_OLD_SECTIONS = {"prm": dict.fromkeys(("enabled", "beta", "lr_scale", "update", "init")),
+                 "critic": dict.fromkeys(("enabled", "init", "lr_scale", "value_clip", "warmup_steps")),
+                 "preference": dict.fromkeys(("loss", "beta", "label_smoothing", "length_norm", "source", "pairs_per_group", "pairing",
+                                              "desirable_weight", "undesirable_weight", "reference_cache"))}
+
+
+@pytest.mark.parametrize("old, new", [
+    ({"preset": "ppo", **_OLD_NULLS, "advantage_kwargs": None, "clip_high": 0.3, "kl_coef": 0.02, **_OLD_SECTIONS,
+      "correction": {"kind": "none", "level": "token", "cap": 2.0, "low": 0.5, "high": 2.0}},
+     {"preset": "ppo", "policy_loss": {"clip_high": 0.3}, "kl": {"coef": 0.02}}),
+    ({"preset": "dapo", **_OLD_NULLS, "advantage_kwargs": {"eps": 0.001}, "clip_high": None, "kl_coef": None, **_OLD_SECTIONS,
+      "correction": {"kind": "tis", "level": "token", "cap": 2.0, "low": 0.5, "high": 2.0}},
+     {"preset": "dapo", "advantage": {"eps": 0.001}, "correction": {"name": "tis"}}),
+])
+def test_a_config_written_before_the_sections_resolves_to_the_same_algorithm(old, new):
+    assert resolve_algorithm(old) == resolve_algorithm(new)
+
+
+def test_a_resolved_config_read_back_resolves_to_itself():
+    import dataclasses
+
+    for name in PRESETS:
+        algo = resolve_algorithm({"preset": name})
+        assert resolve_algorithm(dataclasses.asdict(algo)) == algo, name  # what config.yaml holds, read at --resume

@@ -368,6 +368,10 @@ def _translate_legacy(value: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
     the spelling the user wrote (errors name what the user typed). An unset (None) old key is
     dropped: run directories written before the sections hold every key, unset ones as null."""
     user = copy.deepcopy(value)
+    if any(old in user for old in (*LEGACY, "advantage_kwargs") if old not in PARTS):
+        # written before the sections (a run directory's config.yaml held every key, unset ones as null):
+        # null meant "the preset's value" then, where a null part now means "no such part"
+        user = {k: v for k, v in user.items() if v is not None}
     spelled: dict[str, str] = {}
     inherit: set[str] = set()
     kwargs = user.pop("advantage_kwargs", None)
