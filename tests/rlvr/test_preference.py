@@ -261,6 +261,8 @@ def test_preference_presets_name_their_recipe_and_settings():
     ipo = resolve_algorithm({"preset": "dpo", "preference": {"loss": "ipo", "beta": 0.5, "length_norm": True}})
     assert (ipo.preference.loss, ipo.preference.beta, ipo.preference.length_norm) == ("ipo", 0.5, True)
     assert all(PRESETS[p]["recipe"] == "policy_gradient" for p in PRESETS if p not in ("dpo", "online_dpo", "kto"))
+    # a setting equal to the preset's is no change (a run directory's resolved config, an old spelling of the default)
+    assert resolve_algorithm({"preset": "dpo", "correction": {"kind": "none"}, "entropy_coef": 0.0}) == dpo
 
 
 @pytest.mark.parametrize("cfg, message", [

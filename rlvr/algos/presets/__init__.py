@@ -171,9 +171,9 @@ class AlgoConfig:
             value = {}
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: '{key}' must be a mapping, got {type(value).__name__} {value!r}")
-        user, spelled = _translate_legacy(value)
+        user, spelled, inherit = _translate_legacy(value)
         try:
-            return cls._resolve(user, spelled, where, key)
+            return cls._resolve(user, spelled, inherit, where, key)
         except ConfigError as e:  # name an old spelling as the user typed it, and where it moved
             message = str(e)
             for new, typed in spelled.items():
@@ -181,11 +181,11 @@ class AlgoConfig:
             raise ConfigError(message) from None
 
     @classmethod
-    def _resolve(cls, user: dict[str, Any], spelled: dict[str, str], where: str, key: str) -> AlgoConfig:
+    def _resolve(cls, user: dict[str, Any], spelled: dict[str, str], inherit: set[str], where: str, key: str) -> AlgoConfig:
         name = user.get("preset", "grpo")
         preset = preset_settings(name)
-        merged, supplied = _merge(preset, user)
-        _check_family(name, preset, merged, user, spelled)
+        merged, supplied = _merge(preset, user, inherit)
+        _check_family(name, preset, user, spelled)
         for part_key, (registry, kind, leading) in PARTS.items():
             if part_key not in merged:
                 merged[part_key] = AlgoConfig.__dataclass_fields__[part_key].default_factory()
@@ -363,10 +363,10 @@ LEGACY: dict[str, tuple[str, str | None]] = {
 }
 
 
-def _translate_legacy(value: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The user's ``algo`` mapping with old spellings moved to their sections, and for each new key
-    the spelling the user wrote (errors name what the user typed). An unset (None) old key is
-    dropped: run directories written before the sections hold every key, unset ones as null."""
+def _translate_legacy(value: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], set[str]]:
+    """The user's ``algo`` mapping with old spellings moved to their sections; for each new key the
+    spelling the user wrote (errors name what the user typed); and the parts whose preset settings
+    carry over to another function (a flat ``policy_loss=NAME`` kept the clip settings)."""
     user = copy.deepcopy(value)
     if any(old in user for old in (*LEGACY, "advantage_kwargs") if old not in PARTS):
         # written before the sections (a run directory's config.yaml held every key, unset ones as null):
@@ -376,11 +376,9 @@ def _translate_legacy(value: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
     inherit: set[str] = set()
     kwargs = user.pop("advantage_kwargs", None)
     for old, (section, key) in LEGACY.items():
-        if old not in user or (key is None and not isinstance(user[old], str) and user[old] is not None):
-            continue  # a part given as a section is already new
+        if old not in user or (key is None and not isinstance(user[old], str)):
+            continue  # a part given as a section (or null: no such part) is already new
         raw = user.pop(old)
-        if raw is None:
-            continue
         if key is None:
             user[section] = {**(user.get(section) or {}), "name": raw} if isinstance(user.get(section), dict) else {"name": raw}
             if section == "policy_loss":
@@ -409,18 +407,14 @@ def _translate_legacy(value: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
             accepted = part_parameters(CORRECTIONS.get(name), PARTS["correction"][2])
             correction = {k: v for k, v in correction.items() if k in accepted or k == "name"}
         user["correction"] = {**correction, "name": name}
-    user["__inherit__"] = inherit
-    return user, spelled
+    return user, spelled, inherit
 
 
-def _merge(preset: dict[str, Any], user: dict[str, Any]) -> tuple[dict[str, Any], dict[str, set[str]]]:
+def _merge(preset: dict[str, Any], user: dict[str, Any], inherit: set[str] | frozenset[str] = frozenset()) -> tuple[dict[str, Any], dict[str, set[str]]]:
     """The preset's settings with the user's over them, and which part arguments the user supplied."""
     out = copy.deepcopy(preset)
-    inherit = user.get("__inherit__", set())
     supplied: dict[str, set[str]] = {}
     for key, value in user.items():
-        if key == "__inherit__":
-            continue
         if key in PARTS and value is not None:
             mine = {"name": value} if isinstance(value, str) else dict(value) if isinstance(value, dict) else value
             if not isinstance(mine, dict):
@@ -450,10 +444,9 @@ _PREFERENCE_KEYS = ("preset", "recipe", "preference", "dynamic_sampling", "accur
                     "epochs_per_batch", "minibatches")
 
 
-def _check_family(name: str, preset: dict[str, Any], merged: dict[str, Any], user: dict[str, Any], spelled: dict[str, str]) -> None:
+def _check_family(name: str, preset: dict[str, Any], user: dict[str, Any], spelled: dict[str, str]) -> None:
     """Settings the preset's recipe does not read are errors when the user changed them (a value
     equal to the preset's, as in a run directory's resolved config, is not a change)."""
-    resolved = preset
     recipe = preset.get("recipe", _default(None, "recipe"))
     if recipe != "preference":
         pref = {k: v for k, v in (user.get("preference") or {}).items() if v != getattr(PreferenceConfig(), k, object())}
@@ -462,27 +455,24 @@ def _check_family(name: str, preset: dict[str, Any], merged: dict[str, Any], use
             raise ConfigError(f"algo.preference.{key} is set but algo.preset={name} runs the {recipe} recipe; "
                               f"preference settings belong to the presets {', '.join(n for n in preset_names() if _is_preference(n))}")
         return
-    for key, value in user.items():
-        if key in _PREFERENCE_KEYS or key == "__inherit__" or value is None:
-            continue
-        if key in SECTIONS:
-            ref = resolved.get(key) or {}
-            changed = [k for k, v in value.items() if v is not None and v != ref.get(k, _default(key, k))]
-            if changed:
-                typed = spelled.get(f"{key}.{changed[0]}", f"algo.{key}.{changed[0]}")
-                raise ConfigError(f"{typed} has no effect with algo.preset={name} (the preference recipe has no advantage, ratio, "
-                                  f"clipping or explicit KL; beta sets its implicit KL): drop it, or set algo.preference.* instead")
-        elif key in PARTS:
-            theirs = resolved.get(key, {"name": AlgoConfig.__dataclass_fields__[key].default_factory().name})
-            mine = {"name": value} if isinstance(value, str) else value
-            if theirs is None or mine != {**_completed(key, theirs), **mine} or mine.get("name", theirs["name"]) != theirs["name"]:
-                typed = spelled.get(key, f"algo.{key}")
-                raise ConfigError(f"{typed} has no effect with algo.preset={name} (the preference recipe has no advantage, ratio, "
-                                  f"clipping or explicit KL; beta sets its implicit KL): drop it, or set algo.preference.* instead")
-        elif value != resolved.get(key, _default(None, key)):
-            typed = spelled.get(key, f"algo.{key}")
-            raise ConfigError(f"{typed} has no effect with algo.preset={name} (the preference recipe has no advantage, ratio, "
-                              f"clipping or explicit KL; beta sets its implicit KL): drop it, or set algo.preference.* instead")
+    changed = [typed for key, value in user.items() if key not in _PREFERENCE_KEYS and value is not None
+               for typed in _changed_keys(key, value, preset, spelled)]
+    if changed:
+        raise ConfigError(f"{changed[0]} has no effect with algo.preset={name} (the preference recipe has no advantage, ratio, "
+                          f"clipping or explicit KL; beta sets its implicit KL): drop it, or set algo.preference.* instead")
+
+
+def _changed_keys(key: str, value: Any, preset: dict[str, Any], spelled: dict[str, str]) -> list[str]:
+    """The keys under ``key`` whose user value differs from the preset's, as the user spelled them."""
+    if key in SECTIONS:
+        ref = preset.get(key) or {}
+        return [spelled.get(f"{key}.{k}", f"algo.{key}.{k}") for k, v in value.items() if v is not None and v != ref.get(k, _default(key, k))]
+    if key in PARTS:
+        theirs = preset.get(key, AlgoConfig.__dataclass_fields__[key].default_factory())
+        mine = {"name": value} if isinstance(value, str) else value
+        same = theirs is not None and all(v == _completed(key, theirs).get(k) for k, v in mine.items())
+        return [] if same else [spelled.get(key, f"algo.{key}")]
+    return [] if value == preset.get(key, _default(None, key)) else [spelled.get(key, f"algo.{key}")]
 
 
 def _completed(key: str, section: dict[str, Any] | str) -> dict[str, Any]:
