@@ -152,3 +152,19 @@ def test_discounted_returns_discount_per_generated_token():
     # mask [1, 0, 0, 1]: the two observation tokens in the middle are not steps of the discount
     out = discounted_returns(torch.tensor([[0.0, 7.0, 7.0, 1.0]]), torch.tensor([[1.0, 0.0, 0.0, 1.0]]), gamma=0.5)
     assert out.tolist() == [[0.5, 0.0, 0.0, 1.0]]
+
+
+def test_compatibility_aliases_read_the_sections():
+    # the flat names and classes of earlier versions keep working for callers outside rlvr
+    from rlvr.algos.objective import ObjectiveParts
+    from rlvr.algos.presets import Algorithm, AlgoConfig, CorrectionConfig, group_relative
+
+    dapo = resolve_algorithm({"preset": "dapo"})
+    assert Algorithm is AlgoConfig and group_relative(dapo)
+    assert (dapo.clip_low, dapo.clip_high, dapo.dual_clip, dapo.loss_agg) == (0.2, 0.28, None, "token_mean")
+    assert (dapo.kl_mode, dapo.kl_estimator, dapo.kl_coef, dapo.advantage_kwargs) == ("off", "k3", 0.0, {"eps": 1e-6})
+    parts = ObjectiveParts("sequence", "clipped", 3e-4, 4e-4, None, "seq_mean", "k2", 0.1, 0.01)
+    assert (parts.ratio.name, parts.clip_low, parts.clip_high, parts.loss_agg, parts.kl.estimator) == ("sequence", 3e-4, 4e-4, "seq_mean", "k2")
+    assert (parts.kl_loss_coef, parts.entropy_coef) == (0.1, 0.01)
+    assert ObjectiveParts().kl_loss_coef == 0.0  # no KL weight: the KL is only measured
+    assert CorrectionConfig(kind="mis", cap=3.0, low=0.25) == {"name": "mis", "level": "token", "low": 0.25, "high": 2.0, "reweight": True}

@@ -236,6 +236,40 @@ class AlgoConfig:
         """Whether the advantage compares completions of the same prompt (useless with one per prompt)."""
         return self.advantage is not None and self.advantage.name in GROUP_RELATIVE
 
+    # -- the flat names of earlier versions, read-only (compatibility) --------------------------
+
+    @property
+    def advantage_kwargs(self) -> dict[str, Any]:
+        return self.advantage.params if self.advantage is not None else {}
+
+    @property
+    def clip_low(self) -> float | None:
+        return self.policy_loss.get("clip_low") if self.policy_loss is not None else None
+
+    @property
+    def clip_high(self) -> float | None:
+        return self.policy_loss.get("clip_high") if self.policy_loss is not None else None
+
+    @property
+    def dual_clip(self) -> float | None:
+        return self.policy_loss.get("dual_clip") if self.policy_loss is not None else None
+
+    @property
+    def loss_agg(self) -> str | None:
+        return self.aggregation.name if self.aggregation is not None else None
+
+    @property
+    def kl_mode(self) -> str:
+        return self.kl.mode
+
+    @property
+    def kl_estimator(self) -> str | None:
+        return self.kl.estimator
+
+    @property
+    def kl_coef(self) -> float:
+        return self.kl.coef
+
     # -- checks -------------------------------------------------------------------------------
 
     def _normalise(self) -> None:
