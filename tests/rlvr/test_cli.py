@@ -41,6 +41,8 @@ def test_algos_list_prints_every_preset_and_its_settings(capsys):
      "training on hendrycks-math-v1:test would leak into held-out math500-v1:test"),
     (["train", "quickstart", "algo.preset=dapo", "algo.sampling_budget=0"], "algo.sampling_budget"),
     (["train", "quickstart", "optim.lrr=1"], "unknown key 'optim.lrr' (did you mean 'optim.lr'?)"),
+    (["train", "quickstart", "algo.kl_coeff=0.1"], "unknown key 'algo.kl_coeff' (did you mean 'algo.kl.coef'?)"),  # an old spelling, mistyped
+    (["train", "quickstart", "algo.policy_loss.tauu=1"], "algo.policy_loss.tauu: the clipped policy loss takes no argument 'tauu'"),
     (["train", "quickstart", "update.steps=many"], "'update.steps' must be int"),
     (["train", "no-such-config"], "neither a file nor a built-in config"),
     (["envs", "check", "mth-v1"], "unknown environment 'mth-v1'. Did you mean: math-v1"),

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,6 +172,7 @@ class AlgoConfig:
             value = {}
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: '{key}' must be a mapping, got {type(value).__name__} {value!r}")
+        _check_keys(value, where, key)
         user, spelled, inherit = _translate_legacy(value)
         try:
             return cls._resolve(user, spelled, inherit, where, key)
@@ -395,6 +397,20 @@ LEGACY: dict[str, tuple[str, str | None]] = {
     "clip_low": ("policy_loss", "clip_low"), "clip_high": ("policy_loss", "clip_high"), "dual_clip": ("policy_loss", "dual_clip"),
     "kl_mode": ("kl", "mode"), "kl_estimator": ("kl", "estimator"), "kl_coef": ("kl", "coef"),
 }
+
+
+def _check_keys(value: dict[str, Any], where: str, key: str) -> None:
+    """An unknown top-level key is refused with the closest key, old spellings included (named by
+    where they moved): ``algo.kl_coeff`` -> did you mean ``algo.kl.coef``?"""
+    fields = [f.name for f in dataclasses.fields(AlgoConfig)]
+    moved = {old: f"{new}.{sub}" if sub else new for old, (new, sub) in LEGACY.items() if old not in fields}
+    moved["advantage_kwargs"] = "advantage"
+    for k in value:
+        if k in fields or k in moved:
+            continue
+        close = difflib.get_close_matches(str(k), [*fields, *moved], n=1, cutoff=0.6)
+        hint = f" (did you mean '{key}.{moved.get(close[0], close[0])}'?)" if close else f" (known keys: {', '.join(fields)})"
+        raise ConfigError(f"{where}: unknown key '{key}.{k}'{hint}")
 
 
 def _translate_legacy(value: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str], set[str]]:
