@@ -30,9 +30,9 @@ import torch
 from torch import Tensor
 
 from envs.registry import Registry
-from rlvr.algos.parts import ALGOS_GROUP
 from rlvr.algos.aggregation import AGGREGATIONS, Normalizer
 from rlvr.algos.kl import KL_ESTIMATORS
+from rlvr.algos.parts import ALGOS_GROUP, check_output
 from rlvr.algos.ratio import RATIOS
 
 POLICY_LOSSES: Registry = Registry("policy loss", entry_point_group=ALGOS_GROUP, versioned=False)
@@ -172,8 +172,9 @@ def policy_objective(inp: ObjectiveInputs, parts: Any) -> tuple[Tensor, dict[str
     mask = inp.mask
     kept = mask if inp.keep is None else mask * inp.keep
     ratio = RATIOS.get(parts.ratio.name)(inp.logp, inp.old_logp, kept, **parts.ratio.params)
-    surrogate, stats = POLICY_LOSSES.get(parts.policy_loss.name)(
-        PolicyLossInputs(inp.logp, inp.old_logp, ratio, inp.advantages, kept), **parts.policy_loss.params)
+    out = POLICY_LOSSES.get(parts.policy_loss.name)(PolicyLossInputs(inp.logp, inp.old_logp, ratio, inp.advantages, kept), **parts.policy_loss.params)
+    check_output("policy loss", parts.policy_loss.name, out, tuple(mask.shape), with_stats=True)
+    surrogate, stats = out
     if inp.weights is not None:
         surrogate = surrogate * inp.weights
     aggregate = functools.partial(AGGREGATIONS.get(parts.aggregation.name), **parts.aggregation.params)

@@ -45,6 +45,20 @@ class Part(dict):
         return cls(value)
 
 
+def check_output(kind: str, name: str, value: Any, shape: tuple[int, ...], with_stats: bool = False) -> None:
+    """Raise a one-line `TypeError` naming the part when a registered function (perhaps a plugin's)
+    returns something other than a tensor of ``shape`` (and, ``with_stats``, a dict of statistics beside it)."""
+    import torch
+
+    tensor, stats = (value if isinstance(value, tuple) and len(value) == 2 else (None, None)) if with_stats else (value, {})
+    expected = f"(a tensor {list(shape)}, a dict of statistics)" if with_stats else f"a tensor {list(shape)}"
+    if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != tuple(shape) or not isinstance(stats, dict):
+        got = (f"a tensor {list(value.shape)}" if isinstance(value, torch.Tensor) else
+               f"({', '.join(type(v).__name__ if not isinstance(v, torch.Tensor) else f'a tensor {list(v.shape)}' for v in value)})"
+               if isinstance(value, tuple) else type(value).__name__)
+        raise TypeError(f"the {name} {kind} returned {got}; it must return {expected}")
+
+
 def part_parameters(fn: Callable[..., Any], leading: int) -> dict[str, inspect.Parameter]:
     """The keyword arguments of a registered function after its ``leading`` data arguments (the
     tensors every part of its kind receives), with their defaults."""

@@ -26,7 +26,7 @@ from rlvr.algos.aggregation import Normalizer
 from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.objective import ObjectiveInputs, policy_objective
 from rlvr.algos.correction import CORRECTIONS, mismatch_warning
-from rlvr.algos.parts import Part
+from rlvr.algos.parts import Part, check_output
 from rlvr.algos.presets import AlgoConfig, CorrectionConfig
 from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
 from rlvr.rollout.base import SamplingParams
@@ -233,6 +233,7 @@ class PolicyGradient(AlgorithmRecipe):
                                  step_mask=r.step_mask, kl_penalty=kl_penalty, token_rewards=token_rewards, values=values,
                                  reduce_sum=self.harness.reduce_sum)
         advantages = ADVANTAGES.get(algo.advantage.name)(inputs, **algo.advantage.params)
+        check_output("advantage estimator", algo.advantage.name, advantages, tuple(r.mask.shape))
         if self._no_gradient(advantages, r.mask):  # e.g. every group all right or all wrong: no gradient
             metrics |= {"train/skipped": 1.0, "train/skipped_no_signal": 1.0, "time/train": time.perf_counter() - t0}
             return metrics

@@ -76,6 +76,24 @@ def test_objective_adds_the_kl_and_the_entropy_bonus_to_the_aggregated_surrogate
     assert stats["kl"] == pytest.approx(math.log(2) / 3, abs=1e-6) and stats["entropy"] == pytest.approx(2.0)
 
 
+def test_a_policy_loss_returning_the_wrong_thing_is_named_in_one_line():
+    from rlvr.algos.objective import POLICY_LOSSES
+    from rlvr.algos.presets import algo_config
+
+    @POLICY_LOSSES.register("testing/bare-tensor")
+    def bare(inp, scale=1.0):  # forgets the statistics
+        return -inp.advantages * inp.logp * scale
+
+    try:
+        parts = algo_config(policy_loss={"name": "testing/bare-tensor", "scale": 2.0}, quiet=True)
+        logp, mask = torch.zeros(2, 3), torch.ones(2, 3)
+        with pytest.raises(TypeError, match=r"the testing/bare-tensor policy loss returned a tensor \[2, 3\]; it must return "
+                                            r"\(a tensor \[2, 3\], a dict of statistics\)"):
+            policy_objective(ObjectiveInputs(logp, logp, torch.ones(2, 3), mask, Normalizer(2, 6, 3)), parts)
+    finally:
+        POLICY_LOSSES.unregister("testing/bare-tensor")
+
+
 @pytest.mark.parametrize("parts", [
     ObjectiveParts(aggregation="seq_mean_token_mean", kl_estimator="k3", kl_coef=0.04),  # grpo
     ObjectiveParts(clip_high=0.28, aggregation="token_mean", entropy_coef=0.01),  # dapo + an entropy bonus
