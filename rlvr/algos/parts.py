@@ -50,12 +50,14 @@ def check_output(kind: str, name: str, value: Any, shape: tuple[int, ...], with_
     returns something other than a tensor of ``shape`` (and, ``with_stats``, a dict of statistics beside it)."""
     import torch
 
-    tensor, stats = (value if isinstance(value, tuple) and len(value) == 2 else (None, None)) if with_stats else (value, {})
-    expected = f"(a tensor {list(shape)}, a dict of statistics)" if with_stats else f"a tensor {list(shape)}"
+    def describe(v: Any) -> str:
+        return f"a tensor {list(v.shape)}" if isinstance(v, torch.Tensor) else type(v).__name__
+
+    pair = isinstance(value, tuple) and len(value) == 2
+    tensor, stats = (value if pair else (None, None)) if with_stats else (value, {})
     if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != tuple(shape) or not isinstance(stats, dict):
-        got = (f"a tensor {list(value.shape)}" if isinstance(value, torch.Tensor) else
-               f"({', '.join(type(v).__name__ if not isinstance(v, torch.Tensor) else f'a tensor {list(v.shape)}' for v in value)})"
-               if isinstance(value, tuple) else type(value).__name__)
+        got = "(" + ", ".join(map(describe, value)) + ")" if isinstance(value, tuple) else describe(value)
+        expected = f"(a tensor {list(shape)}, a dict of statistics)" if with_stats else f"a tensor {list(shape)}"
         raise TypeError(f"the {name} {kind} returned {got}; it must return {expected}")
 
 
@@ -71,7 +73,8 @@ def complete(key: str, kind: str, part: Part, fn: Callable[..., Any], leading: i
     argument the user ``supplied`` that ``fn`` does not take is an error; one that only a preset
     set for another function of its kind is dropped."""
     accepted = part_parameters(fn, leading)
-    unknown = sorted(k for k in part.params if k not in accepted and k in supplied)
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())  # a **kwargs function
+    unknown = [] if takes_any else sorted(k for k in part.params if k not in accepted and k in supplied)
     if unknown:
         raise ConfigError(f"algo.{key}.{unknown[0]}: the {part.name} {kind} takes no argument {unknown[0]!r} "
                           f"(it takes: {', '.join(accepted) or 'nothing'})")
@@ -79,4 +82,5 @@ def complete(key: str, kind: str, part: Part, fn: Callable[..., Any], leading: i
     if missing:
         raise ConfigError(f"algo.{key}.{missing[0]}: the {part.name} {kind} needs a value for {missing[0]!r} (it has no default)")
     values = {k: part.params.get(k, p.default) for k, p in accepted.items()}
-    return Part(name=part.name, **values)
+    extra = {k: v for k, v in part.params.items() if k not in accepted and k in supplied} if takes_any else {}
+    return Part(name=part.name, **values, **extra)

@@ -168,3 +168,18 @@ def test_compatibility_aliases_read_the_sections():
     assert (parts.kl_loss_coef, parts.entropy_coef) == (0.1, 0.01)
     assert ObjectiveParts().kl_loss_coef == 0.0  # no KL weight: the KL is only measured
     assert CorrectionConfig(kind="mis", cap=3.0, low=0.25) == {"name": "mis", "level": "token", "low": 0.25, "high": 2.0, "reweight": True}
+
+
+def test_a_part_that_takes_any_keyword_gets_what_the_user_wrote():
+    from rlvr.algos.objective import POLICY_LOSSES, clipped_surrogate
+    from rlvr.algos.presets import algo_config
+
+    @POLICY_LOSSES.register("testing/any-kwargs")
+    def any_kwargs(inp, clip_low=0.2, **extra):
+        return clipped_surrogate(inp, clip_low, 0.2)
+
+    try:
+        algo = algo_config(policy_loss={"name": "testing/any-kwargs", "tau": 3.0}, quiet=True)
+        assert algo.policy_loss == {"name": "testing/any-kwargs", "clip_low": 0.2, "tau": 3.0}
+    finally:
+        POLICY_LOSSES.unregister("testing/any-kwargs")
