@@ -115,7 +115,7 @@ class _ThreadRunner:
             return None
 
     def close(self) -> None:
-        self._executor.shutdown()
+        self._executor.shutdown(wait_s=1.0)  # an idle thread exits at once; a stuck one is abandoned after 1 s
 
 
 def _verify_in_thread(env: Environment, payload: tuple) -> list[Verdict]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import queue
 import threading
+import time
 from typing import Any, Callable
 
 
@@ -57,9 +58,12 @@ class DaemonExecutor:
         """Whether any thread is still running (a stuck call keeps its thread alive)."""
         return any(t.is_alive() for t in self._threads)
 
-    def shutdown(self) -> None:
+    def shutdown(self, wait_s: float = 0.0) -> None:
         """Cancel the calls not started and let every thread exit once its call returns (a stuck
-        one is abandoned: being a daemon, it never delays the interpreter's exit). Never waits."""
+        one is abandoned: being a daemon, it never delays the interpreter's exit). Waits at most
+        ``wait_s`` in all for the threads to exit: idle ones do at once, so a closing pool leaves no
+        thread to run into the interpreter's finalisation (where a thread still inside native code
+        can crash the process)."""
         with self._lock:
             if self._shut:
                 return
@@ -73,6 +77,9 @@ class DaemonExecutor:
                     item[0].cancel()
             for _ in self._threads:
                 self._calls.put(None)
+        deadline = time.monotonic() + wait_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _loop(self) -> None:
         while True:

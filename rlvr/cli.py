@@ -5,6 +5,7 @@ modules import heavy libraries inside ``func`` so ``rlvr --help`` stays fast."""
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import pkgutil
 import sys
@@ -28,6 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if not faulthandler.is_enabled():
+        try:
+            faulthandler.enable()  # a crash in native code (SIGSEGV...) prints the Python stacks of every thread
+        except (AttributeError, ValueError, OSError):  # stderr replaced by an object without a file descriptor
+            pass
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if getattr(args, "intermixed", False):  # key=value overrides may also follow options (`train CONFIG --show-config a.b=1`)
