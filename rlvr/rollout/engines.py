@@ -2,8 +2,8 @@
 
     engine = make_engine(cfg.rollout, model, tokenizer, model_path=cfg.model.name_or_path)
 
-- ``hf``: the trainer's own model object (nothing to sync), decoded by rlvr's loop or ``generate``
-  (``rollout.hf.decode``); settings in ``rollout.hf``.
+- ``hf``: the trainer's own model object (nothing to sync), decoded by one of rlvr's decoders or
+  ``generate`` (``rollout.hf.decode``, `rlvr.rollout.decoding`); settings in ``rollout.hf``.
 - ``vllm``: vLLM in this process (`rlvr.rollout.vllm_engine`); needs the ``vllm`` package;
   settings in ``rollout.vllm``.
 - ``vllm_server``: a client of ``rlvr rollout serve`` (`rlvr.rollout.vllm_client`); settings in
@@ -121,7 +121,7 @@ def _hf(request: EngineRequest) -> RolloutEngine:
         tokenizer = loaded_tok if tokenizer is None else tokenizer
     hf = request.cfg.hf
     return HFGenerateEngine(model, tokenizer, hf.max_batch_sequences, synced=request.sharded, private=request.concurrent_updates,
-                            decode=hf.decode)
+                            decode=hf.decode, sync_every=hf.sync_every)
 
 
 def _vllm(request: EngineRequest) -> RolloutEngine:
