@@ -79,12 +79,36 @@ class HFGenerateEngine(RolloutEngine):
         return None
 
     @property
+    def setup_s(self) -> float:
+        """Seconds spent inside generate calls on one-time set-up (measuring decoders for ``auto``),
+        which a report of generation speed leaves out."""
+        return self.choice.seconds if self.choice is not None else 0.0
+
+    @property
     def decoder_name(self) -> str | None:
         """The decoder in use (None before the first generation under ``auto``)."""
         if self.synced:
             return "generate"
         name = self.choice.name if self.decode == AUTO and self.choice else None if self.decode == AUTO else self.decode
         return "generate" if name is not None and self._probed.get(name) else name
+
+    def restore_choice(self, saved: dict) -> None:
+        """Decode with the decoder a run measured and chose before it was checkpointed (``auto``), so
+        that a resumed run samples as the uninterrupted one would (it is probed again before use)."""
+        if self.decode == AUTO and self.choice is None:
+            self.choice = DecoderChoice(saved["name"], saved.get("device", ""), dict(saved.get("tokens_per_s", {})),
+                                        dict(saved.get("rejected", {})), tuple(saved.get("shape", (0, 0, 0))))
+
+    def describe(self) -> dict:
+        """The device (`rlvr.models.device.describe_device`), the weights' dtype, the attention
+        kernel and the decoder (with what ``auto`` measured)."""
+        from rlvr.models.attention import attention_kernel
+        from rlvr.models.device import describe_device
+
+        first = next(self.model.parameters())
+        return {"engine": "hf", **describe_device(first.device), "dtype": str(first.dtype).removeprefix("torch."),
+                "attention": attention_kernel(self.model), "decoder": self.decoder_name,
+                **({"decoder_choice": self.choice.as_dict()} if self.choice is not None else {})}
 
     def load_weights(self, model: object) -> None:
         """A private copy takes ``model``'s weights (an ``nn.Module`` or a state dict), in place (a

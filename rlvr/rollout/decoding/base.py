@@ -69,7 +69,8 @@ class Decoder(ABC):
     (a decoder may keep state between calls, e.g. captured CUDA graphs)."""
 
     name: ClassVar[str]
-    summary: ClassVar[str] = ""
+    warms_up: ClassVar[bool] = False
+    """Its first call of a shape pays a one-time cost (graph capture, compilation) that timing must skip."""
 
     def unsupported(self, model: torch.nn.Module) -> str | None:
         """Why this decoder cannot run ``model`` where it is (its device, attention kernel, class),

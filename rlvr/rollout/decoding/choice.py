@@ -50,6 +50,7 @@ class DecoderChoice:
         tokens_per_s: Measured completion tokens per second, by decoder.
         rejected: Decoders that could not run here, with the reason (their probe's).
         shape: ``(rows, prompt tokens of the longest prompt, tokens decoded)`` of the measurement.
+        seconds: What probing and measuring took.
     """
 
     name: str
@@ -57,6 +58,7 @@ class DecoderChoice:
     tokens_per_s: dict[str, float] = field(default_factory=dict)
     rejected: dict[str, str] = field(default_factory=dict)
     shape: tuple[int, int, int] = (0, 0, 0)
+    seconds: float = 0.0
 
     def summary(self) -> str:
         measured = ", ".join(f"{n} {v:,.0f}" for n, v in sorted(self.tokens_per_s.items(), key=lambda kv: -kv[1]))
@@ -68,7 +70,7 @@ class DecoderChoice:
 
     def as_dict(self) -> dict:
         return {"name": self.name, "device": self.device, "tokens_per_s": dict(self.tokens_per_s), "rejected": dict(self.rejected),
-                "shape": list(self.shape)}
+                "shape": list(self.shape), "seconds": self.seconds}
 
 
 def _synchronize(device: torch.device) -> None:
@@ -77,10 +79,11 @@ def _synchronize(device: torch.device) -> None:
 
 
 def measure(decoder: Decoder, model: torch.nn.Module, request: DecodeRequest) -> float:
-    """Completion tokens per second of ``decoder`` on ``request`` (one untimed warm-up of the same
-    shape first: graph capture and compilation are paid once per run, not per batch)."""
+    """Completion tokens per second of ``decoder`` on ``request`` (after an untimed warm-up of the
+    same shape for a decoder that captures or compiles: that is paid once per run, not per batch)."""
     device = model_device(model)
-    decoder.decode(model, replace(request, max_new_tokens=min(request.max_new_tokens, 2)))
+    if decoder.warms_up:
+        decoder.decode(model, request)
     _synchronize(device)
     t0 = time.perf_counter()
     out = decoder.decode(model, request)
@@ -94,6 +97,7 @@ def choose_decoder(get: Callable[[str], Decoder], model: torch.nn.Module, reques
     """Probe and time each candidate for ``model``'s device on ``request``'s prompts (decoding
     `MEASURE_TOKENS` tokens) and choose (module docstring). ``get(name)`` is the engine's instance
     of a decoder. The random state is left as it was."""
+    started = time.perf_counter()
     device = model_device(model)
     names = candidates or CANDIDATES.get(device.type, FALLBACK)
     choice = DecoderChoice(name="generate", device=device.type,
@@ -127,4 +131,5 @@ def choose_decoder(get: Callable[[str], Decoder], model: torch.nn.Module, reques
     for name in choice.tokens_per_s:
         if name != choice.name:
             get(name).release()  # graphs and buffers of decoders not chosen
+    choice.seconds = time.perf_counter() - started
     return choice

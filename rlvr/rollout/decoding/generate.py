@@ -81,6 +81,7 @@ class ContinuousDecoder(Decoder):
     the completions afterwards (generation runs on to eos or the limit)."""
 
     name = "continuous"
+    warms_up = True
 
     def unsupported(self, model: torch.nn.Module) -> str | None:
         if not hasattr(model, "generate_batch"):

@@ -342,6 +342,7 @@ DECODERS.register("static", StaticDecoder, description="static cache, bookkeepin
 @DECODERS.register("cuda_graph", description="the static decoder's step captured as a CUDA graph and replayed (CUDA only)")
 class CudaGraphDecoder(StaticDecoder):
     name = "cuda_graph"
+    warms_up = True
     runner = CudaGraphStep
     devices = ("cuda",)
 
@@ -349,6 +350,7 @@ class CudaGraphDecoder(StaticDecoder):
 @DECODERS.register("compiled", description="the static decoder's step through torch.compile (reduce-overhead on CUDA)")
 class CompiledDecoder(StaticDecoder):
     name = "compiled"
+    warms_up = True
     runner = CompiledStep
 
 
