@@ -34,7 +34,7 @@ from fractions import Fraction
 from functools import lru_cache
 from math import gcd
 
-from envs.math import lexer
+from envs.math import lexer, numwords
 
 _SIGN = r"[-+]?"
 _LITERAL_SHAPES = {
@@ -279,9 +279,20 @@ def _contains(expression: str, part: str) -> bool:
     return False
 
 
+_WORD = re.compile(r"[A-Za-z]+|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
+
+
+def stem(word: str) -> str:
+    """A word's comparable form: lower case, a plural or possessive ``s`` dropped ("apples" →
+    "apple", "Tom's" → "tom")."""
+    w = word.lower()
+    return w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+
+
 @dataclass(frozen=True)
 class Question:
-    """What an answer could restate: the question's expressions (normalised) and its numbers.
+    """What an answer could restate: the question's expressions (normalised), its numbers (in
+    digits or words), its words (`stem`) and each number with the words beside it.
 
     Build with `Question.of`; ``Question.of(None)`` restates nothing.
     """
@@ -289,6 +300,8 @@ class Question:
     expressions: frozenset[str] = frozenset()
     arithmetic: frozenset[tuple[tuple[str, ...], tuple[str, ...]]] = frozenset()
     numbers: frozenset[Fraction] = frozenset()
+    words: frozenset[str] = frozenset()
+    contexts: frozenset[tuple[str, Fraction]] = frozenset()
 
     @classmethod
     def of(cls, text: str | None) -> Question:
@@ -312,7 +325,14 @@ class Question:
             value = _value(m.group(0).replace(",", ""))
             if value is not None:
                 numbers.add(value)
-        return cls(frozenset(expressions), frozenset(arithmetic), frozenset(numbers))
+        numbers.update(s.value for s in numwords.find(text))
+        tokens = _WORD.findall(text)
+        words = {stem(t) for t in tokens if t[0].isalpha()}
+        contexts = set()
+        for k, t in enumerate(tokens):
+            if t[0].isdigit() and (value := _value(t.replace(",", ""))) is not None:
+                contexts.update((stem(tokens[j]), value) for j in (k - 1, k + 1) if 0 <= j < len(tokens) and tokens[j][0].isalpha())
+        return cls(frozenset(expressions), frozenset(arithmetic), frozenset(numbers), frozenset(words), frozenset(contexts))
 
     def restates(self, answer: str) -> bool:
         """Whether ``answer`` is one of the question's expressions (or its numbers under the same

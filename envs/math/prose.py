@@ -43,8 +43,9 @@ Everything is linear in the response (regular expressions over a bounded tail).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from envs.math import commit, numwords
 from envs.math.forms import Question
 
 TAIL_CHARS = 6000
@@ -56,11 +57,23 @@ MAX_SENTENCES = 40
 
 @dataclass(frozen=True)
 class Found:
-    """An answer found in prose: its text and span in the response."""
+    """An answer found in prose: its text and span in the response.
+
+    Attributes:
+        answer: The value (several joined with ", " when more than one is offered).
+        start, end: Its span in the response.
+        parts: The values when several are offered ("12 or 15", "between 10 and 20", "3 and -4"):
+            a hedge where the gold is one value (`envs.math.commit`); empty for one value.
+        spelled: The words of a number written as words ("eight"), whose digits are ``answer``.
+        rule: Which rule decided, in words (``rlvr verify --explain`` prints it).
+    """
 
     answer: str
     start: int
     end: int
+    parts: tuple[str, ...] = ()
+    spelled: str | None = None
+    rule: str = ""
 
 
 _DELIMS = re.compile(
@@ -68,7 +81,9 @@ _DELIMS = re.compile(
 )
 _CLOSER = {"$$": "$$", "\\[": "\\]", "\\(": "\\)", "$": "$"}
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}\b")
-_SENTENCE_END = re.compile(r"(?<!\b[A-Za-z])(?<!\.\.)[.!?](?=\s|$)|\n")
+_SENTENCE_END = re.compile(r"(?<!\b[A-Za-z])(?<!\.\.)[.!?][\"'”’)\]*_]*(?=\s|$)|\n")
+"""A sentence ends at ``. ! ?`` before a space, also behind closing quotes, brackets or emphasis
+(``the total is "103." Then``), and at a line break."""
 _NUMBER = r"[-−]?\$?\s?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
 _PERCENT = r"(?:\s*(?:%|\\%|percent\b|per\s+cent\b|pct\b|percentage\b|°|degrees?\b))?"
 _UNIT_GLUED = r"(?:mm|cm|km|m|kg|mg|g|s|h|hr|min|ft|in|yd|mi|lb|oz|ml|l|L|mph|kph|am|pm|kb|Kb|KB|Mb|MB|Gb|GB)(?![A-Za-z0-9])"
@@ -77,40 +92,42 @@ _RUN_END = r"(?!,\d)(?:(?![\w.])|(?=\.(?!\d))|(?=" + _UNIT_GLUED + r"))"
 ``10pm``); ``3x`` is not a quantity (a variable follows), nor is ``4th`` (an ordinal)."""
 _PLAIN_RUN = re.compile(
     r"(?<![\w.,])(?:[A-Za-z]\s*=\s*)?(?:\(\s*)*" + _NUMBER + _PERCENT
-    + r"(?:\s*\)|\s*[-+*/×÷^=]\s*\(?\s*" + _NUMBER + _PERCENT + r")*" + _RUN_END
+    + r"(?:\s*\)|(?:\s*[-+*/×÷^=]\s*|\s+x\s+)\(?\s*" + _NUMBER + _PERCENT + r")*" + _RUN_END
 )
 _ANCHOR = re.compile(
-    r"(?i)(?<![\w])(?:is|are|was|were|be|becomes?|equals?|equal\s+to|gives?|get|gets|got|obtain|yields?|makes?|"
-    r"totals?|total\s+of|sum\s+of|leaves|leaving|it's|that's)(?![\w'])|=|:(?=\s)"
+    r"(?i)(?<![\w])(?:is|are|was|were|be|becomes?|equals?|equal\s+to|equall?ing|gives?|get|gets|got|obtain|yields?|makes?|"
+    r"totals?|total\s+of|sum\s+of|leaves|leaving|it's|that's|results?\s+in|resulting\s+in|comes?\s+to|came\s+to|amounts?\s+to)(?![\w'])|=|:(?=\s)"
 )
 _CONCLUSION = re.compile(r"(?i)(?:^|[,;]\s*|\s)(?:so|thus|therefore|hence|consequently|which\s+means|which\s+gives|meaning|giving|i\.e\.)(?:,)?\s")
 """Where the concluding clause of a sentence starts ("..., so Mia has 84 pencils")."""
 _SUBORDINATE = re.compile(r"(?i)\s*(?:after|since|because|when|once|if|given|using|with|from|by|adding|subtracting|multiplying|dividing|combining)\b[^,]*,")
 """A leading subordinate clause ("After eating 3 of them, ..."): it sets up, it does not state."""
-_JOINED = re.compile(r"(?i)^\s*(?:,|;|,?\s*and|,?\s*or)\s*$")
 _NEGATION = re.compile(r"(?i)(?:\bnot|n't|\bcannot|\bnever|\bno\s+longer)(?:\s+[A-Za-z]+){0,2}\s*$")
 _INDEX = re.compile(r"(?i)\b(?:steps?|case|part|problem|question|example|method|approach|option|figure|fig\.|table|equation|eq\.|"
                     r"section|chapter|page|lemma|theorem|line|row|column|round|stage|phase|level)\s*\(?$")
 """A number after these names a step or a part ("Step 5"), it is not a value."""
 _LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*+#>]+[ \t]*)?\(?\d{1,3}[.)](?=[ \t]|$)")
 """``2. Add the numbers`` / ``3) ...``: an enumeration, neither a value nor a sentence end."""
-_QUALIFIER = re.compile(r"(?i)\b(?:times|plus|minus|divided\s+by|multiplied\s+by|rather\s+than|at\s+least|at\s+most|more\s+than|less\s+than|greater\s+than|fewer\s+than|no\s+more\s+than|no\s+less\s+than|up\s+to|over|under|below|above|between|except|besides|other\s+than|instead\s+of)\s*$")
-"""A value after these is a bound or an exception, not the value stated."""
+_QUALIFIER = re.compile(r"(?i)\b(?:times|plus|minus|divided\s+by|multiplied\s+by|rather\s+than|at\s+least|at\s+most|more\s+than|less\s+than|greater\s+than|fewer\s+than|no\s+more\s+than|no\s+less\s+than|up\s+to|over|under|below|above|except|besides|other\s+than|instead\s+of)\s*$")
+"""A value after these is a bound or an exception, not the value stated ("between 10 and 20" is
+a range: two values offered, `envs.math.commit`)."""
+_CHANGED_FROM = re.compile(
+    r"(?i)\b(?:increas|decreas|ris|rose|fell|fall|grow|grew|drop|went|goes|go|chang|round|reduc|rais|jump|climb|mov|convert|shrink|shrank|cut)"
+    r"\w*(?:\s+[A-Za-z]+){0,3}\s+from\s*$"
+)
+"""The starting value of a change ("rose from 5 to 8", "rounding 4.6 ... from"): not the value stated."""
 _VERBAL_OPERATOR = re.compile(r"(?i)^\s*(?:times|plus|minus|divided|multiplied|over|squared|cubed|to\s+the|raised|more\s+than|less\s+than|of\s+(?:the\s+)?(?:remaining|rest))\b")
 """A value followed by these is an operand ("3 times 4"), not the result."""
+_BOUND_AFTER = re.compile(r"(?i)^\s*,?\s*or\s+(?:more|less|fewer|greater|higher|lower|so|above|below|over|under|longer|shorter)\b")
+""""12 or more", "5 or so": a bound or an estimate, not a value committed to."""
 _SKIP_START = re.compile(
     r"(?i)^\s*(?:\**\s*)?(?:let|suppose|assume|denote|where|check(?:ing)?|verify|verification|verifying|double[- ]check|"
     r"sanity|as\s+a\s+check|substituting\s+back|plugging\s+back|if\b)"
 )
-_UNITS_WORDS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
-_TENS_WORDS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
-_NUMBER_WORD = re.compile(
-    r"(?i)(?<![\w-])(?:(" + "|".join(_TENS_WORDS) + r")(?:[- ](" + "|".join(_UNITS_WORDS[1:10]) + r"))?|(" + "|".join(_UNITS_WORDS) + r"))(?![\w-])"
-)
-"""Numbers written as words, zero to ninety-nine ("there are twelve ways")."""
-_NOT_A_NUMBER_WORD = re.compile(r"(?i)\s*(?:of\b|another\b|half|halves|thirds?\b|quarters?\b|fourths?\b|fifths?\b|sixths?\b|eighths?\b|tenths?\b|more\b|other\b|another\b|at\s+a\s+time)")
+_NOT_A_NUMBER_WORD = re.compile(r"(?i)\s*(?:of\b|another\b|halves|thirds?\b|quarters?\b|fourths?\b|fifths?\b|sixths?\b|eighths?\b|tenths?\b|more\b|other\b|another\b|at\s+a\s+time)")
 _PRONOUN_BEFORE = re.compile(r"(?i)\b(?:each|every|no|any|this|that|the|which|some|only)\s*$")
 _UNIT_PERCENT = re.compile(r"(?i)^\s*(?:\\?%|percent\b|per\s+cent\b|pct\b|percentage\b)")
+_RANGE_BEFORE = re.compile(r"(?i)\b(?:between|from|range[sd]?\s+(?:from\s+)?|anywhere\s+from|somewhere\s+between)\s*\$?\s*$")
 
 
 @dataclass(frozen=True)
@@ -148,8 +165,8 @@ def _segments(text: str, base: int) -> list[_Segment]:
             out.append(_Segment("broken", base + m.end(), base + close))
             pos = close + len(_CLOSER[opener])
             continue
-        if opener == "$" and content[:1].isdigit() and _PROSE_WORD.search(_strip_text_commands(content)):
-            continue  # "$10,200 + $255 = $10,455. The answer": currency, not math
+        if opener == "$" and not commit.is_math_span(content, text[close + 1: close + 2]):
+            continue  # "$10,200 + $255 = $10,455", "$12 or $15": currency, not math
         if m.start() > pos:
             out.append(_Segment("text", base + pos, base + m.start()))
         out.append(_Segment("math", base + m.end(), base + close))
@@ -200,6 +217,8 @@ class _Candidate:
     """Written in the text (not in math delimiters)."""
     result: bool = False
     """The value after the last ``=`` of a chain (``7 + 8 = 15``): a result, never a mention."""
+    spelled: str | None = None
+    """The words of a number written as words."""
 
 
 def _list_markers(response: str, segments: list[_Segment]) -> list[tuple[int, int]]:
@@ -211,6 +230,8 @@ def _list_markers(response: str, segments: list[_Segment]) -> list[tuple[int, in
 
 
 def _candidates(response: str, sentence: list[_Segment]) -> list[_Candidate]:
+    """The values a sentence mentions, in order; those inside a remark in words ("(3 red and 1
+    green)") are left out (`envs.math.commit.remarks`)."""
     out: list[_Candidate] = []
     for k, seg in enumerate(sentence):
         if seg.kind == "math":
@@ -231,20 +252,16 @@ def _candidates(response: str, sentence: list[_Segment]) -> list[_Candidate]:
                 if _INDEX.search(chunk, 0, m.start()) or _is_list_marker(response, seg.start + m.start(), seg.start + m.end()):
                     continue
                 out.append(_Candidate(seg.start + m.start(), seg.start + m.end(), _plain_value(run), plain=True, result="=" in run))
-            for m in _NUMBER_WORD.finditer(chunk):
-                if _NOT_A_NUMBER_WORD.match(chunk, m.end()) or _PRONOUN_BEFORE.search(chunk, 0, m.start()):
-                    continue  # "one of them", "one half", "each one": not a count
-                value = _word_value(m)
-                out.append(_Candidate(seg.start + m.start(), seg.start + m.end(), str(value)))
+            for w in numwords.find(chunk):
+                if _NOT_A_NUMBER_WORD.match(chunk, w.end) or _PRONOUN_BEFORE.search(chunk, 0, w.start):
+                    continue  # "one of them", "each one": not a count
+                out.append(_Candidate(seg.start + w.start, seg.start + w.end, w.digits, spelled=chunk[w.start: w.end]))
+    if out:
+        lo, hi = sentence[0].start, sentence[-1].end
+        aside = [(lo + a, lo + b) for a, b in commit.remarks(response[lo:hi])]
+        out = [c for c in out if not any(a <= c.start < b for a, b in aside)]
     out.sort(key=lambda c: c.start)
     return out
-
-
-def _word_value(m: re.Match) -> int:
-    if m.group(3):
-        return _UNITS_WORDS.index(m.group(3).lower())
-    value = 10 * (_TENS_WORDS.index(m.group(1).lower()) + 2)
-    return value + (_UNITS_WORDS.index(m.group(2).lower()) if m.group(2) else 0)
 
 
 def _is_list_marker(response: str, start: int, end: int) -> bool:
@@ -275,14 +292,16 @@ def _anchors(response: str, sentence: list[_Segment], cands: list[_Candidate]) -
 
 
 def _negated(response: str, cand: _Candidate, sentence_start: int) -> bool:
-    """A value that is denied ("is not 10"), bounded ("at least 5") or an operand ("3 times 4")."""
+    """A value that is denied ("is not 10"), bounded ("at least 5", "12 or more"), the start of a
+    change ("from 5 to 8") or an operand ("3 times 4")."""
     before = re.sub(r"\$", " ", response[max(sentence_start, cand.start - 40): cand.start]).rstrip()
     after = re.sub(r"\$", " ", response[cand.end: cand.end + 40])
-    return bool(_NEGATION.search(before) or _QUALIFIER.search(before) or _VERBAL_OPERATOR.match(after))
+    return bool(_NEGATION.search(before) or _QUALIFIER.search(before) or _CHANGED_FROM.search(before)
+                or _VERBAL_OPERATOR.match(after) or _BOUND_AFTER.match(after))
 
 
-_UNDONE = re.compile(r"\d\s*\)?\s*[-+*×÷^]\s*\(?\s*[-−]?\$?\s?\d")
-"""Two numbers joined by an operator: ``75-53``, ``68 * 8``, ``(3+4)``."""
+_UNDONE = re.compile(r"\d\s*\)?\s*(?:[-+*×÷^]|\s[x]\s)\s*\(?\s*[-−]?\$?\s?\d")
+"""Two numbers joined by an operator: ``75-53``, ``68 * 8``, ``(3+4)``, ``55 x 53``."""
 _OPERATION = re.compile(r"[-+*/^!=<>]|\\(?:cdot|times|div|binom|dbinom|tbinom|pm)(?![A-Za-z])")
 """What makes a restated expression an operation to carry out (a lone ``\\sqrt{53}`` may be the
 answer a question names; the checker's own rule judges it)."""
@@ -305,17 +324,46 @@ def _restated(cand: _Candidate, question: Question | None) -> bool:
     return question is not None and _OPERATION.search(cand.answer.lstrip("-+−")) is not None and question.restates(cand.answer)
 
 
-AMBIGUOUS = Found("", -1, -1)
+class _Sentinel(Found):
+    pass
+
+
+AMBIGUOUS = _Sentinel("", -1, -1, rule="ambiguous")
 """A sentence that mentions several values and states none of them."""
+RESTATES = _Sentinel("", -1, -1, rule="restates operands")
+"""A sentence that only restates the question's operands or expressions ("This is the sum of 22
+and 81."): passed over for the sentence before it."""
+COPIED = _Sentinel("", -1, -1, rule="copied from the question")
+"""A sentence copied from the question (`envs.math.commit.copied`): passed over."""
 
 
-def statement_answer(response: str, sentence: list[_Segment], question: Question | None = None) -> Found | None:
-    """The value a sentence states (rules 4-6 of the module docstring), `AMBIGUOUS`, or None when
-    it mentions no value."""
+def _exclusions(response: str, every: list[_Candidate], sentence_start: int, question: Question | None) -> list[str | None]:
+    """Why each candidate is not a value stated (``negated`` or ``restated``), or None. A value
+    joined to a denied one is denied with it ("not 12 or 15")."""
+    out: list[str | None] = []
+    for k, c in enumerate(every):
+        if _negated(response, c, sentence_start):
+            out.append("negated")
+        elif _restated(c, question) or _named_operand(response, c, question):
+            out.append("restated")
+        elif k and out[-1] == "negated" and commit.joined_by(response[every[k - 1].end: c.start].replace("$", " ")) in ("or", "list"):
+            out.append("negated")
+        else:
+            out.append(None)
+    return out
+
+
+def statement_answer(response: str, sentence: list[_Segment], question: Question | None = None, *,
+                     anchored: bool = False) -> Found | None:
+    """The value a sentence states (rules 4-6 of the module docstring), `AMBIGUOUS`, `RESTATES`,
+    or None when it mentions no value. ``anchored``: the sentence is an answer span (the text
+    after "Answer:"), so a value at its start is stated."""
     every = _candidates(response, sentence)
-    cands = [c for c in every if not _negated(response, c, sentence[0].start) and not _restated(c, question)
-             and not _named_operand(response, c, question)]
+    why = _exclusions(response, every, sentence[0].start, question)
+    cands = [c for c, w in zip(every, why) if w is None]
     if not cands:
+        if every and all(w == "restated" for w in why):
+            return RESTATES
         return AMBIGUOUS if every else None
     start = _main_clause_start(response, sentence, cands)
     if start is not None:
@@ -324,6 +372,8 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
     anchors = _anchors(response, sentence, every)
     if start is not None:
         anchors = [a for a in anchors if a >= start]
+    if anchored:
+        anchors = [start if start is not None else sentence[0].start, *anchors]
     for a in reversed(anchors):
         after = [c for c in cands if c.start >= a]
         if after:
@@ -331,13 +381,21 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
             later = [c for c in after if c.start >= group.end]
             if any(re.search(r"(?i)\band\b", response[group.end: c.start]) for c in later):
                 return AMBIGUOUS  # "is 20 cm long and 5 cm wide": two values stated
-            return group
+            if len(group.parts) >= 2 and question is not None and all(question.mentions(v) for v in group.parts):
+                return RESTATES  # "The numbers are 22 and 81.": the question's operands listed
+            if group.rule == _SAME and question is not None and question.mentions(group.answer):
+                return RESTATES
+            stated = response[max(sentence[0].start, a - 24): a].strip()
+            rule = "the value at the start of the answer" if anchored and a == anchors[0] else f"the value after {stated.split()[-1]!r}" if stated else "the value stated"
+            return replace(group, rule=group.rule or rule)
     if question is not None:  # no verb: of the values mentioned, the question's own are not the answer
         new = [c for c in cands if c.result or not question.mentions(c.answer)]
+        if not new and len(cands) >= 2:
+            return RESTATES  # "We add 22 and 81.": the operands, nothing stated
         cands = new or cands  # ... unless nothing else is mentioned ("he recycles it in 2 days")
     if len(cands) == 1:
         c = cands[0]
-        return Found(c.answer, c.start, c.end)
+        return Found(c.answer, c.start, c.end, spelled=c.spelled, rule="the only value mentioned")
     group = _joined(response, cands)
     if group.end == cands[-1].end:  # "$x = 5$ or $x = -5$": all values joined into one answer
         return group
@@ -359,43 +417,91 @@ def _main_clause_start(response: str, sentence: list[_Segment], cands: list[_Can
     return None
 
 
+_SAME = "several mentions of one value"
+
+
 def _joined(response: str, after: list[_Candidate]) -> Found:
-    """The first candidate and those joined to it by "and", "or" or commas ("are 3 and -4")."""
+    """The first candidate and those joined to it (`envs.math.commit.joined_by`: "and", "or",
+    commas, a range, a slash between amounts). Several different values keep their ``parts``."""
     group = [after[0]]
+    kinds = []
     for c in after[1:]:
-        if not _JOINED.match(re.sub(r"\$", " ", response[group[-1].end: c.start])):
+        kind = commit.joined_by(response[group[-1].end: c.start].replace("$", " "))
+        if kind is None:
             break
         group.append(c)
-    return Found(", ".join(c.answer for c in group), group[0].start, group[-1].end)
+        kinds.append(kind)
+    first = group[0]
+    parts = [c.answer for c in group]
+    if len(group) == 1 or commit.same_values(parts):
+        rule = _SAME if len(group) > 1 else ""
+        return Found(first.answer, first.start, group[-1].end if len(group) > 1 else first.end, spelled=first.spelled, rule=rule)
+    if _RANGE_BEFORE.search(response, max(0, first.start - 30), first.start):
+        kinds.append("range")
+    kind = next((k for k in ("or", "range", "slash") if k in kinds), "list")
+    rule = {"or": "values offered as alternatives", "range": "a range of values", "slash": "values separated by a slash",
+            "list": "a list of values"}[kind]
+    return Found(", ".join(parts), first.start, group[-1].end, parts=tuple(parts), rule=rule)
+
+
+def _sentence_text(response: str, sentence: list[_Segment]) -> str:
+    return response[sentence[0].start: sentence[-1].end]
 
 
 def last_statement(response: str, question: Question | None = None) -> Found | None:
-    """The final answer stated in prose (see module docstring), or None."""
+    """The final answer stated in prose (see module docstring), or None. Sentences that are
+    questions, checks or set-ups, copied from the question, or that only restate its operands are
+    passed over; ``Found.rule`` says which sentence decided and what was passed over."""
     base = max(0, len(response) - TAIL_CHARS)
     if base:
         para = response.find("\n\n", base)
         base = para + 2 if 0 <= para < len(response) - 1 else base
     sentences = _sentences(response, _segments(response[base:], base))
+    passed: list[str] = []
     for sentence in reversed(sentences[-MAX_SENTENCES:]):
         if any(s.kind == "question" for s in sentence):
             continue
         first = response[sentence[0].start: sentence[0].end] if sentence[0].kind == "text" else ""
         if _SKIP_START.match(first):
             continue
+        if question is not None and commit.copied(_sentence_text(response, sentence), question):
+            passed.append(COPIED.rule)
+            continue
         found = statement_answer(response, sentence, question)
+        if found is RESTATES:
+            passed.append(RESTATES.rule)
+            continue
         if found is AMBIGUOUS:
             return None  # the closing statement is unclear: an earlier value is not the answer
         if found is not None:
-            return found
+            later = f"; later sentences passed over: {', '.join(passed)}" if passed else ""
+            return replace(found, rule=f"last sentence stating a value: {found.rule}{later}")
     return None
 
 
+def answer_value(text: str, question: Question | None = None) -> Found | None:
+    """The value an answer span commits to (the text after "Answer:" or "the answer is", one
+    sentence): the value at its start or after its last verb of statement, remarks, denials and
+    operands set aside ("306 (I multiplied 34 by 9)" → 306, "17, not -17" → 17, "81-27, which is
+    54" → 54, "eight miles per hour" → 8), the values offered when it offers several ("$12 or
+    $15"), `COPIED` for a sentence copied from the question, or None when it states no value
+    unambiguously."""
+    segments = _segments(text, 0)
+    sentence = [seg for part in _sentences(text, segments) for seg in part if seg.kind != "question"]
+    if not sentence:
+        return None
+    if question is not None and commit.copied(text, question):
+        return COPIED
+    found = statement_answer(text, sentence, question, anchored=True)
+    return None if isinstance(found, _Sentinel) else found
+
+
 def sentence_value(text: str, question: Question | None = None) -> Found | None:
-    """The value stated by one sentence (an "answer is" marker followed by prose: "The largest
-    $n$ is 34"), or None when it states none unambiguously."""
+    """The value stated by one sentence, or None (kept for callers of earlier versions; the
+    marker reading now uses `answer_value`)."""
     segments = _segments(text, 0)
     sentences = _sentences(text, segments)
     if not sentences:
         return None
     found = statement_answer(text, sentences[0], question)
-    return None if found is AMBIGUOUS else found
+    return None if isinstance(found, _Sentinel) else found

@@ -1,0 +1,177 @@
+"""Commitment: the rules that decide whether an answer commits to one value, in both extraction
+modes.
+
+An answer span (the text after "Answer:" or "the answer is", a box, a bare line, or in lenient
+mode the closing sentence) commits to a value only when it offers one. The rules, shared by
+`envs.math.extract` and `envs.math.prose`:
+
+- **A dollar sign is currency** unless it opens a real LaTeX span (`is_math_span`): the span
+  closes on its line, its braces balance, and what it holds is math. ``$12 or $15``, ``$25 per
+  day``, ``$10 + $5 = $15`` hold amounts, not math; ``$x = 5$`` and ``$\\frac{1}{2}$`` are math.
+- **A remark is not a value**: a parenthetical with words in it ("(I multiplied 34 by 9)", "(3 red
+  and 1 green)") is set aside (`remarks`), unless it offers an alternative ("(or 15)", "(maybe
+  15)"), which makes the answer a hedge.
+- **Several values offered are a hedge** (`JOINED`, `joined_by`): values joined by "or", "either
+  ... or", "/", a range ("10 to 20", "10–20", "between 10 and 20", "from 10 to 20") or a list.
+  Where the gold is a single value such an answer fails with reason ``hedged``
+  (`envs.math.env.check`); where the gold has several parts (roots, a set), the values are its
+  answer. Values that are all equal ("12, or twelve") are one value. "12 or more", "at least 12"
+  bound a value instead of stating it.
+- **A copied sentence is not an answer** (`copied`): a sentence whose numbers all appear in the
+  question, at least one with a word beside it that the question also writes beside it ("Tom has
+  12 apples"), and more than half of whose words the question also uses, restates the prompt.
+
+Everything is a regular expression or a set lookup over the span: linear in its length.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from envs.math import numwords
+from envs.math.forms import Question, stem
+
+# -- dollar signs -----------------------------------------------------------------------------
+
+_SHORT_PROSE = frozenset("or and to of is at by on an as if so it be we he me my no up us per each a".split())
+_WORDS = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}(?![A-Za-z])")
+_COMMAND = re.compile(r"\\[A-Za-z]+\s*(?:\{[^{}]*\})?")
+_OPEN_END = re.compile(r"(?:[-+*/=,×÷]|\band)\s*$")
+
+
+def is_math_span(content: str, after: str = "") -> bool:
+    """Whether ``$content$`` (followed by ``after``) is LaTeX math rather than text between two
+    currency signs. An amount is read as text when the span starts with a number and holds prose
+    ("12 or ", "25 per day after selling 10 "), ends on an operator ("10 + "), or the closing sign
+    is followed by a digit (it opens the next amount: ``$12 + $15``)."""
+    if not content.strip() or "\n" in content or not _balanced_braces(content):
+        return False
+    if not re.match(r"\s*[-−+]?\s*\d", content):
+        return True  # "$x = 5$", "$\frac{1}{2}$": starts with math
+    if after[:1].isdigit() or _OPEN_END.search(content):
+        return False
+    words = _WORDS.findall(_COMMAND.sub(" ", content))
+    return not any(len(w) >= 3 or w.lower() in _SHORT_PROSE for w in words)
+
+
+def _balanced_braces(s: str) -> bool:
+    depth = 0
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        depth += c == "{"
+        depth -= c == "}"
+        if depth < 0:
+            return False
+        i += 1
+    return depth == 0
+
+
+# -- remarks and alternatives -----------------------------------------------------------------
+
+_PAREN = re.compile(r"\(([^()\n]{1,300})\)|\[([^\[\]\n]{1,300})\]")
+_ALTERNATIVE = re.compile(r"(?i)^\s*(?:or|either|maybe|perhaps|possibly|alternatively|otherwise)\b")
+"""Words that open an alternative ("(or 15)", "Or maybe 15."): the value after them is offered
+as a second candidate."""
+_MATH_WORDS = frozenset("sqrt sin cos tan log ln exp pi inf infty mod gcd lcm max min det abs floor ceil".split())
+
+
+def remarks(text: str) -> list[tuple[int, int]]:
+    """Spans of the parentheticals of ``text`` that are remarks in words: "(I multiplied 34 by
+    9)", "(3 red and 1 green)", "[rounded]"; not "(1, 4]", "(C)", "(x+1)", nor an alternative
+    "(or 15)"."""
+    if "(" not in text and "[" not in text:
+        return []
+    out = []
+    for m in _PAREN.finditer(text):
+        inner = m.group(1) if m.group(1) is not None else m.group(2)
+        if _ALTERNATIVE.match(inner) or m.start() == 0 and m.end() >= len(text.rstrip(" .")):
+            continue
+        words = [w for w in _WORDS.findall(_COMMAND.sub(" ", inner)) if w.lower() not in _MATH_WORDS]
+        if any(len(w) >= 3 for w in words) or len(words) >= 2:
+            out.append((m.start(), m.end()))
+    return out
+
+
+_ALTERNATIVE_FIRST = frozenset("oempaOEMPA")
+
+
+def opens_alternative(text: str) -> bool:
+    """Whether ``text`` (what follows an answer) opens an alternative: "Or 15.", "(maybe 15)"."""
+    text = text.lstrip(" \t\n([*_-—–,;:")
+    return text[:1] in _ALTERNATIVE_FIRST and _ALTERNATIVE.match(text) is not None
+
+
+# -- values joined into one answer ------------------------------------------------------------
+
+_UNIT_WORDS = r"(?:\s*(?:[A-Za-z][A-Za-z.'%°]*|%|°|\\%)){0,2}"
+JOINED = re.compile(
+    r"(?i)^" + _UNIT_WORDS + r"\s*(?:"
+    r"(?P<list>,|;|,?\s*and|,?\s*&)"
+    r"|(?P<or>,?\s*\(?\s*(?:or|either)(?:\s+(?:maybe|perhaps|possibly|even|else|rather))?|\(?\s*(?:maybe|perhaps|possibly))"
+    r"|(?P<range>\s*(?:to|through|till|until|[–—~]|-{2})\s*(?:about\s+|around\s+)?)"
+    r"|(?P<slash>\s*/)"
+    r")\s*(?:either\s+)?$"
+)
+"""The text between two values that joins them into one answer: a list (``,`` ``and``), an
+alternative (``or``), a range (``to``, ``–``) or a slash between amounts (``$12/$15``); up to
+two unit or noun words may sit before it ("12 apples or 15 apples")."""
+
+
+def joined_by(between: str) -> str | None:
+    """How ``between`` (the text between two values, dollar signs removed) joins them: ``list``,
+    ``or``, ``range``, ``slash``, or None when it does not."""
+    m = JOINED.match(between)
+    if m is None:
+        return None
+    return next(k for k in ("list", "or", "range", "slash") if m.group(k) is not None)
+
+
+def same_values(parts: list[str]) -> bool:
+    """Whether every part is the same plain number ("12", "12.0", "twelve" given as "12")."""
+    values = set()
+    for p in parts:
+        s = p.replace(",", "").replace("$", "").strip()
+        try:
+            values.add(Fraction(s))
+        except (ValueError, ZeroDivisionError):
+            return False
+    return len(values) == 1
+
+
+# -- sentences copied from the question -------------------------------------------------------
+
+_NUMBER_TOKEN = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?")
+_WORD_TOKEN = re.compile(r"[A-Za-z]+|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
+COPY_SHARE = 0.5
+"""A sentence is a copy when more than this share of its words are the question's (and its
+numbers are the question's, one of them beside the same word)."""
+
+
+def copied(sentence: str, question: Question) -> bool:
+    """Whether ``sentence`` restates the question rather than answering it (see module docstring)."""
+    if not question.words:
+        return False
+    tokens = [t for t in _WORD_TOKEN.findall(sentence)]
+    numbers: list[tuple[int, Fraction]] = []
+    for k, t in enumerate(tokens):
+        if t[0].isdigit():
+            numbers.append((k, Fraction(t.replace(",", ""))))
+    for s in numwords.find(sentence):
+        numbers.append((-1, s.value))
+    if not numbers or any(v not in question.numbers for _, v in numbers):
+        return False
+    words = [stem(t) for t in tokens if t[0].isalpha() and len(t) >= 2]
+    if len(words) < 2 or sum(w in question.words for w in words) <= COPY_SHARE * len(words):
+        return False
+    for k, v in numbers:  # a number beside the word the question writes beside it ("has 12", "12 apples")
+        if k < 0:
+            continue
+        near = [tokens[j] for j in (k - 1, k + 1) if 0 <= j < len(tokens) and tokens[j][0].isalpha()]
+        if any((stem(w), v) in question.contexts for w in near):
+            return True
+    return False
