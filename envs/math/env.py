@@ -113,7 +113,8 @@ def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: f
     steps = step_rewards(response) if process_rewards else ()
     found = extract_answer(response, extraction=extraction, question=asked)
     if found is None:
-        return Verdict(0.0, False, Status.NO_ANSWER, steps=steps, info={"check_s": time.monotonic() - start})
+        why = _NO_ANSWER[extraction]
+        return Verdict(0.0, False, Status.NO_ANSWER, steps=steps, info={"rule": why, "check_s": time.monotonic() - start})
     info: dict[str, Any] = {"method": found.method, "span": [found.start, found.end], "rule": found.rule}
 
     fast_gold = plain_number(gold_text)
@@ -161,6 +162,13 @@ def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: f
     if comparer.timed_out and not ok:
         return Verdict(0.0, False, Status.TIMEOUT, steps=steps, extracted=answer, info={**info, "timeout_s": timeout_s})
     return Verdict(float(ok), ok, Status.OK, steps=steps, extracted=answer, info=info)
+
+
+_NO_ANSWER = {
+    "strict": "no explicit answer: no \\boxed{}, no answer marker committing to a value, no bare one-line answer",
+    "lenient": "no explicit answer, and no closing sentence states one value (sentences copied from the question or "
+               "restating its operands are passed over; one mentioning several values states none)",
+}
 
 
 def _answer_text(found: Extraction, numeric_gold: Callable[[], bool], info: dict[str, Any]) -> str:

@@ -47,7 +47,7 @@ _MARKERS = [
 ]
 _CLOSERS = r"[\"'”’)\]*_]*"
 _SENTENCE_END = re.compile(
-    r"(?<![\d\\])\." + _CLOSERS + r"(?:\s|$)|(?<=\d)\." + _CLOSERS + r"(?=\s+[A-Z\\(\[*\"“]|\s*$)|[!?]" + _CLOSERS + r"(?:\s|$)|"
+    r"(?<![\d\\])(?<!\bi\.e)(?<!\be\.g)(?<!\bapprox)(?<!\bvs)(?<!\bcf)(?<!\betc)\." + _CLOSERS + r"(?:\s|$)|(?<=\d)\." + _CLOSERS + r"(?=\s+[A-Z\\(\[*\"“]|\s*$)|[!?]" + _CLOSERS + r"(?:\s|$)|"
     r"[;,]\s+(?:since|because|as|so|and\s+so)\b|\s+(?:since|because)\s"
 )
 """Where a marker answer ends: a sentence end, also behind closing quotes or brackets (after a
@@ -271,7 +271,7 @@ def _reads_as_prose(ans: str) -> bool:
     outside = re.sub(r"\$[^$]*\$|\\\(.*?\\\)", " ", ans)
     if re.search(r"[\\{}^_]", outside):
         return False
-    return bool(_SENTENCE_WORDS.search(outside) or re.search(r"\$\s?\d|[–—]", ans))
+    return bool(_SENTENCE_WORDS.search(outside) or re.search(r"\$\s?\d|[–—]|\bi\.e\.", ans))
 
 
 def _with_alternative(text: str, found: Extraction, asked: Question) -> Extraction:
@@ -283,7 +283,7 @@ def _with_alternative(text: str, found: Extraction, asked: Question) -> Extracti
     rest = tail.lstrip(" \t\n.,;:!)]\"'”*_")
     if not commit.opens_alternative(rest):
         return found
-    clause = re.split(r"(?<=[.!?])\s|\n", rest, maxsplit=1)[0]
+    clause = re.split(r"(?<=[.!?])\s|\n", rest, maxsplit=1)[0].rstrip(" .!?")
     alt = prose.answer_value(re.sub(r"(?i)^\W*(?:or|either|maybe|perhaps|possibly|alternatively)\b[\s,]*(?:maybe|perhaps|it(?:'s| is| could be| might be)|the answer (?:is|could be|might be))?\s*", "", clause), question=asked)
     if alt is None or alt is prose.COPIED or alt.parts or commit.same_values([found.answer, alt.answer]):
         return found

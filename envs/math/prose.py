@@ -108,7 +108,7 @@ _INDEX = re.compile(r"(?i)\b(?:steps?|case|part|problem|question|example|method|
 """A number after these names a step or a part ("Step 5"), it is not a value."""
 _LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*+#>]+[ \t]*)?\(?\d{1,3}[.)](?=[ \t]|$)")
 """``2. Add the numbers`` / ``3) ...``: an enumeration, neither a value nor a sentence end."""
-_QUALIFIER = re.compile(r"(?i)\b(?:times|plus|minus|divided\s+by|multiplied\s+by|rather\s+than|at\s+least|at\s+most|more\s+than|less\s+than|greater\s+than|fewer\s+than|no\s+more\s+than|no\s+less\s+than|up\s+to|over|under|below|above|except|besides|other\s+than|instead\s+of)\s*$")
+_QUALIFIER = re.compile(r"(?i)\b(?:rather\s+than|at\s+least|at\s+most|more\s+than|less\s+than|greater\s+than|fewer\s+than|no\s+more\s+than|no\s+less\s+than|up\s+to|over|under|below|above|except|besides|other\s+than|instead\s+of)\s*$")
 """A value after these is a bound or an exception, not the value stated ("between 10 and 20" is
 a range: two values offered, `envs.math.commit`)."""
 _CHANGED_FROM = re.compile(
@@ -116,8 +116,16 @@ _CHANGED_FROM = re.compile(
     r"\w*(?:\s+[A-Za-z]+){0,3}\s+from\s*$"
 )
 """The starting value of a change ("rose from 5 to 8", "rounding 4.6 ... from"): not the value stated."""
-_VERBAL_OPERATOR = re.compile(r"(?i)^\s*(?:times|plus|minus|divided|multiplied|over|squared|cubed|to\s+the|raised|more\s+than|less\s+than|of\s+(?:the\s+)?(?:remaining|rest))\b")
-"""A value followed by these is an operand ("3 times 4"), not the result."""
+_VERBAL_OPERATOR = re.compile(r"(?i)^\s*(?:times|plus|minus|divided|multiplied|added|subtracted|combined|over|squared|cubed|to\s+the|raised|"
+                              r"more\s+than|less\s+than|of\s+(?:the\s+)?(?:remaining|rest))\b")
+"""A value followed by these is an operand ("3 times 4", "44 subtracted with 26"), not the result."""
+_OPERAND_BEFORE = re.compile(r"(?i)\b(?:times|plus|minus|divided\s+by|multiplied\s+by|(?:added|subtracted|multiplied|divided|combined)\s+(?:to|from|with|by|and|into)|"
+                             r"(?:add|adding|subtract|subtracting|multiply|multiplying|divide|dividing)(?:\s+[A-Za-z]+){0,2}\s+(?:to|from|with|by|and|into))\s*$")
+"""A value after these is an operand ("3 times 4", "subtracted from 26", "add 5 to 10")."""
+_GIVES_UP = re.compile(r"(?i)\b(?:unknown|not\s+sure|unsure|(?:don't|do\s+not|doesn't|does\s+not)\s+know|no\s+idea|unable\s+to|not\s+(?:able|possible)\s+to|"
+                       r"(?:cannot|can't|can\s+not)\s+(?:be\s+)?(?:solve|determine|compute|calculate|find|answer|finish|tell)\w*)")
+""""The answer to 75-53 is unknown to me.", "I cannot finish.": a closing sentence that gives up
+states no answer, whatever an earlier sentence said."""
 _BOUND_AFTER = re.compile(r"(?i)^\s*,?\s*or\s+(?:more|less|fewer|greater|higher|lower|so|above|below|over|under|longer|shorter)\b")
 """"12 or more", "5 or so": a bound or an estimate, not a value committed to."""
 _SKIP_START = re.compile(
@@ -127,6 +135,12 @@ _SKIP_START = re.compile(
 _NOT_A_NUMBER_WORD = re.compile(r"(?i)\s*(?:of\b|another\b|halves|thirds?\b|quarters?\b|fourths?\b|fifths?\b|sixths?\b|eighths?\b|tenths?\b|more\b|other\b|another\b|at\s+a\s+time)")
 _PRONOUN_BEFORE = re.compile(r"(?i)\b(?:each|every|no|any|this|that|the|which|some|only)\s*$")
 _UNIT_PERCENT = re.compile(r"(?i)^\s*(?:\\?%|percent\b|per\s+cent\b|pct\b|percentage\b)")
+_AND_ANOTHER = re.compile(r"(?i)[^\d.;:!?]{0,40}?\band\s+(?:\$\s?)?$")
+"""Between two values: "and" after at most a few words ("20 cm long and 5"), not a clause ("— I
+subtracted 90 and 14")."""
+_ANSWER_NOUN = re.compile(r"(?i)\s*(?:indeed\s+|also\s+|therefore\s+|thus\s+)?(?:the|our|my|your)\s+(?:final\s+|correct\s+|right\s+|exact\s+)?"
+                          r"(?:answer|result|solution|product|sum|total|difference|quotient|value|outcome)\b")
+"""A verb followed by these states its subject ("So 73 is the answer.", "32 is the product of ...")."""
 _RANGE_BEFORE = re.compile(r"(?i)\b(?:between|from|range[sd]?\s+(?:from\s+)?|anywhere\s+from|somewhere\s+between)\s*\$?\s*$")
 
 
@@ -277,8 +291,9 @@ def _plain_value(run: str) -> str:
     return run.replace("$", "").replace("−", "-").strip()
 
 
-def _anchors(response: str, sentence: list[_Segment], cands: list[_Candidate]) -> list[int]:
-    """Positions just after each verb of statement (an ``=`` inside a quantity is not one)."""
+def _anchors(response: str, sentence: list[_Segment], cands: list[_Candidate]) -> list[tuple[int, str]]:
+    """Each verb of statement: the position just after it and its words (an ``=`` inside a
+    quantity is not one)."""
     out = []
     for seg in sentence:
         if seg.kind != "text":
@@ -287,17 +302,21 @@ def _anchors(response: str, sentence: list[_Segment], cands: list[_Candidate]) -
         for m in _ANCHOR.finditer(chunk):
             at = seg.start + m.start()
             if not any(c.start <= at < c.end for c in cands):
-                out.append(seg.start + m.end())
+                out.append((seg.start + m.end(), m.group(0)))
     return out
 
 
-def _negated(response: str, cand: _Candidate, sentence_start: int) -> bool:
-    """A value that is denied ("is not 10"), bounded ("at least 5", "12 or more"), the start of a
-    change ("from 5 to 8") or an operand ("3 times 4")."""
+def _negated(response: str, cand: _Candidate, sentence_start: int) -> str | None:
+    """``denied`` for a value that is denied ("is not 10"), bounded ("at least 5", "12 or more")
+    or the start of a change ("from 5 to 8"); ``operand`` for an operand ("3 times 4", "add 5 to
+    10"); None for a value that may be stated."""
     before = re.sub(r"\$", " ", response[max(sentence_start, cand.start - 40): cand.start]).rstrip()
     after = re.sub(r"\$", " ", response[cand.end: cand.end + 40])
-    return bool(_NEGATION.search(before) or _QUALIFIER.search(before) or _CHANGED_FROM.search(before)
-                or _VERBAL_OPERATOR.match(after) or _BOUND_AFTER.match(after))
+    if _NEGATION.search(before) or _QUALIFIER.search(before) or _CHANGED_FROM.search(before) or _BOUND_AFTER.match(after):
+        return "denied"
+    if _OPERAND_BEFORE.search(before) or _VERBAL_OPERATOR.match(after):
+        return "operand"
+    return None
 
 
 _UNDONE = re.compile(r"\d\s*\)?\s*(?:[-+*×÷^]|\s[x]\s)\s*\(?\s*[-−]?\$?\s?\d")
@@ -342,7 +361,10 @@ def _exclusions(response: str, every: list[_Candidate], sentence_start: int, que
     joined to a denied one is denied with it ("not 12 or 15")."""
     out: list[str | None] = []
     for k, c in enumerate(every):
-        if _negated(response, c, sentence_start):
+        kind = _negated(response, c, sentence_start)
+        if kind == "operand" and question is not None and question.mentions(c.answer):
+            out.append("restated")  # "That is 44 subtracted from 26": the question's operands
+        elif kind:
             out.append("negated")
         elif _restated(c, question) or _named_operand(response, c, question):
             out.append("restated")
@@ -371,25 +393,26 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
         cands = [c for c in cands if c.start >= start]
     anchors = _anchors(response, sentence, every)
     if start is not None:
-        anchors = [a for a in anchors if a >= start]
+        anchors = [(a, verb) for a, verb in anchors if a >= start]
     if anchored:
-        anchors = [start if start is not None else sentence[0].start, *anchors]
-    for a in reversed(anchors):
+        anchors = [(start if start is not None else sentence[0].start, ""), *anchors]
+    for a, verb in reversed(anchors):
         after = [c for c in cands if c.start >= a]
         if after:
             group = _joined(response, after)
             later = [c for c in after if c.start >= group.end]
-            if any(re.search(r"(?i)\band\b", response[group.end: c.start]) for c in later):
+            if any(_AND_ANOTHER.match(response, group.end, c.start) for c in later):
                 return AMBIGUOUS  # "is 20 cm long and 5 cm wide": two values stated
             if len(group.parts) >= 2 and question is not None and all(question.mentions(v) for v in group.parts):
                 return RESTATES  # "The numbers are 22 and 81.": the question's operands listed
             if group.rule == _SAME and question is not None and question.mentions(group.answer):
                 return RESTATES
-            stated = response[max(sentence[0].start, a - 24): a].strip()
-            rule = "the value at the start of the answer" if anchored and a == anchors[0] else f"the value after {stated.split()[-1]!r}" if stated else "the value stated"
+            rule = f"the value after {' '.join(verb.split())!r}" if verb else "the value at the start of the answer"
             return replace(group, rule=group.rule or rule)
     if question is not None:  # no verb: of the values mentioned, the question's own are not the answer
         new = [c for c in cands if c.result or not question.mentions(c.answer)]
+        if anchors and not new and not any(_ANSWER_NOUN.match(response, a) for a, _ in anchors):
+            return RESTATES  # "24 is a special number ...": the question's number as a subject, nothing stated
         if not new and len(cands) >= 2:
             return RESTATES  # "We add 22 and 81.": the operands, nothing stated
         cands = new or cands  # ... unless nothing else is mentioned ("he recycles it in 2 days")
@@ -468,6 +491,8 @@ def last_statement(response: str, question: Question | None = None) -> Found | N
             passed.append(COPIED.rule)
             continue
         found = statement_answer(response, sentence, question)
+        if (found is None or found is RESTATES) and _GIVES_UP.search(_sentence_text(response, sentence)):
+            return None  # "The answer to 75-53 is unknown to me.": the closing statement gives up
         if found is RESTATES:
             passed.append(RESTATES.rule)
             continue
