@@ -9,8 +9,8 @@ mode the closing sentence) commits to a value only when it offers one. The rules
   closes on its line, its braces balance, and what it holds is math. ``$12 or $15``, ``$25 per
   day``, ``$10 + $5 = $15`` hold amounts, not math; ``$x = 5$`` and ``$\\frac{1}{2}$`` are math.
 - **A remark is not a value**: a parenthetical with words in it ("(I multiplied 34 by 9)", "(3 red
-  and 1 green)") is set aside (`remarks`), unless it offers an alternative ("(or 15)", "(maybe
-  15)"), which makes the answer a hedge.
+  and 1 green)", "(120 minutes)") is set aside (`remarks`), unless it offers another value ("(or
+  15)", "(maybe 15)", "(15 if we count tips)", "(15)"), which makes the answer a hedge.
 - **Several values offered are a hedge** (`JOINED`, `joined_by`): values joined by "or", "either
   ... or", "/", a range ("10 to 20", "10–20", "between 10 and 20", "from 10 to 20") or a list.
   Where the gold is a single value such an answer fails with reason ``hedged``
@@ -18,8 +18,10 @@ mode the closing sentence) commits to a value only when it offers one. The rules
   answer. Values that are all equal ("12, or twelve") are one value. "12 or more", "at least 12"
   bound a value instead of stating it.
 - **A copied sentence is not an answer** (`copied`): a sentence whose numbers all appear in the
-  question, at least one with a word beside it that the question also writes beside it ("Tom has
-  12 apples"), and more than half of whose words the question also uses, restates the prompt.
+  question as the question writes them (each beside a word the question writes beside it: "has
+  12", "12 apples") and more than half of whose words the question also uses restates the prompt
+  ("Tom has 12 apples.", a repetition loop printing a question sentence). A number the question
+  does not write beside that word is stated ("So it takes Joy 8 hours to read 120 pages." states 8).
 
 Everything is a regular expression or a set lookup over the span: linear in its length.
 """
@@ -89,7 +91,7 @@ def remarks(text: str) -> list[tuple[int, int]]:
     out = []
     for m in _PAREN.finditer(text):
         inner = m.group(1) if m.group(1) is not None else m.group(2)
-        if _ALTERNATIVE.match(inner) or m.start() == 0 and m.end() >= len(text.rstrip(" .")):
+        if _ALTERNATIVE.match(inner) or m.start() == 0 and m.end() >= len(text.rstrip(" .")) or _offers_value(inner):
             continue
         words = [w for w in _WORDS.findall(_COMMAND.sub(" ", inner)) if w.lower() not in _MATH_WORDS]
         if any(len(w) >= 3 for w in words) or len(words) >= 2:
@@ -98,6 +100,24 @@ def remarks(text: str) -> list[tuple[int, int]]:
 
 
 _ALTERNATIVE_FIRST = frozenset("oempaOEMPA")
+
+
+_LEADING_VALUE = re.compile(r"(?i)\s*(?:about|around|approximately|roughly|maybe|perhaps|possibly)?\s*[$€£]?\s*[-−]?\d[\d,]*(?:\.\d+)?\s*%?")
+_CONDITION = re.compile(r"(?i)\s*(?:[A-Za-z]+\s+){0,2}?(?:if|when|or|depending|assuming|unless|otherwise|maybe|perhaps|possibly|instead)\b")
+
+
+def _offers_value(inner: str) -> bool:
+    """A parenthetical that offers another value: "(15)", "(15 if we count tips)"; not one that
+    restates in other units ("(120 minutes)") or explains ("(34 times 9)")."""
+    m = _LEADING_VALUE.match(inner)
+    if m is None:
+        word = numwords.find(inner[:40])
+        if not word or inner[: word[0].start].strip():
+            return False
+        rest = inner[word[0].end:]
+    else:
+        rest = inner[m.end():]
+    return not rest.strip() or _CONDITION.match(rest) is not None
 
 
 def opens_alternative(text: str) -> bool:
@@ -112,7 +132,7 @@ _UNIT_WORDS = r"(?:\s*(?:[A-Za-z][A-Za-z.'%°]*|%|°|\\%)){0,2}"
 JOINED = re.compile(
     r"(?i)^" + _UNIT_WORDS + r"\s*(?:"
     r"(?P<list>,|;|,?\s*and|,?\s*&)"
-    r"|(?P<or>,?\s*\(?\s*(?:or|either)(?:\s+(?:maybe|perhaps|possibly|even|else|rather))?|\(?\s*(?:maybe|perhaps|possibly))"
+    r"|(?P<or>,?\s*\(?\s*(?:or|either)(?:\s+(?:maybe|perhaps|possibly|even|else|rather))?|\(?\s*(?:maybe|perhaps|possibly)|\s*\()"
     r"|(?P<range>\s*(?:to|through|till|until|[–—~]|-{2})\s*(?:about\s+|around\s+)?)"
     r"|(?P<slash>\s*/)"
     r")\s*(?:either\s+)?$"
@@ -168,10 +188,8 @@ def copied(sentence: str, question: Question) -> bool:
     words = [stem(t) for t in tokens if t[0].isalpha() and len(t) >= 2]
     if len(words) < 2 or sum(w in question.words for w in words) <= COPY_SHARE * len(words):
         return False
-    for k, v in numbers:  # a number beside the word the question writes beside it ("has 12", "12 apples")
-        if k < 0:
-            continue
-        near = [tokens[j] for j in (k - 1, k + 1) if 0 <= j < len(tokens) and tokens[j][0].isalpha()]
-        if any((stem(w), v) in question.contexts for w in near):
-            return True
-    return False
+    for k, v in numbers:  # each number beside a word the question writes beside it ("has 12", "12 apples")
+        near = [tokens[j] for j in (k - 1, k + 1) if k >= 0 and 0 <= j < len(tokens) and tokens[j][0].isalpha()]
+        if not any((stem(w), v) in question.contexts for w in near):
+            return False  # "it will take Joy 8 hours to read 120 pages": 8 is stated, not copied
+    return True

@@ -260,12 +260,17 @@ def _candidates(response: str, sentence: list[_Segment]) -> list[_Candidate]:
         elif seg.kind == "text":
             chunk = response[seg.start: seg.end]
             for m in _PLAIN_RUN.finditer(chunk):
-                run = m.group(0).strip()
+                run, at = m.group(0), m.start()
+                while run.startswith("(") and run.count("(") > run.count(")"):  # "(15 if ...": the bracket opens a remark
+                    stripped = run[1:].lstrip()
+                    at += len(run) - len(stripped)
+                    run = stripped
+                run = run.strip()
                 if not re.search(r"\d", run):
                     continue
-                if _INDEX.search(chunk, 0, m.start()) or _is_list_marker(response, seg.start + m.start(), seg.start + m.end()):
+                if _INDEX.search(chunk, 0, at) or _is_list_marker(response, seg.start + at, seg.start + m.end()):
                     continue
-                out.append(_Candidate(seg.start + m.start(), seg.start + m.end(), _plain_value(run), plain=True, result="=" in run))
+                out.append(_Candidate(seg.start + at, seg.start + m.end(), _plain_value(run), plain=True, result="=" in run))
             for w in numwords.find(chunk):
                 if _NOT_A_NUMBER_WORD.match(chunk, w.end) or _PRONOUN_BEFORE.search(chunk, 0, w.start):
                     continue  # "one of them", "each one": not a count
@@ -336,6 +341,14 @@ def _named_operand(response: str, cand: _Candidate, question: Question | None) -
             and _OPERANDS_FOLLOW.search(response, max(0, cand.start - 60), cand.start) is not None)
 
 
+def _of_the_question(cand: _Candidate, question: Question) -> bool:
+    """Whether a restated candidate is made of the question's expression or numbers only."""
+    if question.restates(cand.answer) or question.mentions(cand.answer):
+        return True
+    numbers = re.findall(r"\d[\d,]*(?:\.\d+)?", cand.answer)
+    return bool(numbers) and all(question.mentions(n) for n in numbers)
+
+
 def _restated(cand: _Candidate, question: Question | None) -> bool:
     """An operation mentioned rather than a value stated (rules 5 and 6)."""
     if cand.plain and _UNDONE.search(cand.answer):
@@ -367,7 +380,8 @@ def _exclusions(response: str, every: list[_Candidate], sentence_start: int, que
         elif kind:
             out.append("negated")
         elif _restated(c, question) or _named_operand(response, c, question):
-            out.append("restated")
+            # the question's own expression or operands; arithmetic of other numbers left undone ("The profit is 25 - 1")
+            out.append("restated" if question is not None and _of_the_question(c, question) else "negated")
         elif k and out[-1] == "negated" and commit.joined_by(response[every[k - 1].end: c.start].replace("$", " ")) in ("or", "list"):
             out.append("negated")
         else:
