@@ -358,6 +358,12 @@ class Question:
         value = _value(answer.strip().replace(",", "")) if re.fullmatch(r"\s*-?\d[\d,]*(?:\.\d+)?\s*", answer) else None
         return value is not None and value in self.numbers
 
+    def writes_beside(self, answer: str, words: list[str]) -> bool:
+        """Whether the question writes the number ``answer`` beside one of ``words`` ("2 boxes"
+        for "buys 2 boxes"): a restatement of its phrase, not a value found."""
+        value = _value(answer.strip().replace(",", "")) if re.fullmatch(r"\s*-?\d[\d,]*(?:\.\d+)?\s*", answer) else None
+        return value is not None and any((stem(w), value) in self.contexts for w in words)
+
 
 @lru_cache(maxsize=4096)
 def _question_of(text: str) -> Question:

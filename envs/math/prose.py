@@ -92,11 +92,14 @@ _RUN_END = r"(?!,\d)(?:(?![\w.])|(?=\.(?!\d))|(?=" + _UNIT_GLUED + r"))"
 ``10pm``); ``3x`` is not a quantity (a variable follows), nor is ``4th`` (an ordinal)."""
 _PLAIN_RUN = re.compile(
     r"(?<![\w.,])(?:[A-Za-z]\s*=\s*)?(?:\(\s*)*" + _NUMBER + _PERCENT
-    + r"(?:\s*\)|(?:\s*[-+*/×÷^=]\s*|\s+x\s+)\(?\s*" + _NUMBER + _PERCENT + r")*" + _RUN_END
+    + r"(?:\s*\)|(?:\s*[-+*×÷^=]\s*|\s+x\s+)\(?\s*" + _NUMBER + _PERCENT + r"|\s*/\s*\(?\s*" + _NUMBER.replace(r"\$?\s?", "") + _PERCENT + r")*"
+    + _RUN_END
 )
+"""A quantity or a chain of them: ``3,250,000``, ``45 percent``, ``7 + 8 = 15``, ``$10 + $5 = $15``;
+a slash before a dollar amount separates two amounts (``$12/$15``), it divides nothing."""
 _ANCHOR = re.compile(
     r"(?i)(?<![\w])(?:is|are|was|were|be|becomes?|equals?|equal\s+to|equall?ing|gives?|get|gets|got|obtain|yields?|makes?|"
-    r"totals?|total\s+of|sum\s+of|leaves|leaving|it's|that's|results?\s+in|resulting\s+in|comes?\s+to|came\s+to|amounts?\s+to)(?![\w'])|=|:(?=\s)"
+    r"(?<!\bin\s)totals?|total\s+of|sum\s+of|leaves|leaving|it's|that's|results?\s+in|resulting\s+in|comes?\s+to|came\s+to|amounts?\s+to)(?![\w'])|=|:(?=\s)"
 )
 _CONCLUSION = re.compile(r"(?i)(?:^|[,;]\s*|\s)(?:so|thus|therefore|hence|consequently|which\s+means|which\s+gives|meaning|giving|i\.e\.)(?:,)?\s")
 """Where the concluding clause of a sentence starts ("..., so Mia has 84 pencils")."""
@@ -119,13 +122,20 @@ _CHANGED_FROM = re.compile(
 _VERBAL_OPERATOR = re.compile(r"(?i)^\s*(?:times|plus|minus|divided|multiplied|added|subtracted|combined|over|squared|cubed|to\s+the|raised|"
                               r"more\s+than|less\s+than|of\s+(?:the\s+)?(?:remaining|rest))\b")
 """A value followed by these is an operand ("3 times 4", "44 subtracted with 26"), not the result."""
-_OPERAND_BEFORE = re.compile(r"(?i)\b(?:times|plus|minus|divided\s+by|multiplied\s+by|(?:added|subtracted|multiplied|divided|combined)\s+(?:to|from|with|by|and|into)|"
+_UNFINISHED = re.compile(r"\s*[-+*/×÷^=]\s*$")
+"""A value followed by an operator and nothing else ("... is 80 + " cut off): an unfinished
+expression, not a value."""
+_OPERAND_BEFORE = re.compile(r"(?i)(?:%|\bpercent|\bhalf|\bthirds?|\bquarters?|\bfraction)\s+of\s*$|(?:(?<!\*)\*|[×÷^+]|\s-|(?<=[A-Za-z)])\s*/)\s*$|"
+                             r"\b(?:times|plus|minus|divided\s+by|multiplied\s+by|(?:added|subtracted|multiplied|divided|combined)\s+(?:to|from|with|by|and|into)|"
                              r"(?:add|adding|subtract|subtracting|multiply|multiplying|divide|dividing)(?:\s+[A-Za-z]+){0,2}\s+(?:to|from|with|by|and|into))\s*$")
-"""A value after these is an operand ("3 times 4", "subtracted from 26", "add 5 to 10")."""
+"""A value after these is an operand ("3 times 4", "subtracted from 26", "add 5 to 10", "25% of 80",
+"the total cost * 2")."""
 _GIVES_UP = re.compile(r"(?i)\b(?:unknown|not\s+sure|unsure|(?:don't|do\s+not|doesn't|does\s+not)\s+know|no\s+idea|unable\s+to|not\s+(?:able|possible)\s+to|"
                        r"(?:cannot|can't|can\s+not)\s+(?:be\s+)?(?:solve|determine|compute|calculate|find|answer|finish|tell)\w*)")
 """"The answer to 75-53 is unknown to me.", "I cannot finish.": a closing sentence that gives up
 states no answer, whatever an earlier sentence said."""
+_OPERATOR_AFTER = re.compile(r"(?i)^\s*(?:[A-Za-z]+\s+){0,2}?(?:\*(?!\*)|[×÷^]|\+(?=\s*[\d(]))")
+"""A value followed (after its unit) by an operator: "12 candles * 1" is an operand."""
 _BOUND_AFTER = re.compile(r"(?i)^\s*,?\s*or\s+(?:more|less|fewer|greater|higher|lower|so|above|below|over|under|longer|shorter)\b")
 """"12 or more", "5 or so": a bound or an estimate, not a value committed to."""
 _SKIP_START = re.compile(
@@ -133,7 +143,9 @@ _SKIP_START = re.compile(
     r"sanity|as\s+a\s+check|substituting\s+back|plugging\s+back|if\b)"
 )
 _NOT_A_NUMBER_WORD = re.compile(r"(?i)\s*(?:of\b|another\b|halves|thirds?\b|quarters?\b|fourths?\b|fifths?\b|sixths?\b|eighths?\b|tenths?\b|more\b|other\b|another\b|at\s+a\s+time)")
-_PRONOUN_BEFORE = re.compile(r"(?i)\b(?:each|every|no|any|this|that|the|which|some|only)\s*$")
+_PRONOUN_BEFORE = re.compile(r"(?i)\b(?:each|every|no|any|this|that|these|those|the|which|some|only|both|all|first|last|next|other|our|their)\s*$")
+"""Before a number word these make it a count of things named ("these two values", "the first
+one"), not a value stated."""
 _UNIT_PERCENT = re.compile(r"(?i)^\s*(?:\\?%|percent\b|per\s+cent\b|pct\b|percentage\b)")
 _AND_ANOTHER = re.compile(r"(?i)[^\d.;:!?]{0,40}?\band\s+(?:\$\s?)?$")
 """Between two values: "and" after at most a few words ("20 cm long and 5"), not a clause ("— I
@@ -319,7 +331,8 @@ def _negated(response: str, cand: _Candidate, sentence_start: int) -> str | None
     after = re.sub(r"\$", " ", response[cand.end: cand.end + 40])
     if _NEGATION.search(before) or _QUALIFIER.search(before) or _CHANGED_FROM.search(before) or _BOUND_AFTER.match(after):
         return "denied"
-    if _OPERAND_BEFORE.search(before) or _VERBAL_OPERATOR.match(after):
+    if _OPERAND_BEFORE.search(before) or _VERBAL_OPERATOR.match(after) or _OPERATOR_AFTER.match(after) or _UNFINISHED.match(response, cand.end, min(len(response), cand.end + 40)) \
+            or _UNFINISHED.match(after.split("\n", 1)[0]) and "\n" in after:
         return "operand"
     return None
 
@@ -424,6 +437,9 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
             rule = f"the value after {' '.join(verb.split())!r}" if verb else "the value at the start of the answer"
             return replace(group, rule=group.rule or rule)
     if question is not None:  # no verb: of the values mentioned, the question's own are not the answer
+        cands = [c for c in cands if c.result or not question.writes_beside(c.answer, _words_beside(response, c))]
+        if not cands:
+            return RESTATES  # "So, 2 boxes": the question's "2 boxes" again
         new = [c for c in cands if c.result or not question.mentions(c.answer)]
         if anchors and not new and not any(_ANSWER_NOUN.match(response, a) for a, _ in anchors):
             return RESTATES  # "24 is a special number ...": the question's number as a subject, nothing stated
@@ -437,6 +453,13 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
     if group.end == cands[-1].end:  # "$x = 5$ or $x = -5$": all values joined into one answer
         return group
     return AMBIGUOUS
+
+
+def _words_beside(response: str, cand: _Candidate) -> list[str]:
+    """The words just before and after a candidate ("buys 2 boxes" → buys, boxes)."""
+    before = re.search(r"([A-Za-z]+)[^A-Za-z\d]{0,3}$", response[max(0, cand.start - 30): cand.start])
+    after = re.match(r"[^A-Za-z\d]{0,3}([A-Za-z]+)", response[cand.end: cand.end + 30])
+    return [m.group(1) for m in (before, after) if m]
 
 
 def _main_clause_start(response: str, sentence: list[_Segment], cands: list[_Candidate]) -> int | None:
@@ -494,6 +517,8 @@ def last_statement(response: str, question: Question | None = None) -> Found | N
         para = response.find("\n\n", base)
         base = para + 2 if 0 <= para < len(response) - 1 else base
     sentences = _sentences(response, _segments(response[base:], base))
+    if sentences and _unfinished(response, sentences[-1]):
+        return None  # "... which is 10 cents. Next, we calculate": cut off before its conclusion
     passed: list[str] = []
     for sentence in reversed(sentences[-MAX_SENTENCES:]):
         if any(s.kind == "question" for s in sentence):
@@ -513,10 +538,33 @@ def last_statement(response: str, question: Question | None = None) -> Found | N
         if found is AMBIGUOUS:
             return None  # the closing statement is unclear: an earlier value is not the answer
         if found is not None:
+            if _repeated(response[base:], _sentence_text(response, sentence)):
+                return None  # a repetition loop ("1 candle is 12 dollars" again and again): no conclusion
             later = f"; later sentences passed over: {', '.join(passed)}" if passed else ""
             return replace(found, rule=f"last sentence stating a value: {found.rule}{later}")
     return None
 
+
+_ANNOUNCES = re.compile(
+    r"(?i)^\W*(?:\d{1,3}[.)]\s*|step\s+\d+\s*:?\s*)?(?:(?:next|then|now|after\s+that|first(?:ly)?|second(?:ly)?|third(?:ly)?|finally|lastly)\s*,?\s*)?"
+    r"(?:(?:we|i|let's|let\s+us)(?:'ll|\s+(?:need|have|can|will|must|should|are\s+going|am\s+going|calculate|compute|find|determine|add|subtract|multiply|"
+    r"divide|solve|start|begin|use|set|look|break|round))|to\s+(?:find|calculate|compute|determine|solve|get|figure))\b"
+)
+"""A sentence that announces work still to do ("Next, we calculate", "To find the total, we")."""
+LOOP_REPEATS = 3
+"""A closing sentence written this many times is a repetition loop, not a conclusion."""
+
+
+def _unfinished(response: str, last: list[_Segment]) -> bool:
+    """Whether the response stops in a sentence that announces work still to do and states no
+    value: the conclusion never came, so an earlier value is an intermediate one."""
+    text = _sentence_text(response, last)
+    return bool(_ANNOUNCES.match(text)) and not any(s.kind == "math" for s in last) and not re.search(r"\d", text)
+
+
+def _repeated(tail: str, sentence: str) -> bool:
+    key = re.sub(r"^\W*(?:\d{1,3}[.)])?\W*", "", sentence).strip(" .,;:")
+    return len(key) >= 12 and tail.count(key) >= LOOP_REPEATS
 
 def answer_value(text: str, question: Question | None = None) -> Found | None:
     """The value an answer span commits to (the text after "Answer:" or "the answer is", one
