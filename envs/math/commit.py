@@ -9,8 +9,10 @@ mode the closing sentence) commits to a value only when it offers one. The rules
   closes on its line, its braces balance, and what it holds is math. ``$12 or $15``, ``$25 per
   day``, ``$10 + $5 = $15`` hold amounts, not math; ``$x = 5$`` and ``$\\frac{1}{2}$`` are math.
 - **A remark is not a value**: a parenthetical with words in it ("(I multiplied 34 by 9)", "(3 red
-  and 1 green)", "(120 minutes)") is set aside (`remarks`), unless it offers another value ("(or
-  15)", "(maybe 15)", "(15 if we count tips)", "(15)"), which makes the answer a hedge.
+  and 1 green)", "(120 minutes)") or with the arithmetic behind the value ("[3 × 4]"), and an
+  aside after a dash ("12 — that's 3 boxes of 4") are set aside (`remarks`), unless the
+  parenthetical offers another value ("(or 15)", "(maybe 15)", "(15 if we count tips)", "(15)"),
+  which makes the answer a hedge.
 - **Several values offered are a hedge** (`JOINED`, `joined_by`): values joined by "or", "either
   ... or", "/", a range ("10 to 20", "10–20", "between 10 and 20", "from 10 to 20") or a list.
   Where the gold is a single value such an answer fails with reason ``hedged``
@@ -86,17 +88,25 @@ def remarks(text: str) -> list[tuple[int, int]]:
     """Spans of the parentheticals of ``text`` that are remarks in words: "(I multiplied 34 by
     9)", "(3 red and 1 green)", "[rounded]"; not "(1, 4]", "(C)", "(x+1)", nor an alternative
     "(or 15)"."""
-    if "(" not in text and "[" not in text:
-        return []
     out = []
+    dash = _DASH_REMARK.search(text)
+    if dash:  # "12 — that's 3 boxes of 4": an aside after the value
+        out.append((dash.start(), len(text)))
+    if "(" not in text and "[" not in text:
+        return out
     for m in _PAREN.finditer(text):
         inner = m.group(1) if m.group(1) is not None else m.group(2)
         if _ALTERNATIVE.match(inner) or m.start() == 0 and m.end() >= len(text.rstrip(" .")) or _offers_value(inner):
             continue
         words = [w for w in _WORDS.findall(_COMMAND.sub(" ", inner)) if w.lower() not in _MATH_WORDS]
-        if any(len(w) >= 3 for w in words) or len(words) >= 2:
+        if any(len(w) >= 3 for w in words) or len(words) >= 2 or (m.start() and _ARITHMETIC.fullmatch(inner)):
             out.append((m.start(), m.end()))
     return out
+
+
+_DASH_REMARK = re.compile(r"(?<=[\w%$)])\s+(?:—|–|--|-)\s+(?=[A-Za-z]{2})")
+_ARITHMETIC = re.compile(r"\s*=?\s*[-−]?\$?\d[\d,.]*(?:\s*(?:[-+*/×÷^=x·]|\\times|\\cdot)\s*[-−]?\$?\d[\d,.]*)+\s*")
+"""A bracket holding arithmetic after a value ("12 [3 × 4]", "12 (= 3 × 4)"): how it was got."""
 
 
 _ALTERNATIVE_FIRST = frozenset("oempaOEMPA")
@@ -128,18 +138,21 @@ def opens_alternative(text: str) -> bool:
 
 # -- values joined into one answer ------------------------------------------------------------
 
-_UNIT_WORDS = r"(?:\s*(?:[A-Za-z][A-Za-z.'%°]*|%|°|\\%)){0,2}"
+_UNIT = r"\s*(?:[A-Za-z][A-Za-z.'%°]*|%|°|\\%)"
 JOINED = re.compile(
-    r"(?i)^" + _UNIT_WORDS + r"\s*(?:"
-    r"(?P<list>,|;|,?\s*and|,?\s*&)"
-    r"|(?P<or>,?\s*\(?\s*(?:or|either)(?:\s+(?:maybe|perhaps|possibly|even|else|rather))?|\(?\s*(?:maybe|perhaps|possibly)|\s*\()"
+    r"(?i)^(?:"
+    r"(?:" + _UNIT + r")?\s*(?P<list>,|;)"
+    r"|(?:" + _UNIT + r"){0,2}\s*(?:"
+    r"(?P<and>,?\s*and|,?\s*&)"
+    r"|(?P<or>,?\s*\(?\s*(?:and\s*/\s*)?(?:or|either)(?:\s+(?:maybe|perhaps|possibly|even|else|rather))?|\(?\s*(?:maybe|perhaps|possibly)|\s*\()"
     r"|(?P<range>\s*(?:to|through|till|until|[–—~]|-{2})\s*(?:about\s+|around\s+)?)"
     r"|(?P<slash>\s*/)"
-    r")\s*(?:either\s+)?$"
+    r"))\s*(?:either\s+)?$"
 )
 """The text between two values that joins them into one answer: a list (``,`` ``and``), an
-alternative (``or``), a range (``to``, ``–``) or a slash between amounts (``$12/$15``); up to
-two unit or noun words may sit before it ("12 apples or 15 apples")."""
+alternative (``or``, ``and/or``), a range (``to``, ``–``) or a slash between amounts
+(``$12/$15``); a unit may sit before a comma ("12 apples, 15 apples"), up to two words before
+the others ("12 apples or 15 apples", "20 cm long and 5")."""
 
 
 def joined_by(between: str) -> str | None:
@@ -148,10 +161,11 @@ def joined_by(between: str) -> str | None:
     m = JOINED.match(between)
     if m is None:
         return None
-    return next(k for k in ("list", "or", "range", "slash") if m.group(k) is not None)
+    kind = next(k for k in ("list", "and", "or", "range", "slash") if m.group(k) is not None)
+    return "list" if kind == "and" else kind
 
 
-def same_values(parts: list[str]) -> bool:
+def same_values(parts: list[str] | tuple[str, ...]) -> bool:
     """Whether every part is the same plain number ("12", "12.0", "twelve" given as "12")."""
     values = set()
     for p in parts:

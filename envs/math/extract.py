@@ -173,13 +173,27 @@ def _last_boxed(text: str) -> Extraction | None:
         else:
             break
     if len(group) == 1:
-        return group[0]
+        return _box_alternative(text, boxes, group[0])
     parts = []
     for g in group:  # "y_1 = \boxed{A} and y_2 = \boxed{B}": the labels belong to the answer
         label = _box_label(text, g)
         parts.append(f"{label.group(0).rstrip().rstrip('$').rstrip()} {g.answer}".replace("\\(", "") if label and "=" not in g.answer else g.answer)
     return Extraction(", ".join(parts), group[0].start, group[-1].end, "boxed", parts=tuple(parts),
                       rule=f"the last {len(group)} \\boxed{{}} joined by connecting words into one answer")
+
+
+def _box_alternative(text: str, boxes: list[Extraction], last: Extraction) -> Extraction:
+    """The last box, or, where the text before it offers it as an alternative to the box before
+    ("\\boxed{12}\n\nor maybe \\boxed{15}"), both values."""
+    if len(boxes) < 2:
+        return last
+    prev = boxes[-2]
+    opener = text.rfind("\\", prev.end, last.start)
+    between = text[prev.end + 1: opener if opener > prev.end else last.start]
+    if not commit.opens_alternative(_JOIN_NOISE.sub(" ", between).lstrip(" .,;:!)]}$*_\n")) or commit.same_values([prev.answer, last.answer]):
+        return last
+    parts = (prev.answer, last.answer)
+    return Extraction(", ".join(parts), prev.start, last.end, "boxed", parts=parts, rule="the last \\boxed{} offered as an alternative to the one before")
 
 
 _BOX_RULE = "the last \\boxed{}"
@@ -271,7 +285,7 @@ def _reads_as_prose(ans: str) -> bool:
     outside = re.sub(r"\$[^$]*\$|\\\(.*?\\\)", " ", ans)
     if re.search(r"[\\{}^_]", outside):
         return False
-    return bool(_SENTENCE_WORDS.search(outside) or re.search(r"\$\s?\d|[–—]|\bi\.e\.", ans))
+    return bool(_SENTENCE_WORDS.search(outside) or re.search(r"\$\s?\d|[–—]|\bi\.e\.|\d\s+x\s+\d|\S\s+[(\[]", ans))
 
 
 def _with_alternative(text: str, found: Extraction, asked: Question) -> Extraction:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 from envs.math import commit, numwords
 from envs.math.forms import Question
@@ -493,15 +494,26 @@ def _joined(response: str, after: list[_Candidate]) -> Found:
         kinds.append(kind)
     first = group[0]
     parts = [c.answer for c in group]
-    if len(group) == 1 or commit.same_values(parts):
-        rule = _SAME if len(group) > 1 else ""
-        return Found(first.answer, first.start, group[-1].end if len(group) > 1 else first.end, spelled=first.spelled, rule=rule)
+    if len(group) == 1:
+        return Found(first.answer, first.start, first.end, spelled=first.spelled)
+    if commit.same_values([_fraction_text(p) for p in parts]):  # "36/3, or 12": one value, written out last
+        plain = [c for c in group if re.fullmatch(r"-?[\d,]+(?:\.\d+)?", c.answer)] or group
+        return Found(plain[-1].answer, first.start, group[-1].end, spelled=plain[-1].spelled, rule=_SAME)
     if _RANGE_BEFORE.search(response, max(0, first.start - 30), first.start):
         kinds.append("range")
     kind = next((k for k in ("or", "range", "slash") if k in kinds), "list")
     rule = {"or": "values offered as alternatives", "range": "a range of values", "slash": "values separated by a slash",
             "list": "a list of values"}[kind]
     return Found(", ".join(parts), first.start, group[-1].end, parts=tuple(parts), rule=rule)
+
+
+def _fraction_text(answer: str) -> str:
+    """``36/3`` → ``12`` (a plain fraction's value, for comparing mentions); other text as is."""
+    m = re.fullmatch(r"\s*(-?\d+)\s*/\s*(\d+)\s*", answer)
+    if m and int(m.group(2)):
+        value = Fraction(int(m.group(1)), int(m.group(2)))
+        return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    return answer
 
 
 def _sentence_text(response: str, sentence: list[_Segment]) -> str:
@@ -538,11 +550,34 @@ def last_statement(response: str, question: Question | None = None) -> Found | N
         if found is AMBIGUOUS:
             return None  # the closing statement is unclear: an earlier value is not the answer
         if found is not None:
-            if _repeated(response[base:], _sentence_text(response, sentence)):
+            text = _sentence_text(response, sentence)
+            if _repeated(response[base:], text):
                 return None  # a repetition loop ("1 candle is 12 dollars" again and again): no conclusion
             later = f"; later sentences passed over: {', '.join(passed)}" if passed else ""
-            return replace(found, rule=f"last sentence stating a value: {found.rule}{later}")
+            found = replace(found, rule=f"last sentence stating a value: {found.rule}{later}")
+            if _ALTERNATIVE_SENTENCE.search(text) and not found.parts:
+                return _with_earlier(response, sentences, sentence, found, question)
+            return found
     return None
+
+
+_ALTERNATIVE_SENTENCE = re.compile(r"(?i)^\W*(?:or|alternatively|maybe|perhaps|possibly)\b|\b(?:could|might|may|can)\s+also\s+be\b|\bor\s+(?:maybe|perhaps|possibly)\b")
+"""A closing sentence that offers an alternative ("Or maybe 15.", "It could also be 15.")."""
+
+
+def _with_earlier(response: str, sentences: list[list[_Segment]], sentence: list[_Segment], found: Found, question: Question | None) -> Found:
+    """``found`` offered as an alternative to the value the sentence before it states: a hedge
+    when the two differ ("It could be 12. It could also be 15.")."""
+    k = next(i for i, s in enumerate(sentences) if s is sentence)
+    for earlier in reversed(sentences[max(0, k - 3): k]):
+        prev = statement_answer(response, earlier, question)
+        if prev is None or isinstance(prev, _Sentinel):
+            continue
+        if prev.parts or commit.same_values([prev.answer, found.answer]):
+            return found
+        parts = (prev.answer, found.answer)
+        return Found(", ".join(parts), prev.start, found.end, parts=parts, rule=f"{found.rule}; offered as an alternative to {prev.answer}")
+    return found
 
 
 _ANNOUNCES = re.compile(
