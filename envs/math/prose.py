@@ -100,7 +100,7 @@ _PLAIN_RUN = re.compile(
 a slash before a dollar amount separates two amounts (``$12/$15``), it divides nothing."""
 _ANCHOR = re.compile(
     r"(?i)(?<![\w])(?:is|are|was|were|be|becomes?|equals?|equal\s+to|equall?ing|gives?|get|gets|got|obtain|yields?|makes?|"
-    r"(?<!\bin\s)totals?|total\s+of|sum\s+of|leaves|leaving|it's|that's|results?\s+in|resulting\s+in|comes?\s+to|came\s+to|amounts?\s+to)(?![\w'])|=|:(?=\s)"
+    r"(?<!\bin\s)totals?|total\s+of|sum\s+of|adds?\s+up\s+to|added\s+up\s+to|leaves|leaving|it's|that's|results?\s+in|resulting\s+in|comes?\s+to|came\s+to|amounts?\s+to)(?![\w'])|=|:(?=\s)"
 )
 _CONCLUSION = re.compile(r"(?i)(?:^|[,;]\s*|\s)(?:so|thus|therefore|hence|consequently|which\s+means|which\s+gives|meaning|giving|i\.e\.)(?:,)?\s")
 """Where the concluding clause of a sentence starts ("..., so Mia has 84 pencils")."""
@@ -112,7 +112,7 @@ _INDEX = re.compile(r"(?i)\b(?:steps?|case|part|problem|question|example|method|
 """A number after these names a step or a part ("Step 5"), it is not a value."""
 _LIST_MARKER = re.compile(r"(?m)^[ \t]*(?:[-*+#>]+[ \t]*)?\(?\d{1,3}[.)](?=[ \t]|$)")
 """``2. Add the numbers`` / ``3) ...``: an enumeration, neither a value nor a sentence end."""
-_QUALIFIER = re.compile(r"(?i)\b(?:rather\s+than|at\s+least|at\s+most|more\s+than|less\s+than|greater\s+than|fewer\s+than|no\s+more\s+than|no\s+less\s+than|up\s+to|over|under|below|above|except|besides|other\s+than|instead\s+of)\s*$")
+_QUALIFIER = re.compile(r"(?i)\b(?:rather\s+than|at\s+least|at\s+most|more\s+than|less\s+than|greater\s+than|fewer\s+than|no\s+more\s+than|no\s+less\s+than|(?<!\badd\s)(?<!\badds\s)(?<!added\s)up\s+to|over|under|below|above|except|besides|other\s+than|instead\s+of)\s*$")
 """A value after these is a bound or an exception, not the value stated ("between 10 and 20" is
 a range: two values offered, `envs.math.commit`)."""
 _CHANGED_FROM = re.compile(
@@ -128,7 +128,7 @@ _UNFINISHED = re.compile(r"\s*[-+*/×÷^=]\s*$")
 expression, not a value."""
 _OPERAND_BEFORE = re.compile(r"(?i)(?:%|\bpercent|\bhalf|\bthirds?|\bquarters?|\bfraction)\s+of\s*$|(?:(?<!\*)\*|[×÷^+]|\s-|(?<=[A-Za-z)])\s*/)\s*$|"
                              r"\b(?:times|plus|minus|divided\s+by|multiplied\s+by|(?:added|subtracted|multiplied|divided|combined)\s+(?:to|from|with|by|and|into)|"
-                             r"(?:add|adding|subtract|subtracting|multiply|multiplying|divide|dividing)(?:\s+[A-Za-z]+){0,2}\s+(?:to|from|with|by|and|into))\s*$")
+                             r"(?:add(?!s?\s+up)|adding(?!\s+up)|subtract|subtracting|multiply|multiplying|divide|dividing)(?:\s+[A-Za-z]+){0,2}\s+(?:to|from|with|by|and|into))\s*$")
 """A value after these is an operand ("3 times 4", "subtracted from 26", "add 5 to 10", "25% of 80",
 "the total cost * 2")."""
 _GIVES_UP = re.compile(r"(?i)\b(?:unknown|not\s+sure|unsure|(?:don't|do\s+not|doesn't|does\s+not)\s+know|no\s+idea|unable\s+to|not\s+(?:able|possible)\s+to|"
@@ -137,7 +137,7 @@ _GIVES_UP = re.compile(r"(?i)\b(?:unknown|not\s+sure|unsure|(?:don't|do\s+not|do
 states no answer, whatever an earlier sentence said."""
 _OPERATOR_AFTER = re.compile(r"(?i)^\s*(?:[A-Za-z]+\s+){0,2}?(?:\*(?!\*)|[×÷^]|\+(?=\s*[\d(]))")
 """A value followed (after its unit) by an operator: "12 candles * 1" is an operand."""
-_BOUND_AFTER = re.compile(r"(?i)^\s*,?\s*or\s+(?:more|less|fewer|greater|higher|lower|so|above|below|over|under|longer|shorter)\b")
+_BOUND_AFTER = re.compile(r"(?i)^\s*(?:[A-Za-z]+\s+){0,2}?,?\s*or\s+(?:more|less|fewer|greater|higher|lower|so|above|below|over|under|longer|shorter)\b")
 """"12 or more", "5 or so": a bound or an estimate, not a value committed to."""
 _SKIP_START = re.compile(
     r"(?i)^\s*(?:\**\s*)?(?:let|suppose|assume|denote|where|check(?:ing)?|verify|verification|verifying|double[- ]check|"
@@ -436,6 +436,9 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
             if group.rule == _SAME and question is not None and question.mentions(group.answer):
                 return RESTATES
             rule = f"the value after {' '.join(verb.split())!r}" if verb else "the value at the start of the answer"
+            offered = _alternatives(response, group, cands)
+            if offered:
+                return offered
             return replace(group, rule=group.rule or rule)
     if question is not None:  # no verb: of the values mentioned, the question's own are not the answer
         cands = [c for c in cands if c.result or not question.writes_beside(c.answer, _words_beside(response, c))]
@@ -454,6 +457,33 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
     if group.end == cands[-1].end:  # "$x = 5$ or $x = -5$": all values joined into one answer
         return group
     return AMBIGUOUS
+
+
+_OR_BETWEEN = re.compile(
+    r"(?i)(?<!whether\s)(?<!more\s)\bor\b(?!\s+(?:more|less|fewer|so|not|greater|higher|lower|above|below|over|under|longer|shorter)\b)"
+    r"|\bbut\b[^.;]{0,40}?\b(?:might|may|could|possibly|perhaps|maybe|probably)\b"
+)
+"""Between two values of one clause: an alternative ("she makes 18 or she makes 32", "18, but it
+might be 20"), not a bound ("12 or more") nor an idiom ("whether or not")."""
+
+
+def _alternatives(response: str, group: Found, cands: list[_Candidate]) -> Found | None:
+    """The values a clause offers as alternatives to ``group`` beyond those joined to it ("Either
+    she makes 18 or she makes 32."), or None."""
+    values = [group.answer] if not group.parts else list(group.parts)
+    spans = []
+    for c in cands:
+        if group.start <= c.start < group.end:
+            continue
+        lo, hi = (c.end, group.start) if c.end <= group.start else (group.end, c.start)
+        if _OR_BETWEEN.search(response, lo, hi) and not commit.same_values([group.answer, c.answer]) and c.answer not in values:
+            values.append(c.answer)
+            spans.append(c)
+    if not spans:
+        return None
+    start = min([group.start, *(c.start for c in spans)])
+    end = max([group.end, *(c.end for c in spans)])
+    return Found(", ".join(values), start, end, parts=tuple(values), rule="values offered as alternatives in one clause")
 
 
 def _words_beside(response: str, cand: _Candidate) -> list[str]:
