@@ -34,7 +34,7 @@ import re
 from fractions import Fraction
 
 from envs.math import numwords
-from envs.math.forms import Question, stem
+from envs.math.forms import Question, stem, token_value
 
 # -- dollar signs -----------------------------------------------------------------------------
 
@@ -166,12 +166,14 @@ def joined_by(between: str) -> str | None:
 
 
 def same_values(parts: list[str] | tuple[str, ...]) -> bool:
-    """Whether every part is the same plain number ("12", "12.0", "twelve" given as "12")."""
+    """Whether every part is the same plain number ("12", "12.0", "twelve" given as "12", "50%"
+    and "0.5")."""
     values = set()
     for p in parts:
-        s = p.replace(",", "").replace("$", "").strip()
+        s = p.replace(",", "").replace("$", "").replace("\\%", "%").strip()
+        scale = Fraction(1, 100) if s.endswith("%") else 1
         try:
-            values.add(Fraction(s))
+            values.add(Fraction(s.rstrip("%").strip()) * scale)
         except (ValueError, ZeroDivisionError):
             return False
     return len(values) == 1
@@ -190,20 +192,16 @@ def copied(sentence: str, question: Question) -> bool:
     """Whether ``sentence`` restates the question rather than answering it (see module docstring)."""
     if not question.words:
         return False
-    tokens = [t for t in _WORD_TOKEN.findall(sentence)]
-    numbers: list[tuple[int, Fraction]] = []
-    for k, t in enumerate(tokens):
-        if t[0].isdigit():
-            numbers.append((k, Fraction(t.replace(",", ""))))
-    for s in numwords.find(sentence):
-        numbers.append((-1, s.value))
+    tokens = _WORD_TOKEN.findall(sentence)
+    values = [token_value(t) for t in tokens]
+    numbers = [(k, v) for k, v in enumerate(values) if v is not None]
     if not numbers or any(v not in question.numbers for _, v in numbers):
         return False
-    words = [stem(t) for t in tokens if t[0].isalpha() and len(t) >= 2]
+    words = [stem(t) for t, v in zip(tokens, values) if v is None and len(t) >= 2]
     if len(words) < 2 or sum(w in question.words for w in words) <= COPY_SHARE * len(words):
         return False
     for k, v in numbers:  # each number beside a word the question writes beside it ("has 12", "12 apples")
-        near = [tokens[j] for j in (k - 1, k + 1) if k >= 0 and 0 <= j < len(tokens) and tokens[j][0].isalpha()]
+        near = [tokens[j] for j in (k - 1, k + 1) if 0 <= j < len(tokens) and values[j] is None]
         if not any((stem(w), v) in question.contexts for w in near):
             return False  # "it will take Joy 8 hours to read 120 pages": 8 is stated, not copied
     return True

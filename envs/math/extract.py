@@ -22,6 +22,13 @@ Rules, in order of preference:
 4. Given the question (``question=``), the prose's value is never a restatement of it: a
    sentence that only mentions the question's expression or names its operands ("The answer to
    75-53 is unknown to me.", "The sum of 47 and 38 is unknown.") states no answer.
+5. Commitment (`envs.math.commit`), in both modes: a marker answer is read for the value it
+   commits to (`envs.math.prose.answer_value`): "306 (I multiplied 34 by 9)" is 306, "17, not
+   -17" is 17, "81-27, which is 54" is 54, "eight miles per hour" is 8, and ``$`` is currency
+   unless it opens real LaTeX. Several values offered ("12 or 15", "$12 or $15", "between 10 and
+   20", ``\\boxed{12} or \\boxed{15}``, "Answer: 12. Or maybe 15.") are kept in
+   ``Extraction.parts``: `envs.math.env.check` fails them with reason ``hedged`` where the gold
+   is one value. A marker followed by a sentence copied from the question answers nothing.
 
 Escaped output (``\\\\frac{1}{2}``, ``\\n`` for line breaks, as JSON-encoded text shows it) is
 unescaped first (`unescape`). Every scan is linear in the completion's length (brace matching
@@ -73,10 +80,14 @@ class Extraction:
     """An extracted answer and where it was found.
 
     Attributes:
-        answer: The answer text (without its marker).
+        answer: The answer text (without its marker); several values offered are joined with ", ".
         start: Offset of the answer in the completion.
         end: Offset one past its end.
         method: Which rule found it (``boxed``, ``marker``, ``bare``, ``sentence``).
+        parts: The values when the answer offers several ("12 or 15", ``\\boxed{2}, \\boxed{3}``):
+            a hedge where the gold is one value, the parts of a multi-part answer otherwise.
+        spelled: The words of a number written as words ("eight"); ``answer`` holds its digits.
+        rule: Which rule decided, in words (``rlvr verify --explain`` prints it).
     """
 
     answer: str
@@ -84,12 +95,8 @@ class Extraction:
     end: int
     method: str
     parts: tuple[str, ...] = ()
-    """The values offered when the answer offers several ("12 or 15", ``\\boxed{2}, \\boxed{3}``):
-    a hedge where the gold is one value, the parts of a multi-part answer otherwise."""
     spelled: str | None = None
-    """The words of a number written as words ("eight"); ``answer`` holds its digits."""
     rule: str = ""
-    """Which rule decided, in words (``rlvr verify --explain``)."""
 
 
 def _brace_matches(text: str) -> dict[int, int]:

@@ -282,6 +282,16 @@ def _contains(expression: str, part: str) -> bool:
 _WORD = re.compile(r"[A-Za-z]+|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
 
 
+_WORD_NUMBERS = {w: Fraction(i) for i, w in enumerate(numwords.UNITS)} | {w: Fraction(10 * (i + 2)) for i, w in enumerate(numwords.TENS)}
+
+
+def token_value(token: str) -> Fraction | None:
+    """The number a word token writes: digits (``1,200``) or one number word ("twelve"), else None."""
+    if token[0].isdigit():
+        return _value(token.replace(",", ""))
+    return _WORD_NUMBERS.get(token.lower())
+
+
 def stem(word: str) -> str:
     """A word's comparable form: lower case, a plural or possessive ``s`` dropped ("apples" →
     "apple", "Tom's" → "tom")."""
@@ -330,8 +340,8 @@ class Question:
         words = {stem(t) for t in tokens if t[0].isalpha()}
         contexts = set()
         for k, t in enumerate(tokens):
-            if t[0].isdigit() and (value := _value(t.replace(",", ""))) is not None:
-                contexts.update((stem(tokens[j]), value) for j in (k - 1, k + 1) if 0 <= j < len(tokens) and tokens[j][0].isalpha())
+            if (value := token_value(t)) is not None:
+                contexts.update((stem(tokens[j]), value) for j in (k - 1, k + 1) if 0 <= j < len(tokens) and token_value(tokens[j]) is None)
         return cls(frozenset(expressions), frozenset(arithmetic), frozenset(numbers), frozenset(words), frozenset(contexts))
 
     def restates(self, answer: str) -> bool:

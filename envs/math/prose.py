@@ -9,33 +9,51 @@ verb, an intermediate step of a chain) is never taken.
 Rules (`last_statement`):
 
 1. The response is split into math segments (``$..$``, ``\\(..\\)`` on one line; ``$$..$$``,
-   ``\\[..\\]``, ``align``-like environments over lines) and text. A ``$`` followed by a digit
-   whose would-be math is prose is a currency sign, not math; inline math broken over lines is
-   malformed and states nothing.
-2. Text is cut into sentences at ``. ! ?`` followed by a space, at line breaks, and after math
-   that ends with a full stop (``$$...= 2.$$ Therefore ...``).
+   ``\\[..\\]``, ``align``-like environments over lines) and text. A ``$`` is currency unless it
+   opens a real LaTeX span (`envs.math.commit.is_math_span`: ``$12 or $15``, ``$25 per day`` are
+   amounts); inline math broken over lines is malformed and states nothing.
+2. Text is cut into sentences at ``. ! ?`` followed by a space, also behind closing quotes,
+   brackets or emphasis (``"103." This``), at line breaks, and after math that ends with a full
+   stop (``$$...= 2.$$ Therefore ...``).
 3. From the last sentence backwards, the first one that mentions a value decides; sentences
    that are questions, checks ("Check: 2·5+3 = 13", "Verify ...") or set-ups ("Let $x$ be ...")
-   are passed over. If the deciding sentence states no value unambiguously there is no answer
-   (an earlier sentence is never used instead).
+   are passed over, and so are, given the question, sentences copied from it ("Tom has 12
+   apples.", `envs.math.commit.copied`) and sentences that only restate its operands or
+   expressions ("This is the sum of 22 and 81.", "We add 22 and 81."). If the deciding sentence
+   states no value unambiguously, or gives up ("The answer to 75-53 is unknown to me."), there
+   is no answer (an earlier sentence is never used instead). A response that stops while
+   announcing more work ("Next, we calculate") or whose deciding sentence is a repetition loop
+   (written `LOOP_REPEATS` times) never concluded: no answer.
 4. In that sentence the *candidates* are math segments, plain quantities (``3,250,000``,
-   ``3/5``, ``45 percent``, ``7 + 8 = 15``) and numbers written as words up to ninety-nine. The answer is the first candidate after the last
-   verb of statement (is, are, was, equals, =, gives, get, becomes, to, total of, ...) that has
-   one; a candidate after a negation ("is not 10") is never the answer. Without such a verb a
-   sentence with exactly one candidate states it; a sentence with several and no verb is
-   ambiguous and gives no answer.
+   ``3/5``, ``45 percent``, ``7 + 8 = 15``) and numbers written as words (`envs.math.numwords`);
+   those in a remark in words ("(3 red and 1 green)") are set aside. The answer is the first
+   candidate after the last verb of statement (is, are, was, equals, =, gives, get, becomes,
+   results in, total of, ...) that has one, with the candidates joined to it (rule 7); a
+   candidate that is denied ("is not 10"), bounded ("at least 5", "12 or more"), the start of a
+   change ("from 5 to 8") or an operand ("3 times 4", "25% of 80", "cost * 2") is never the
+   answer. Without such a verb a sentence with exactly one candidate states it; a sentence with
+   several and no verb is ambiguous and gives no answer.
 5. Of a plain quantity only the value is kept, with its percent sign: units and nouns after it
    ("dollars", "marbles") are dropped; of a chain ``7 + 8 = 15`` the value after the last ``=``.
    Arithmetic left undone in the text (``75-53``, ``68 * 8``) is an operation mentioned, not a
    value stated, so it is never the answer.
 6. Given the question (`envs.math.forms.Question`), a restatement of it is not a value stated
    either: a candidate that is one of the question's expressions with an operation in it
-   (``$75-53$``), or a number of the question after "the sum of", "the product of", ... ("The
-   sum of 47 and 38 is unknown."; operands next to "plus", "times", ... are never values, rule 4).
-   A sentence left with no candidate states nothing. Without a verb of statement, the question's
-   numbers give way to the other values mentioned ("So in 4 weeks, he spends 36 hours." states
-   36 when the question asked about 4 weeks); mentioned alone ("he recycles it in 2 days"), a
-   number of the question stays the answer: it may well be the value.
+   (``$75-53$``), a number of the question after "the sum of", "the product of", ..., or one
+   written beside the word the question writes beside it ("So, 2 boxes" for "buys 2 boxes").
+   Without a verb of statement, the question's numbers give way to the other values mentioned
+   ("So in 4 weeks, he spends 36 hours." states 36 when the question asked about 4 weeks);
+   mentioned alone in other words ("he recycles it in 2 days"), a number of the question stays
+   the answer: it may well be the value. As the subject of a verb ("24 is a special number") it
+   is stated only when the answer is named ("So 24 is the answer.").
+7. Values joined by "and", "or", commas, a range ("10 to 20", "between 10 and 20") or a slash
+   between amounts, two values of one clause joined by "or" ("Either she makes 18 or she makes
+   32"), and a closing sentence offering an alternative to the one before ("It could also be
+   15.") are all offered: ``Found.parts`` holds them, a hedge where the gold is one value
+   (`envs.math.commit`). Mentions of one value ("36/3, or 12") are that value.
+
+`answer_value` reads an answer span (the text after "Answer:") with the same rules, its start
+counting as a verb of statement.
 
 Everything is linear in the response (regular expressions over a bounded tail).
 """
