@@ -89,7 +89,7 @@ def remarks(text: str) -> list[tuple[int, int]]:
     9)", "(3 red and 1 green)", "[rounded]"; not "(1, 4]", "(C)", "(x+1)", nor an alternative
     "(or 15)"."""
     out = []
-    dash = _DASH_REMARK.search(text)
+    dash = _DASH_REMARK.search(text) if ("—" in text or "–" in text or "-" in text) else None
     if dash:  # "12 — that's 3 boxes of 4": an aside after the value
         out.append((dash.start(), len(text)))
     if "(" not in text and "[" not in text:

@@ -215,8 +215,8 @@ def _offered_values(found: Extraction, answer: str, gold_text: str, fast_gold: F
     """The values a hedged answer offers where the gold is one value ("12 or 15", "between 10 and
     20", ``\\boxed{12, 15}``), else ``()``. Where the gold has several parts they are its answer."""
     parts = found.parts
-    if len(parts) < 2 and not _LIST_HINT.search(answer):
-        return ()
+    if len(parts) < 2 and ("," not in answer and "or" not in answer and "and" not in answer and ";" not in answer or not _LIST_HINT.search(answer)):
+        return ()  # the common case, one value: no regex to run
     if fast_gold is None and _multi_part(gold_text):
         return ()
     if len(parts) >= 2:
@@ -230,6 +230,7 @@ def _offered_values(found: Extraction, answer: str, gold_text: str, fast_gold: F
     return ()
 
 
+@lru_cache(maxsize=4096)
 def _multi_part(gold_text: str) -> bool:
     """Whether a gold answer has several parts (a list, tuple, set, interval, ``\\pm``, several
     named values) or cannot be read; a single value, an expression or one equation has one."""

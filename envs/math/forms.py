@@ -137,6 +137,7 @@ def _balanced(sig: str) -> bool:
     return depth == 0
 
 
+@lru_cache(maxsize=8192)
 def _value(number: str) -> Fraction | None:
     try:
         return lexer.literal_value(number)
@@ -316,7 +317,7 @@ class Question:
     @classmethod
     def of(cls, text: str | None) -> Question:
         """The question ``text`` asks (cached: a group of completions shares its question)."""
-        return _question_of(text[:MAX_QUESTION_CHARS]) if text else cls()
+        return _question_of(text[:MAX_QUESTION_CHARS]) if text else _NO_QUESTION
 
     @classmethod
     def _read(cls, text: str) -> Question:
@@ -373,6 +374,9 @@ class Question:
         for "buys 2 boxes"): a restatement of its phrase, not a value found."""
         value = _value(answer.strip().replace(",", "")) if re.fullmatch(r"\s*-?\d[\d,]*(?:\.\d+)?\s*", answer) else None
         return value is not None and any((stem(w), value) in self.contexts for w in words)
+
+
+_NO_QUESTION = Question()
 
 
 @lru_cache(maxsize=4096)

@@ -64,9 +64,28 @@ def digits(value: Fraction) -> str:
     return str(value.numerator / value.denominator) if value.denominator in (2, 4, 5, 8, 10) else f"{value.numerator}/{value.denominator}"
 
 
+_NUMBER_WORDS = frozenset(UNITS + TENS + ["hundred", "thousand", "half"])
+_LETTERS = re.compile(r"[a-z]+")
+
+
 def find(text: str) -> list[Spelled]:
-    """Every number phrase of ``text``, in order."""
-    return [Spelled(m.start(), m.end(), phrase_value(m.group(0))) for m in _PHRASE.finditer(text)]
+    """Every number phrase of ``text``, in order.
+
+    The phrase grammar is tried only where a word of it starts (a word scan rules out most texts
+    at once: running the grammar at every position costs a hundred times more)."""
+    low = text.lower()
+    if _NUMBER_WORDS.isdisjoint(_LETTERS.findall(low)):
+        return []
+    out: list[Spelled] = []
+    pos = 0
+    for w in _LETTERS.finditer(low):
+        if w.start() < pos or (w.group() not in _NUMBER_WORDS and w.group() != "a"):
+            continue
+        m = _PHRASE.match(text, w.start())
+        if m is not None:
+            out.append(Spelled(m.start(), m.end(), phrase_value(m.group(0))))
+            pos = m.end()
+    return out
 
 
 def phrase_value(phrase: str) -> Fraction:
@@ -92,7 +111,8 @@ def phrase_value(phrase: str) -> Fraction:
 def value_of(text: str) -> Fraction | None:
     """The value of an answer that is one number phrase, optionally with a unit or noun after it
     ("zero", "eight miles per hour", "\\text{twenty-five}"); None for anything else."""
-    if not _WORD_START.match(text):
+    first = text.lstrip(" \t\n$")[:1]
+    if not (first.isalpha() or first == "\\") or not _WORD_START.match(text):
         return None  # the common case, a number or LaTeX: no regex of number words to run
     s = _TEXT_WRAPPER.sub(r" \1 ", text).replace("$", " ").strip().rstrip(".!").strip()
     m = _PHRASE.match(s)

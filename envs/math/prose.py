@@ -61,7 +61,7 @@ Everything is linear in the response (regular expressions over a bounded tail).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 
 from envs.math import commit, numwords
@@ -297,7 +297,7 @@ def _candidates(response: str, sentence: list[_Segment]) -> list[_Candidate]:
                     at += len(run) - len(stripped)
                     run = stripped
                 run = run.strip()
-                if not re.search(r"\d", run):
+                if not _DIGIT.search(run):
                     continue
                 if _INDEX.search(chunk, 0, at) or _is_list_marker(response, seg.start + at, seg.start + m.end()):
                     continue
@@ -346,14 +346,25 @@ def _negated(response: str, cand: _Candidate, sentence_start: int) -> str | None
     """``denied`` for a value that is denied ("is not 10"), bounded ("at least 5", "12 or more")
     or the start of a change ("from 5 to 8"); ``operand`` for an operand ("3 times 4", "add 5 to
     10"); None for a value that may be stated."""
-    before = re.sub(r"\$", " ", response[max(sentence_start, cand.start - 40): cand.start]).rstrip()
-    after = re.sub(r"\$", " ", response[cand.end: cand.end + 40])
-    if _NEGATION.search(before) or _QUALIFIER.search(before) or _CHANGED_FROM.search(before) or _BOUND_AFTER.match(after):
+    before = response[max(sentence_start, cand.start - 40): cand.start].replace("$", " ").rstrip()
+    after = response[cand.end: cand.end + 40].replace("$", " ")
+    words = before[-30:].lower().split()[-3:]  # the patterns end in one of these words: run them only then
+    last = words[-1] if words else ""
+    if (any(w in _NEGATION_WORDS or w.endswith("n't") for w in words) and _NEGATION.search(before)) \
+            or (last in _QUALIFIER_ENDS and _QUALIFIER.search(before)) or (last == "from" and _CHANGED_FROM.search(before)) \
+            or _BOUND_AFTER.match(after):
         return "denied"
-    if _OPERAND_BEFORE.search(before) or _VERBAL_OPERATOR.match(after) or _OPERATOR_AFTER.match(after) or _UNFINISHED.match(response, cand.end, min(len(response), cand.end + 40)) \
+    if ((last in _OPERAND_ENDS or before[-1:] in _OPERATOR_CHARS) and _OPERAND_BEFORE.search(before)) \
+            or _VERBAL_OPERATOR.match(after) or _OPERATOR_AFTER.match(after) or _UNFINISHED.match(response, cand.end, min(len(response), cand.end + 40)) \
             or _UNFINISHED.match(after.split("\n", 1)[0]) and "\n" in after:
         return "operand"
     return None
+
+
+_NEGATION_WORDS = frozenset({"not", "cannot", "never", "longer"})
+_QUALIFIER_ENDS = frozenset({"than", "least", "most", "to", "over", "under", "below", "above", "except", "besides", "of"})
+_OPERAND_ENDS = frozenset({"of", "times", "plus", "minus", "by", "to", "from", "with", "and", "into"})
+_OPERATOR_CHARS = frozenset("*×÷^+-/")
 
 
 _UNDONE = re.compile(r"\d\s*\)?\s*(?:[-+*×÷^]|\s[x]\s)\s*\(?\s*[-−]?\$?\s?\d")
@@ -386,6 +397,14 @@ def _restated(cand: _Candidate, question: Question | None) -> bool:
     if cand.plain and _UNDONE.search(cand.answer):
         return True
     return question is not None and _OPERATION.search(cand.answer.lstrip("-+−")) is not None and question.restates(cand.answer)
+
+
+_DIGIT = re.compile(r"\d")
+
+
+def _with_rule(found: Found, rule: str) -> Found:
+    """``found`` with its rule set (built directly: `dataclasses.replace` costs more on this path)."""
+    return Found(found.answer, found.start, found.end, found.parts, found.spelled, rule)
 
 
 class _Sentinel(Found):
@@ -457,7 +476,7 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
             offered = _alternatives(response, group, cands)
             if offered:
                 return offered
-            return replace(group, rule=group.rule or rule)
+            return group if group.rule else _with_rule(group, rule)
     if question is not None:  # no verb: of the values mentioned, the question's own are not the answer
         cands = [c for c in cands if c.result or not question.writes_beside(c.answer, _words_beside(response, c))]
         if not cands:
@@ -602,7 +621,7 @@ def last_statement(response: str, question: Question | None = None) -> Found | N
             if _repeated(response[base:], text):
                 return None  # a repetition loop ("1 candle is 12 dollars" again and again): no conclusion
             later = f"; later sentences passed over: {', '.join(passed)}" if passed else ""
-            found = replace(found, rule=f"last sentence stating a value: {found.rule}{later}")
+            found = _with_rule(found, f"last sentence stating a value: {found.rule}{later}")
             if _ALTERNATIVE_SENTENCE.search(text) and not found.parts:
                 return _with_earlier(response, sentences, sentence, found, question)
             return found
@@ -642,7 +661,7 @@ def _unfinished(response: str, last: list[_Segment]) -> bool:
     """Whether the response stops in a sentence that announces work still to do and states no
     value: the conclusion never came, so an earlier value is an intermediate one."""
     text = _sentence_text(response, last)
-    return bool(_ANNOUNCES.match(text)) and not any(s.kind == "math" for s in last) and not re.search(r"\d", text)
+    return bool(_ANNOUNCES.match(text)) and not any(s.kind == "math" for s in last) and not _DIGIT.search(text)
 
 
 def _repeated(tail: str, sentence: str) -> bool:
