@@ -350,6 +350,8 @@ def _negated(response: str, cand: _Candidate, sentence_start: int) -> str | None
     after = response[cand.end: cand.end + 40].replace("$", " ")
     words = before[-30:].lower().split()[-3:]  # the patterns end in one of these words: run them only then
     last = words[-1] if words else ""
+    if cand.plain and last in _DEFINITE and _NOUN_AFTER.match(after):
+        return "operand"  # "is left in the 10 liters": a quantity referred to, not a value stated
     if (any(w in _NEGATION_WORDS or w.endswith("n't") for w in words) and _NEGATION.search(before)) \
             or (last in _QUALIFIER_ENDS and _QUALIFIER.search(before)) or (last == "from" and _CHANGED_FROM.search(before)) \
             or _BOUND_AFTER.match(after):
@@ -362,6 +364,8 @@ def _negated(response: str, cand: _Candidate, sentence_start: int) -> str | None
 
 
 _NEGATION_WORDS = frozenset({"not", "cannot", "never", "longer"})
+_DEFINITE = frozenset({"the", "these", "those", "his", "her", "their", "its", "our", "my", "your"})
+_NOUN_AFTER = re.compile(r"\s*[A-Za-z]{2,}")
 _QUALIFIER_ENDS = frozenset({"than", "least", "most", "to", "over", "under", "below", "above", "except", "besides", "of"})
 _OPERAND_ENDS = frozenset({"of", "times", "plus", "minus", "by", "to", "from", "with", "and", "into"})
 _OPERATOR_CHARS = frozenset("*×÷^+-/")
@@ -596,8 +600,8 @@ def last_statement(response: str, question: Question | None = None) -> Found | N
         para = response.find("\n\n", base)
         base = para + 2 if 0 <= para < len(response) - 1 else base
     sentences = _sentences(response, _segments(response[base:], base))
-    if sentences and _unfinished(response, sentences[-1]):
-        return None  # "... which is 10 cents. Next, we calculate": cut off before its conclusion
+    if sentences and (_unfinished(response, sentences[-1], question) or _repeated(response[base:], _sentence_text(response, sentences[-1]), LOOP_MIN_CHARS)):
+        return None  # "... which is 10 cents. Next, we calculate" (cut off before its conclusion), or stuck in a loop
     passed: list[str] = []
     for sentence in reversed(sentences[-MAX_SENTENCES:]):
         if any(s.kind == "question" for s in sentence):
@@ -657,16 +661,23 @@ LOOP_REPEATS = 3
 """A closing sentence written this many times is a repetition loop, not a conclusion."""
 
 
-def _unfinished(response: str, last: list[_Segment]) -> bool:
-    """Whether the response stops in a sentence that announces work still to do and states no
-    value: the conclusion never came, so an earlier value is an intermediate one."""
-    text = _sentence_text(response, last)
-    return bool(_ANNOUNCES.match(text)) and not any(s.kind == "math" for s in last) and not _DIGIT.search(text)
+LOOP_MIN_CHARS = 20
+"""A final sentence this long, repeated `LOOP_REPEATS` times, is a loop the response is stuck in."""
 
 
-def _repeated(tail: str, sentence: str) -> bool:
+def _unfinished(response: str, last: list[_Segment], question: Question | None) -> bool:
+    """Whether the response stops in a sentence that announces work still to do ("Next, we
+    calculate", "We can do this by adding 10 to 11 to") and states no value: the conclusion never
+    came, so an earlier value is an intermediate one."""
+    if not _ANNOUNCES.match(_sentence_text(response, last)) or any(s.kind == "math" for s in last):
+        return False
+    found = statement_answer(response, last, question)
+    return found is None or isinstance(found, _Sentinel)
+
+
+def _repeated(tail: str, sentence: str, min_chars: int = 12) -> bool:
     key = re.sub(r"^\W*(?:\d{1,3}[.)])?\W*", "", sentence).strip(" .,;:")
-    return len(key) >= 12 and tail.count(key) >= LOOP_REPEATS
+    return len(key) >= min_chars and tail.count(key) >= LOOP_REPEATS
 
 def answer_value(text: str, question: Question | None = None) -> Found | None:
     """The value an answer span commits to (the text after "Answer:" or "the answer is", one
