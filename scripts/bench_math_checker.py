@@ -125,19 +125,21 @@ def load_mathverify(path: Path) -> list[dict]:
     return pairs
 
 
-def _real_pairs(row: dict) -> list[dict]:
-    out = []
-    for mode in ("strict", "lenient"):
-        out.append({"id": f"{row['id']}@{mode}", "category": f"{mode}/{row['cls']}", "gold": row["gold"], "response": row["response"],
-                    "equivalent": bool(row["correct"] and (row["marked"] or mode == "lenient")), "ambiguous": False,
-                    "extraction": mode, "question": row["question"], "numeric_literal": bool(row["numeric_literal"])})
-    return out
-
-
 def load_real(path: Path) -> list[dict]:
-    """The labelled real-model set, each row as two pairs (strict, lenient); raises ValueError
-    naming the bad line."""
-    return [pair for pairs in _read_rows(path, _real_pairs, "row") for pair in pairs]
+    """The labelled real-model set, each row as two pairs (strict, lenient), read by the test that
+    asserts it (questions resolved from ``$RLVR_DATA_DIR``); raises ValueError naming a bad line."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("real_model_outputs", ROOT / "tests" / "envs" / "math" / "test_real_model_outputs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    pairs = []
+    for row in module.load_set(path):
+        for mode in ("strict", "lenient"):
+            pairs.append({"id": f"{row['id']}@{mode}", "category": f"{mode}/{row['cls']}", "gold": row["gold"], "response": row["response"],
+                          "equivalent": module.expected(row, mode), "ambiguous": False, "extraction": mode,
+                          "question": row["question"], "numeric_literal": row["numeric_literal"]})
+    return pairs
 
 
 SUITES = {"project": load_pairs, "mathverify": load_mathverify, "real": load_real}

@@ -15,17 +15,27 @@ Strict extraction must pass exactly the rows that are correct and marked, lenien
 exactly the correct ones: no false positive and no false negative in either mode. Rows are added
 to the set, never relabelled to fit the checker; ``scripts/bench_math_checker.py --suites real``
 reports agreement per mode and class.
+
+Benchmark questions are not copied into the set: a GSM8K or MATH-500 row names its problem
+(``question_ref``, the task's problem id) and is read from ``$RLVR_DATA_DIR``; a variant that
+copies a question sentence writes ``{{question_sentence:N}}`` for it. Without the data those rows
+are skipped (the arithmetic rows, procedural, always run).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
+import tasks
 from envs.math import check
+from envs.math.env import question_text
 
 SET = Path(__file__).parent / "data" / "real_model_outputs.jsonl"
 CLASSES = {
@@ -39,12 +49,27 @@ CLASSES = {
     "currency": "a dollar amount ($ as currency, not LaTeX)",
     "operands-after": "a result followed by a sentence that only restates the operands (lenient)",
 }
-FIELDS = {"id": str, "task": str, "cls": str, "question": str, "gold": str, "response": str, "numeric_literal": bool,
+FIELDS = {"id": str, "task": str, "cls": str, "gold": str, "response": str, "numeric_literal": bool,
           "correct": bool, "marked": bool, "origin": str}
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_PLACEHOLDER = re.compile(r"\{\{question_sentence:(\d+)\}\}")
 
 
-def load_set(path: Path = SET) -> list[dict]:
-    """The labelled rows; a malformed row raises ValueError naming its line and field."""
+def have_data() -> bool:
+    return os.path.isdir(os.path.join(os.environ.get("RLVR_DATA_DIR", ""), "gsm8k"))
+
+
+@lru_cache(maxsize=None)
+def _problems(task_id: str) -> dict:
+    task = tasks.make(task_id)
+    return {p.id: p for split in task.splits for p in task.problems(split)}
+
+
+def load_set(path: Path = SET, *, with_data: bool | None = None) -> list[dict]:
+    """The labelled rows with their questions filled in; rows that name a benchmark problem are
+    left out when the data is unavailable (``with_data`` False; default: whether
+    ``$RLVR_DATA_DIR`` has it). A malformed row raises ValueError naming its line and field."""
+    with_data = have_data() if with_data is None else with_data
     rows = []
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -55,6 +80,17 @@ def load_set(path: Path = SET) -> list[dict]:
                 raise ValueError(f"{path.name}:{lineno}: field {field!r} must be {kind.__name__}, got {row.get(field)!r}")
         if row["cls"] not in CLASSES:
             raise ValueError(f"{path.name}:{lineno}: unknown class {row['cls']!r}; known: {', '.join(CLASSES)}")
+        if isinstance(row.get("question_ref"), str):
+            if not with_data:
+                continue
+            problem = _problems(row["task"]).get(row["question_ref"])
+            if problem is None:
+                raise ValueError(f"{path.name}:{lineno}: question_ref {row['question_ref']!r} is not a problem of {row['task']}")
+            row["question"] = question_text(problem)
+        elif not isinstance(row.get("question"), str):
+            raise ValueError(f"{path.name}:{lineno}: a row needs 'question' (text) or 'question_ref' (a problem id of its task)")
+        sentences = [x.strip() for x in _SENTENCE.split(row["question"]) if x.strip()]
+        row["response"] = _PLACEHOLDER.sub(lambda m: sentences[int(m.group(1))], row["response"])
         rows.append(row)
     return rows
 
@@ -67,6 +103,7 @@ def expected(row: dict, mode: str) -> bool:
 ROWS = load_set()
 
 
+@pytest.mark.skipif(not have_data(), reason="needs $RLVR_DATA_DIR with the benchmark data (GSM8K and MATH-500 rows)")
 def test_the_set_is_well_formed_and_covers_every_class_with_passes_and_fails():
     assert len({r["id"] for r in ROWS}) == len(ROWS), "row ids must be unique"
     classes = Counter(r["cls"] for r in ROWS)
