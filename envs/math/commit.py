@@ -96,7 +96,7 @@ def remarks(text: str) -> list[tuple[int, int]]:
         return out
     for m in _PAREN.finditer(text):
         inner = m.group(1) if m.group(1) is not None else m.group(2)
-        if _ALTERNATIVE.match(inner) or m.start() == 0 and m.end() >= len(text.rstrip(" .")) or _offers_value(inner):
+        if _ALTERNATIVE.match(inner) or m.start() == 0 and m.end() >= len(text.rstrip(" .")) or _offers(inner):
             continue
         words = [w for w in _WORDS.findall(_COMMAND.sub(" ", inner)) if w.lower() not in _MATH_WORDS]
         if any(len(w) >= 3 for w in words) or len(words) >= 2 or (m.start() and _ARITHMETIC.fullmatch(inner)):
@@ -130,10 +130,31 @@ def _offers_value(inner: str) -> bool:
     return not rest.strip() or _CONDITION.match(rest) is not None
 
 
+_CONTRARY = re.compile(r"(?i)^(?:however|but|though|although|then\s+again|on\s+the\s+other\s+hand)\b[^.!?\n]{0,40}?"
+                       r"\b(?:could|might|may|possibly|perhaps|maybe)\b")
+"""A contrary clause that offers another value ("However, it could be 15 if ...")."""
+_OFFERING = re.compile(r"(?i)\b(?:or|maybe|perhaps|possibl[ey]|could|might|may|also|alternatively|otherwise|unless)\b")
+"""Words that make a bracket holding a value an alternative ("(though 15 is also possible)")."""
+
+
 def opens_alternative(text: str) -> bool:
-    """Whether ``text`` (what follows an answer) opens an alternative: "Or 15.", "(maybe 15)"."""
+    """Whether ``text`` (what follows an answer) opens an alternative: "Or 15.", "(maybe 15)",
+    "However, it could be 15."."""
     text = text.lstrip(" \t\n([*_-—–,;:")
-    return text[:1] in _ALTERNATIVE_FIRST and _ALTERNATIVE.match(text) is not None
+    return (text[:1] in _ALTERNATIVE_FIRST and _ALTERNATIVE.match(text) is not None) or _CONTRARY.match(text) is not None
+
+
+def alternatives(text: str) -> list[tuple[int, int]]:
+    """Spans of the brackets of ``text`` that offer another value ("(or 15)", "(15 if we count
+    tips)", "(could be 15)", "(though 15 is also possible)")."""
+    if "(" not in text and "[" not in text:
+        return []
+    return [(m.start(), m.end()) for m in _PAREN.finditer(text) if _offers(m.group(1) if m.group(1) is not None else m.group(2))]
+
+
+def _offers(inner: str) -> bool:
+    has_value = re.search(r"\d", inner) is not None or bool(numwords.find(inner[:60]))
+    return has_value and (_offers_value(inner) or _ALTERNATIVE.match(inner) is not None or _OFFERING.search(inner) is not None)
 
 
 # -- values joined into one answer ------------------------------------------------------------

@@ -103,7 +103,7 @@ _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}\b")
 _SENTENCE_END = re.compile(r"(?<!\b[A-Za-z])(?<!\.\.)[.!?][\"'”’)\]*_]*(?=\s|$)|\n")
 """A sentence ends at ``. ! ?`` before a space, also behind closing quotes, brackets or emphasis
 (``the total is "103." Then``), and at a line break."""
-_NUMBER = r"[-−]?\$?\s?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
+_NUMBER = r"(?:[-−](?=\$?\d))?\$?\s?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?"
 _PERCENT = r"(?:\s*(?:%|\\%|percent\b|per\s+cent\b|pct\b|percentage\b|°|degrees?\b))?"
 _UNIT_GLUED = r"(?:mm|cm|km|m|kg|mg|g|s|h|hr|min|ft|in|yd|mi|lb|oz|ml|l|L|mph|kph|am|pm|kb|Kb|KB|Mb|MB|Gb|GB)(?![A-Za-z0-9])"
 _RUN_END = r"(?!,\d)(?:(?![\w.])|(?=\.(?!\d))|(?=" + _UNIT_GLUED + r"))"
@@ -144,7 +144,7 @@ _VERBAL_OPERATOR = re.compile(r"(?i)^\s*(?:times|plus|minus|divided|multiplied|a
 _UNFINISHED = re.compile(r"\s*[-+*/×÷^=]\s*$")
 """A value followed by an operator and nothing else ("... is 80 + " cut off): an unfinished
 expression, not a value."""
-_OPERAND_BEFORE = re.compile(r"(?i)(?:%|\bpercent|\bhalf|\bthirds?|\bquarters?|\bfraction)\s+of\s*$|(?:(?<!\*)\*|[×÷^+]|\s-|(?<=[A-Za-z)])\s*/)\s*$|"
+_OPERAND_BEFORE = re.compile(r"(?i)(?:%|\bpercent|\bhalf|\bthirds?|\bquarters?|\bfraction)\s+of\s*$|(?:(?<!\*)\*|[×÷^+]|(?<=[A-Za-z)])\s*/)\s*$|"
                              r"\b(?:times|plus|minus|divided\s+by|multiplied\s+by|(?:added|subtracted|multiplied|divided|combined)\s+(?:to|from|with|by|and|into)|"
                              r"(?:add(?!s?\s+up)|adding(?!\s+up)|subtract|subtracting|multiply|multiplying|divide|dividing)(?:\s+[A-Za-z]+){0,2}\s+(?:to|from|with|by|and|into))\s*$")
 """A value after these is an operand ("3 times 4", "subtracted from 26", "add 5 to 10", "25% of 80",
@@ -368,7 +368,7 @@ _DEFINITE = frozenset({"the", "these", "those", "his", "her", "their", "its", "o
 _NOUN_AFTER = re.compile(r"\s*[A-Za-z]{2,}")
 _QUALIFIER_ENDS = frozenset({"than", "least", "most", "to", "over", "under", "below", "above", "except", "besides", "of"})
 _OPERAND_ENDS = frozenset({"of", "times", "plus", "minus", "by", "to", "from", "with", "and", "into"})
-_OPERATOR_CHARS = frozenset("*×÷^+-/")
+_OPERATOR_CHARS = frozenset("*×÷^+/")
 
 
 _UNDONE = re.compile(r"\d\s*\)?\s*(?:[-+*×÷^]|\s[x]\s)\s*\(?\s*[-−]?\$?\s?\d")
@@ -477,7 +477,7 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
             if group.rule == _SAME and question is not None and question.mentions(group.answer):
                 return RESTATES
             rule = f"the value after {' '.join(verb.split())!r}" if verb else "the value at the start of the answer"
-            offered = _alternatives(response, group, cands)
+            offered = _alternatives(response, group, cands, sentence)
             if offered:
                 return offered
             return group if group.rule else _with_rule(group, rule)
@@ -508,16 +508,19 @@ _OR_BETWEEN = re.compile(
 might be 20"), not a bound ("12 or more") nor an idiom ("whether or not")."""
 
 
-def _alternatives(response: str, group: Found, cands: list[_Candidate]) -> Found | None:
+def _alternatives(response: str, group: Found, cands: list[_Candidate], sentence: list[_Segment]) -> Found | None:
     """The values a clause offers as alternatives to ``group`` beyond those joined to it ("Either
-    she makes 18 or she makes 32."), or None."""
+    she makes 18 or she makes 32.", "12 (though 15 is also possible)"), or None."""
     values = [group.answer] if not group.parts else list(group.parts)
+    lo_s = sentence[0].start
+    offered = [(lo_s + a, lo_s + b) for a, b in commit.alternatives(response[lo_s: sentence[-1].end])]
     spans = []
     for c in cands:
         if group.start <= c.start < group.end:
             continue
         lo, hi = (c.end, group.start) if c.end <= group.start else (group.end, c.start)
-        if _OR_BETWEEN.search(response, lo, hi) and not commit.same_values([group.answer, c.answer]) and c.answer not in values:
+        alternative = _OR_BETWEEN.search(response, lo, hi) or any(a <= c.start < b for a, b in offered)
+        if alternative and not commit.same_values([group.answer, c.answer]) and c.answer not in values:
             values.append(c.answer)
             spans.append(c)
     if not spans:
@@ -632,7 +635,8 @@ def last_statement(response: str, question: Question | None = None) -> Found | N
     return None
 
 
-_ALTERNATIVE_SENTENCE = re.compile(r"(?i)^\W*(?:or|alternatively|maybe|perhaps|possibly)\b|\b(?:could|might|may|can)\s+also\s+be\b|\bor\s+(?:maybe|perhaps|possibly)\b")
+_ALTERNATIVE_SENTENCE = re.compile(r"(?i)^\W*(?:or|alternatively|maybe|perhaps|possibly)\b|\b(?:could|might|may|can)\s+also\s+be\b|\bor\s+(?:maybe|perhaps|possibly)\b"
+                                   r"|^\W*(?:however|but|though|although|then\s+again|on\s+the\s+other\s+hand)\b[^.!?\n]{0,40}?\b(?:could|might|may|possibly|perhaps|maybe)\b")
 """A closing sentence that offers an alternative ("Or maybe 15.", "It could also be 15.")."""
 
 
