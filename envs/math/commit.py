@@ -165,7 +165,7 @@ JOINED = re.compile(
     r"(?:" + _UNIT + r")?\s*(?P<list>,|;)"
     r"|(?:" + _UNIT + r"){0,2}\s*(?:"
     r"(?P<and>,?\s*and|,?\s*&)"
-    r"|(?P<or>,?\s*\(?\s*(?:and\s*/\s*)?(?:or|either)(?:\s+(?:maybe|perhaps|possibly|even|else|rather))?|\(?\s*(?:maybe|perhaps|possibly)|\s*\()"
+    r"|(?P<or>,?\s*\(?\s*(?:and\s*/\s*)?(?:or|either)(?:\s+(?:maybe|perhaps|possibly|even|else|rather))?|,?\s*\(?\s*(?:maybe|perhaps|possibly)|\s*\()"
     r"|(?P<range>\s*(?:to|through|till|until|[–—~]|-{2})\s*(?:about\s+|around\s+)?)"
     r"|(?P<slash>\s*/)"
     r"))\s*(?:either\s+)?$"

@@ -472,10 +472,9 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
             later = [c for c in after if c.start >= group.end]
             if any(_AND_ANOTHER.match(response, group.end, c.start) for c in later):
                 return AMBIGUOUS  # "is 20 cm long and 5 cm wide": two values stated
-            if len(group.parts) >= 2 and question is not None and all(question.mentions(v) for v in group.parts):
-                return RESTATES  # "The numbers are 22 and 81.": the question's operands listed
-            if group.rule == _SAME and question is not None and question.mentions(group.answer):
-                return RESTATES
+            members = [c for c in after if group.start <= c.start < group.end]
+            if len(members) >= 2 and question is not None and all(question.mentions(c.answer) for c in members):
+                return RESTATES  # "The numbers are 22 and 81.", "8 and 8": the question's operands listed
             rule = f"the value after {' '.join(verb.split())!r}" if verb else "the value at the start of the answer"
             offered = _alternatives(response, group, cands, sentence)
             if offered:
@@ -502,10 +501,10 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
 
 _OR_BETWEEN = re.compile(
     r"(?i)(?<!whether\s)(?<!more\s)\bor\b(?!\s+(?:more|less|fewer|so|not|greater|higher|lower|above|below|over|under|longer|shorter)\b)"
-    r"|\bbut\b[^.;]{0,40}?\b(?:might|may|could|possibly|perhaps|maybe|probably)\b"
+    r"|\bbut\b[^.;]{0,40}?\b(?:might|may|could|possibly|perhaps|maybe|probably)\b|\b(?:unless|otherwise|if\s+not)\b"
 )
 """Between two values of one clause: an alternative ("she makes 18 or she makes 32", "18, but it
-might be 20"), not a bound ("12 or more") nor an idiom ("whether or not")."""
+might be 20", "5, unless it is 14"), not a bound ("12 or more") nor an idiom ("whether or not")."""
 
 
 def _alternatives(response: str, group: Found, cands: list[_Candidate], sentence: list[_Segment]) -> Found | None:
