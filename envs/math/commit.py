@@ -144,6 +144,11 @@ def opens_alternative(text: str) -> bool:
     return (text[:1] in _ALTERNATIVE_FIRST and _ALTERNATIVE.match(text) is not None) or _CONTRARY.match(text) is not None
 
 
+def brackets(text: str) -> list[tuple[int, int]]:
+    """Spans of every bracketed aside of ``text`` ("(...)", "[...]" on one line)."""
+    return [(m.start(), m.end()) for m in _PAREN.finditer(text)]
+
+
 def alternatives(text: str) -> list[tuple[int, int]]:
     """Spans of the brackets of ``text`` that offer another value ("(or 15)", "(15 if we count
     tips)", "(could be 15)", "(though 15 is also possible)")."""

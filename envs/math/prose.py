@@ -297,6 +297,8 @@ def _candidates(response: str, sentence: list[_Segment]) -> list[_Candidate]:
                     at += len(run) - len(stripped)
                     run = stripped
                 run = run.strip()
+                while run.endswith(")") and run.count(")") > run.count("("):  # "(could be 34)": the bracket closes an aside
+                    run = run[:-1].rstrip()
                 if not _DIGIT.search(run):
                     continue
                 if _INDEX.search(chunk, 0, at) or _is_list_marker(response, seg.start + at, seg.start + m.end()):
@@ -461,6 +463,10 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
         every = [c for c in every if c.start >= start]
         cands = [c for c in cands if c.start >= start]
     anchors = _anchors(response, sentence, every)
+    if "(" in response[sentence[0].start: sentence[-1].end]:  # a verb inside brackets is an aside's: "12 (could be 15)"
+        lo = sentence[0].start
+        brackets = [(lo + a, lo + b) for a, b in commit.brackets(response[lo: sentence[-1].end])]
+        anchors = [(a, verb) for a, verb in anchors if not any(x <= a < y for x, y in brackets)]
     if start is not None:
         anchors = [(a, verb) for a, verb in anchors if a >= start]
     if anchored:
