@@ -162,6 +162,22 @@ def _offers(inner: str) -> bool:
     return has_value and (_offers_value(inner) or _ALTERNATIVE.match(inner) is not None or _OFFERING.search(inner) is not None)
 
 
+# -- bounds ----------------------------------------------------------------------------------
+
+_BOUND_WORDS = r"(?:or\s+(?:more|less|fewer|so|greater|higher|lower|above|below|over|under|thereabouts)|at\s+(?:least|most)|up\s+to|no\s+(?:more|less|fewer)\s+than)"
+_BOUND_WITHIN = re.compile(r"(?i)\b" + _BOUND_WORDS + r"\b")
+_BOUND_AFTER = re.compile(r"(?i)^[\s}$)*_]*,?\s*" + _BOUND_WORDS + r"\b")
+_TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
+
+
+def bound(answer: str, after: str = "") -> str | None:
+    """The bound an answer states instead of a value ("12 or more", ``\\boxed{12 \\text{ or more}}``,
+    "at least 12", ``\\boxed{12}`` followed by "or so"), or None."""
+    m = _BOUND_WITHIN.search(_TEXT_WRAPPER.sub(r" \1 ", answer)) if ("or" in answer or "at" in answer or "up" in answer or "no" in answer) else None
+    m = m or (_BOUND_AFTER.match(after) if after else None)
+    return " ".join(m.group(0).split()).strip(" ,}$)*_") if m else None
+
+
 # -- values joined into one answer ------------------------------------------------------------
 
 _UNIT = r"\s*(?:[A-Za-z][A-Za-z.'%°]*|%|°|\\%)"

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 from envs.base import Environment, safe_verify
 from envs.math import nodes as N
 from envs.math.compare import Comparer
-from envs.math import numwords
+from envs.math import commit, numwords
 from envs.math.extract import Extraction, check_mode, extract_answer, unescape
 from envs.math.forms import Question, is_numeric_literal, question_expressions, same_expression
 from envs.math.lexer import ParseError, normalize
@@ -128,7 +128,7 @@ def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: f
             if not same_expression(answer, gold_text):
                 info.update(parse_error=str(e), bare_line=answer[:200], check_s=time.monotonic() - start)
                 return Verdict(0.0, False, Status.NO_ANSWER, steps=steps, info=info)
-    rejected = _rejected(found, answer, gold_text, fast_gold, asked, numeric_literal)
+    rejected = _rejected(found, answer, gold_text, fast_gold, asked, numeric_literal, response[found.end: found.end + 40])
     if rejected:
         reason, why = rejected
         info.update(rejected=why, reason=reason, check_s=time.monotonic() - start)
@@ -192,14 +192,17 @@ def _numeric_gold(gold_text: str) -> bool:
 
 
 def _rejected(found: Extraction, answer: str, gold_text: str, fast_gold: Fraction | None, asked: Question,
-              numeric_literal: bool) -> tuple[str, str] | None:
+              numeric_literal: bool, after: str = "") -> tuple[str, str] | None:
     """Why an answer cannot pass whatever its value, as ``(reason, explanation)``, or None:
-    ``hedged`` (several values offered for a one-value gold: `envs.math.commit`), ``not_literal``
-    and ``restated`` (`envs.math.forms`)."""
+    ``hedged`` (several values offered for a one-value gold, or a bound instead of a value:
+    `envs.math.commit`), ``not_literal`` and ``restated`` (`envs.math.forms`)."""
     offered = _offered_values(found, answer, gold_text, fast_gold)
     if offered:
         shown = " / ".join(offered)
         return "hedged", f"hedged: offers {len(offered)} candidate values ({shown[:120]}); an answer must commit to one value"
+    stated_bound = commit.bound(answer, after)
+    if stated_bound and (fast_gold is not None or not _multi_part(gold_text)):
+        return "hedged", f"hedged: states a bound ({stated_bound!r}), not a value; an answer must commit to one value"
     if numeric_literal and (fast_gold is not None or _numeric_gold(gold_text)) and not is_numeric_literal(answer):
         return "not_literal", "not a numeric literal: a numeric answer must be the value itself, not an operation on numbers"
     if asked.restates(answer) and not same_expression(answer, gold_text):
@@ -220,7 +223,7 @@ def _offered_values(found: Extraction, answer: str, gold_text: str, fast_gold: F
     if fast_gold is None and _multi_part(gold_text):
         return ()
     if len(parts) >= 2:
-        return parts
+        return () if commit.same_values(parts) or len(set(parts)) == 1 else parts
     try:
         tree = parse_answer(answer)
     except (ParseError, RecursionError):

@@ -185,6 +185,8 @@ def _last_boxed(text: str) -> Extraction | None:
     for g in group:  # "y_1 = \boxed{A} and y_2 = \boxed{B}": the labels belong to the answer
         label = _box_label(text, g)
         parts.append(f"{label.group(0).rstrip().rstrip('$').rstrip()} {g.answer}".replace("\\(", "") if label and "=" not in g.answer else g.answer)
+    if len(set(parts)) == 1 or commit.same_values(parts):  # "\boxed{12}, or more precisely \boxed{12}": one value
+        return Extraction(group[-1].answer, group[0].start, group[-1].end, "boxed", rule="the last \\boxed{} (the boxes before it hold the same value)")
     return Extraction(", ".join(parts), group[0].start, group[-1].end, "boxed", parts=tuple(parts),
                       rule=f"the last {len(group)} \\boxed{{}} joined by connecting words into one answer")
 
