@@ -183,7 +183,7 @@ def bound(answer: str, after: str = "") -> str | None:
 _UNIT = r"\s*(?:[A-Za-z][A-Za-z.'%°]*|%|°|\\%)"
 JOINED = re.compile(
     r"(?i)^(?:"
-    r"(?:" + _UNIT + r")?\s*(?P<list>,|;)"
+    r"(?:" + _UNIT + r")?\s*(?P<list>,)"
     r"|(?:" + _UNIT + r"){0,2}\s*(?:"
     r"(?P<and>,?\s*and|,?\s*&)"
     r"|(?P<or>,?\s*\(?\s*(?:and\s*/\s*)?(?:or|either)(?:\s+(?:maybe|perhaps|possibly|even|else|rather))?|,?\s*\(?\s*(?:maybe|perhaps|possibly)|\s*\()"

@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from envs.math import commit, numwords
-from envs.math.forms import Question
+from envs.math.forms import Question, is_numeric_literal
 
 TAIL_CHARS = 6000
 """Only the last this-many characters are read (from a paragraph start when there is one)."""
@@ -138,8 +138,8 @@ _CHANGED_FROM = re.compile(
     r"\w*(?:\s+[A-Za-z]+){0,3}\s+from\s*$"
 )
 """The starting value of a change ("rose from 5 to 8", "rounding 4.6 ... from"): not the value stated."""
-_VERBAL_OPERATOR = re.compile(r"(?i)^\s*(?:times|plus|minus|divided|multiplied|added|subtracted|combined|over|squared|cubed|to\s+the|raised|"
-                              r"more\s+than|less\s+than|of\s+(?:the\s+)?(?:remaining|rest))\b")
+_VERBAL_OPERATOR = re.compile(r"(?i)^\s*(?:[A-Za-z]+\s+){0,2}?(?:times|plus|minus|divided|multiplied|added|subtracted|combined|squared|cubed|to\s+the|raised)\b"
+                              r"|^\s*(?:over|more\s+than|less\s+than|of\s+(?:the\s+)?(?:remaining|rest))\b")
 """A value followed by these is an operand ("3 times 4", "44 subtracted with 26"), not the result."""
 _UNFINISHED = re.compile(r"\s*[-+*/×÷^=]\s*$")
 """A value followed by an operator and nothing else ("... is 80 + " cut off): an unfinished
@@ -470,7 +470,14 @@ def statement_answer(response: str, sentence: list[_Segment], question: Question
     if start is not None:
         anchors = [(a, verb) for a, verb in anchors if a >= start]
     if anchored:
-        anchors = [(start if start is not None else sentence[0].start, ""), *anchors]
+        head_at = start if start is not None else sentence[0].start
+        head = next((c for c in every if c.start >= head_at), None)
+        if head is not None and head in cands and (head.plain or head.spelled or is_numeric_literal(head.answer)) \
+                and not _anchor_between(response, head_at, head.start, anchors):
+            # the answer starts with a value: a later verb restates it only as a pivot ("81-27, which is 54"), else it
+            # belongs to a remark ("18 dollars: 9 eggs at $2", "$18 which she makes from 9 eggs")
+            anchors = [(a, verb) for a, verb in anchors if a <= head.start or _PIVOT.search(response, max(0, a - len(verb) - 14), a)]
+        anchors = [(head_at, ""), *anchors]
     for a, verb in reversed(anchors):
         after = [c for c in cands if c.start >= a]
         if after:
@@ -533,6 +540,14 @@ def _alternatives(response: str, group: Found, cands: list[_Candidate], sentence
     start = min([group.start, *(c.start for c in spans)])
     end = max([group.end, *(c.end for c in spans)])
     return Found(", ".join(values), start, end, parts=tuple(values), rule="values offered as alternatives in one clause")
+
+
+_PIVOT = re.compile(r"(?i)(?:\b(?:which|that|this|i\.e\.|or)\s*,?\s*(?:is|are|was|equals?|gives?)|=|\bequals?)\s*$")
+"""A verb that gives the value of what precedes it ("which is 54", "that is 54", "= 54")."""
+
+
+def _anchor_between(response: str, lo: int, hi: int, anchors: list[tuple[int, str]]) -> bool:
+    return any(lo < a <= hi for a, _ in anchors)
 
 
 def _words_beside(response: str, cand: _Candidate) -> list[str]:

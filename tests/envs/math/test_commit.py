@@ -105,6 +105,8 @@ COMMITTED = [
     ("The answer is zero.", "0"), ("The answer is eight miles per hour.", "8"), ("Answer: 12 — that's 3 boxes of 4.", "12"),
     ("Answer: 12 [3 × 4]", "12"), ("The answer is 36/3, or 12.", "12"), ("Answer: 3 x 4 = 12", "12"), ("The answer is 90-14, i.e. 76.", "76"),
     ("\\boxed{\\text{twelve}}", "12"), ("\\boxed{12}, or more precisely \\boxed{12}", "12"), ("Answer: 12 (twelve)", "12"),
+    ("The answer is 18 dollars: 9 eggs at $2.", "18"), ("The answer is $18 which she makes daily from 9 eggs.", "18"),
+    ("The answer is 18 dollars; 9 eggs times 2 dollars.", "18"), ("Final Answer: The largest $n$ is 18.", "18"),
 ]
 
 
