@@ -16,8 +16,8 @@ not change while a batch decodes:
 Because a step is then the same sequence of kernels on the same addresses every time, it can be
 captured once as a CUDA graph and replayed (``rollout.hf.decode=cuda_graph``) or compiled by
 ``torch.compile`` (``compiled``; on CUDA with ``mode="reduce-overhead"``, which captures graphs too).
-Batches are bucketed (rows up to a power of two, prompt and completion columns up to a multiple of
-`COLUMN_BUCKET`) so that the shapes, and the captured graphs, repeat across a run's steps; padding
+Batches are bucketed (rows up to a power of two or a multiple of 16, prompt and completion columns
+up to a multiple of `COLUMN_BUCKET`) so that the shapes, and the captured graphs, repeat across a run's steps; padding
 rows start finished. Each distinct prompt is prefilled once, eagerly, as in the ``kv`` decoder.
 
 Tokens are drawn by `rlvr.rollout.decoding.sampler.sample_next`, the same sampler as the other rlvr
@@ -51,10 +51,11 @@ KEEP_SHAPES = 4
 
 
 def bucket_rows(rows: int) -> int:
-    """Rows rounded up to a power of two (up to 256), then to a multiple of 256."""
-    if rows <= 256:
+    """Rows rounded up to a power of two up to 16, then to a multiple of 16 (at most 15 padding rows,
+    few distinct shapes: a run's chunks have one size, its last chunk maybe another)."""
+    if rows <= 16:
         return 1 << max(rows - 1, 0).bit_length()
-    return -(-rows // 256) * 256
+    return -(-rows // 16) * 16
 
 
 def bucket_columns(columns: int) -> int:
