@@ -24,3 +24,7 @@ def register_all() -> None:
         "reasoning-gym-v1", "envs.reasoning_gym:ReasoningGymEnv",
         description="A reasoning-gym generator's own score_answer on the last <answer> tag or Answer: line (needs rlvr[reasoning-gym])",
     )
+    envs.register(
+        "remote-v1", "envs.remote:connect",
+        description="An environment served over HTTP by `rlvr envs serve` (kwargs url, token); failures are counted verdicts",
+    )
