@@ -28,3 +28,7 @@ def register_all() -> None:
         "remote-v1", "envs.remote:connect",
         description="An environment served over HTTP by `rlvr envs serve` (kwargs url, token); failures are counted verdicts",
     )
+    envs.register(
+        "hubs/harbor-v1", "envs.hubs.harbor:HarborEnv",
+        description="A Harbor task folder: the completion's shell commands run in /app, then the task's tests/test.sh writes the reward (task ids harbor:DIR)",
+    )
