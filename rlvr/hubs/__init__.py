@@ -7,18 +7,15 @@ task's problems become what the hub loads:
 hub            what is written                                  multi-turn    runs with
 =============  ===============================================  ============  ================
 verifiers      a ``vf.Taskset`` package (v1)                    yes           ``vf-eval``
-openenv        an OpenEnv server folder (``openenv.yaml``)      yes           its client
-skyrl-gym      a ``BaseTextEnv`` package + parquet-free rows    yes           ``skyrl_gym.make``
-nemo-gym       a resources server (config + ``verify``)         no            HTTP ``/verify``
+skyrl-gym      a ``BaseTextEnv`` package + parquet rows         yes           ``skyrl_gym.make``
 harbor         one task folder per problem                      no            ``tests/test.sh``
 =============  ===============================================  ============  ================
 
 The verdict always comes from rlvr's own environment (the same reward, reason and timeout): the
-exported code calls rlvr in process, or rlvr's environment server (`rlvr.serve`). Splits are
+exported code calls rlvr in process (rlvr installed beside the hub). Splits are
 written as separate frozen files with their checksums, so train and test stay disjoint.
 
-Import: task ids ``verifiers:NAME``, ``openenv:URL``, ``skyrl-gym:NAME``, ``harbor:DIR`` and
-``nemo-gym:CONFIG`` make a hub's environment an rlvr task (`tasks.hubs`).
+Import: task ids ``harbor:DIR`` make a hub's environment an rlvr task (`tasks.hubs`).
 """
 
 from __future__ import annotations
@@ -52,9 +49,7 @@ class Hub:
 
 HUBS: dict[str, Hub] = {
     "verifiers": Hub("rlvr.hubs.verifiers", "verifiers", "hubs", True),
-    "openenv": Hub("rlvr.hubs.openenv", "openenv", "hubs-openenv", True),
     "skyrl-gym": Hub("rlvr.hubs.skyrl_gym", "skyrl-gym", "hubs", True),
-    "nemo-gym": Hub("rlvr.hubs.nemo_gym", "nemo-gym", "", False),
     "harbor": Hub("rlvr.hubs.harbor", "harbor", "", False),
 }
 

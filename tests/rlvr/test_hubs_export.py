@@ -132,9 +132,8 @@ def test_vf_eval_runs_the_export_with_rlvr_rewards(tmp_path, env_id, task_id):
 
 def test_formats_without_turns_refuse_multi_turn_and_missing_packages_name_the_extra(tmp_path):
     task = tasks.make("tool-products-v1")
-    for hub in ("nemo-gym", "harbor"):
-        with pytest.raises(HubError, match="cannot express multi-turn episodes"):
-            export(hub, "math-code-v1", task, tmp_path / hub)
+    with pytest.raises(HubError, match="cannot express multi-turn episodes"):
+        export("harbor", "math-code-v1", task, tmp_path / "harbor")
     with pytest.raises(HubError, match=r"pip install 'rlvr\[hubs\]'"):
         require("verifiers_not_installed_here", "verifiers")
     (tmp_path / "full").mkdir()
