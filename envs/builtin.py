@@ -29,6 +29,14 @@ def register_all() -> None:
         description="An environment served over HTTP by `rlvr envs serve` (kwargs url, token); failures are counted verdicts",
     )
     envs.register(
+        "hubs/verifiers-v1", "envs.hubs.verifiers:VerifiersEnv",
+        description="A verifiers (v1) taskset's own reward functions on the completion (task ids verifiers:NAME; needs rlvr[hubs])",
+    )
+    envs.register(
+        "hubs/skyrl-gym-v1", "envs.hubs.skyrl_gym:SkyRLGymEnv",
+        description="A SkyRL-Gym environment's step reward on the completion, built from the problem's dataset row (task ids skyrl-gym:NAME)",
+    )
+    envs.register(
         "hubs/harbor-v1", "envs.hubs.harbor:HarborEnv",
         description="A Harbor task folder: the completion's shell commands run in /app, then the task's tests/test.sh writes the reward (task ids harbor:DIR)",
     )

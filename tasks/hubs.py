@@ -1,17 +1,34 @@
-"""Other hubs' environments as rlvr tasks, by a scheme in the task id: ``harbor:DIR`` (a Harbor task
-folder, or a folder of them). ``tasks.make`` resolves a ``SCHEME:REST`` id here; each scheme names
-the function that builds its task (one registry, no branches)."""
+"""Other hubs' environments as rlvr tasks, by a scheme in the task id. ``tasks.make`` resolves a
+``SCHEME:REST`` id here; each scheme names the function that builds its task (one registry, no
+branches):
+
+=====================  ==========================================================================
+``verifiers:NAME``     a verifiers (v1) taskset: its tasks, scored by its own reward functions
+``skyrl-gym:NAME``     a SkyRL-Gym environment on SkyRL dataset rows (``data``: parquet or JSONL)
+``nemo-gym:PATH``      a NeMo Gym resources server (``url``) on its JSONL rows, or a NeMo Gym config
+``harbor:DIR``         a Harbor task folder, or a folder of them
+=====================  ==========================================================================
+
+The task config (``task.config`` in training, ``--task-config`` elsewhere) carries each scheme's
+settings, and for every scheme ``pass_reward`` (the hub reward that counts as a pass) and ``gold`` (a
+template of the gold completion over the problem's answer fields, for ``rlvr envs check``)."""
 
 from __future__ import annotations
 
 import importlib
+import itertools
 from pathlib import Path
 from typing import Any
 
+import hashlib
+import json
+
 from envs.types import Problem
-from tasks.base import Task, TaskError, stable_hash
+from tasks.base import Task, TaskError, canonical_text, stable_hash
 
 SCHEMES: dict[str, str] = {
+    "verifiers": "tasks.hubs:verifiers_task",
+    "skyrl-gym": "tasks.hubs:skyrl_gym_task",
     "harbor": "tasks.hubs:harbor_task",
 }
 
@@ -23,8 +40,13 @@ def is_hub_id(id: str) -> bool:
 
 def make(id: str, **config: Any) -> Task:
     scheme, _, rest = id.partition(":")
+    if not rest:
+        raise TaskError(f"task id {id!r} names no {scheme} environment after the colon")
     module, _, attr = SCHEMES[scheme].partition(":")
-    task = getattr(importlib.import_module(module), attr)(rest, **config)
+    try:
+        task = getattr(importlib.import_module(module), attr)(rest, **config)
+    except TypeError as e:  # an unknown config key
+        raise TaskError(f"{id}: bad task config: {e}") from None
     task.id = id
     return task
 
@@ -71,3 +93,207 @@ class HarborTask(Task):
 
 def harbor_task(rest: str, **config: Any) -> HarborTask:
     return HarborTask(rest, **config)
+
+
+# -- rows from files (SkyRL-Gym, NeMo Gym) ----------------------------------------------------
+
+
+def read_rows(path: str | Path, what: str) -> list[dict[str, Any]]:
+    """The rows of a JSONL or parquet file; a bad file or line is a `TaskError` naming it."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise TaskError(f"{what}: no such file {path}")
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(path).to_pylist()
+        except Exception as e:
+            raise TaskError(f"{what}: {path} is not a readable parquet file: {e}") from None
+    else:
+        rows = []
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as e:
+                raise TaskError(f"{what}: {path} line {number} is not JSON: {e}") from None
+            if not isinstance(row, dict):
+                raise TaskError(f"{what}: {path} line {number} is a JSON {type(row).__name__}, not an object")
+            rows.append(row)
+    if not rows:
+        raise TaskError(f"{what}: {path} has no rows")
+    return rows
+
+
+def split_files(data: Any, what: str) -> dict[str, Path]:
+    """``{split: file}`` from a task config's ``data``: one path (the ``test`` split) or a mapping."""
+    if isinstance(data, (str, Path)):
+        data = {"test": data}
+    if not isinstance(data, dict) or not data or not all(isinstance(k, str) and isinstance(v, (str, Path)) for k, v in data.items()):
+        raise TaskError(f"{what}: data must be a file, or {{split: file}} (e.g. {{train: train.parquet, test: test.parquet}})")
+    return {split: Path(path).expanduser().resolve() for split, path in data.items()}
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+class RowsTask(Task):
+    """Problems from dataset rows, one file per split; ``test`` (and ``validation``) are held out.
+    Two splits read from the same file share their data (`Task.data_sets`), so training on one
+    while the other is held out is refused."""
+
+    scheme = ""
+
+    def __init__(self, name: str, files: dict[str, Path]):
+        self.name = name
+        self.files = files
+        self.splits = tuple(files)
+        self.heldout_splits = tuple(s for s in files if s in ("test", "validation"))
+        self._rows: dict[str, list[dict[str, Any]]] = {}
+
+    def rows(self, split: str) -> list[dict[str, Any]]:
+        self.check_split(split)
+        if split not in self._rows:
+            self._rows[split] = read_rows(self.files[split], f"{self.scheme}:{self.name} split {split!r}")
+        return self._rows[split]
+
+    def size(self, split: str) -> int:
+        return len(self.rows(split))
+
+    def data_sets(self, split: str) -> frozenset[str]:
+        self.check_split(split)
+        return frozenset({f"{self.scheme}:{file_digest(self.files[split])}"})
+
+
+# -- SkyRL-Gym --------------------------------------------------------------------------------
+
+
+class SkyRLGymTask(RowsTask):
+    """SkyRL dataset rows (``prompt`` as chat messages, ``reward_spec`` / ``reward_model`` with the
+    ground truth, ``extra_info``) verified by the SkyRL-Gym environment NAME (``hubs/skyrl-gym-v1``)."""
+
+    scheme = "skyrl-gym"
+    env_id = "hubs/skyrl-gym-v1"
+
+    def __init__(self, name: str, data: Any = None, env_config: dict[str, Any] | None = None, imports: list[str] | None = None,
+                 pass_reward: float = 1.0, gold: str | None = None):
+        if data is None:
+            raise TaskError(f"skyrl-gym:{name}: give the dataset rows in the task config, e.g. {{data: {{train: train.parquet, test: test.parquet}}}}")
+        super().__init__(name, split_files(data, f"skyrl-gym:{name}"))
+        self.env_kwargs = {"env_class": name, "env_config": dict(env_config or {}), "imports": list(imports or []),
+                           "pass_reward": pass_reward, "gold": gold}
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return {"data": {s: str(p) for s, p in self.files.items()}, **{k: v for k, v in self.env_kwargs.items() if k != "env_class"}}
+
+    def get(self, split: str, index: int) -> Problem:
+        row = self.rows(split)[index]
+        prompt = row.get("prompt")
+        if isinstance(prompt, str):
+            text = prompt
+        elif isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt):
+            from envs.hubs.common import text_prompt
+
+            text = text_prompt(prompt)
+        else:
+            raise TaskError(f"skyrl-gym:{self.name}: row {index} of {self.files[split]} has no prompt (chat messages or text)")
+        env_class = row.get("env_class")
+        if env_class not in (None, self.name):
+            raise TaskError(f"skyrl-gym:{self.name}: row {index} of {self.files[split]} is for environment {env_class!r}; "
+                            f"use task id skyrl-gym:{env_class}")
+        return Problem(id=f"{split}/{index}", prompt=text, reference={"row": row}, metadata={"skyrl_env": self.name})
+
+
+def skyrl_gym_task(rest: str, **config: Any) -> SkyRLGymTask:
+    return SkyRLGymTask(rest, **config)
+
+
+# -- verifiers ----------------------------------------------------------------------------------
+
+
+class VerifiersTask(Task):
+    """The tasks of a verifiers taskset NAME (its ``load()``), verified by ``hubs/verifiers-v1``.
+
+    Splits: ``splits`` maps each split to taskset config overrides (``{train: {dataset_split:
+    train}, test: {dataset_split: test}}``); without it the taskset's tasks are split by a hash of
+    each prompt, ``test_fraction`` of them held out as ``test``. At most ``limit`` tasks are read
+    (an infinite taskset needs it)."""
+
+    env_id = "hubs/verifiers-v1"
+
+    def __init__(self, name: str, taskset: dict[str, Any] | None = None, splits: dict[str, dict[str, Any]] | None = None,
+                 test_fraction: float = 0.2, limit: int = 1000, imports: list[str] | None = None, timeout_s: float = 60.0,
+                 pass_reward: float = 1.0, gold: str | None = None):
+        if splits is not None and (not isinstance(splits, dict) or not splits or not all(isinstance(v, dict) for v in splits.values())):
+            raise TaskError(f"verifiers:{name}: splits must map each split to taskset config overrides, e.g. {{train: {{}}, test: {{...}}}}")
+        if not 0 < test_fraction < 1:
+            raise TaskError(f"verifiers:{name}: test_fraction must be in (0, 1), got {test_fraction}")
+        if limit < 1:
+            raise TaskError(f"verifiers:{name}: limit must be >= 1, got {limit}")
+        self.name = name
+        self.taskset = dict(taskset or {})
+        self.split_overrides = splits
+        self.test_fraction = test_fraction
+        self.limit = limit
+        self.splits = tuple(splits) if splits else ("train", "test")
+        self.heldout_splits = tuple(s for s in self.splits if s in ("test", "validation"))
+        self.env_kwargs = {"taskset": name, "taskset_config": self.taskset, "imports": list(imports or []), "timeout_s": timeout_s,
+                           "pass_reward": pass_reward, "gold": gold}
+        self._problems: dict[str, list[Problem]] = {}
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return {"taskset": self.taskset, "splits": self.split_overrides, "test_fraction": self.test_fraction, "limit": self.limit,
+                **{k: v for k, v in self.env_kwargs.items() if k not in ("taskset", "taskset_config")}}
+
+    def _load(self, overrides: dict[str, Any]) -> list[Problem]:
+        from envs.hubs.verifiers import loaded, task_prompt
+
+        config = {**self.taskset, **overrides}
+        try:
+            taskset, _ = loaded(self.name, json.dumps(config, sort_keys=True, default=str), tuple(self.env_kwargs["imports"]))
+            tasks = list(itertools.islice(iter(taskset), self.limit))
+        except ValueError as e:
+            raise TaskError(str(e)) from None
+        except Exception as e:  # the taskset's own load() failed
+            raise TaskError(f"verifiers:{self.name}: the taskset's load() failed: {type(e).__name__}: {e}".splitlines()[0]) from None
+        out = []
+        for task in tasks:
+            data = task.data
+            key = data.id or data.name or (str(data.idx) if data.idx is not None else task.key[:16])
+            out.append(Problem(id=str(key), prompt=task_prompt(data), reference={"data": data.model_dump(mode="json", exclude_defaults=True)},
+                               metadata={"verifiers_task": type(task).__name__, "key": task.key}))
+        return out
+
+    def _split(self, split: str) -> list[Problem]:
+        self.check_split(split)
+        if split not in self._problems:
+            if self.split_overrides:
+                problems = self._load(self.split_overrides[split])
+            else:
+                everything = self._load({})
+                cut = int(self.test_fraction * 2**64)
+                problems = [p for p in everything if (stable_hash(canonical_text(self.canonical_question(p))) < cut) == (split == "test")]
+            self._problems[split] = [Problem(f"{split}/{p.id}", p.prompt, p.reference, p.metadata) for p in problems]
+        return self._problems[split]
+
+    def size(self, split: str) -> int:
+        return len(self._split(split))
+
+    def get(self, split: str, index: int) -> Problem:
+        return self._split(split)[index]
+
+    def data_sets(self, split: str) -> frozenset[str]:
+        self.check_split(split)
+        if self.split_overrides:  # splits loaded with the same config are the same data
+            config = {**self.taskset, **self.split_overrides[split]}
+            return frozenset({f"verifiers:{self.name}:{stable_hash(config):x}"})
+        return frozenset({f"verifiers:{self.name}:{stable_hash(self.taskset):x}/{split}"})
+
+
+def verifiers_task(rest: str, **config: Any) -> VerifiersTask:
+    return VerifiersTask(rest, **config)

@@ -13,6 +13,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ck = s.add_parser("check", help="self-test an environment: gold passes, wrong/empty answers and an echo of the prompt fail, deterministic, no leakage")
     ck.add_argument("id", help="environment id, e.g. math-v1")
     ck.add_argument("--task", action="append", default=None, help="task(s) whose problems to use (default: every task bound to the environment)")
+    ck.add_argument("--task-config", default="{}", help="config of the --task(s) as YAML/JSON (e.g. a hub task's data files)")
     ck.add_argument("-n", "--problems", type=int, default=20, help="problems per task to check (default 20)")
     ck.add_argument("--timeout", type=float, default=30.0,
                     help="budget of one verification in seconds (default 30); the first verification over it fails the check")
@@ -76,7 +77,12 @@ def check_env(args: argparse.Namespace) -> int:
         raise UserError(f"--problems must be > 0, got {args.problems}")
     if not args.timeout > 0:
         raise UserError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    from rlvr.commands.eval import _mapping as parse_mapping
+
     env_id = envs.ENVS.spec(args.id).id
+    task_config = parse_mapping(args.task_config, "--task-config")
+    if task_config and not args.task:
+        raise UserError("--task-config needs --task")
     task_ids = args.task or [t.id for t in tasks.TASKS.specs() if _env_of(t) == env_id]
     outcomes = []
     if not task_ids:
@@ -85,7 +91,7 @@ def check_env(args: argparse.Namespace) -> int:
         if "hung" in outcomes:
             print(f"{env_id} on {tid}:\n  [skip] not run: the verifier hung on an earlier task")
             continue
-        outcomes.append(_check_one(env_id, tasks.make(tid), args))
+        outcomes.append(_check_one(env_id, tasks.make(tid, **task_config), args))
     checked = [o for o in outcomes if o != "skipped"]
     if not checked:
         print("no checks ran: every task bound to the environment was skipped")

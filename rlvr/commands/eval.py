@@ -154,4 +154,6 @@ def default_out_dir(model: str, task_id: str, split: str) -> Path:
         name = "-".join(resolved.parts[-2:]) + "-" + hashlib.sha256(str(resolved).encode()).hexdigest()[:8]
     else:
         name = model.replace("/", "--")
-    return Path("runs") / "eval" / f"{task_id}-{split}" / re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+    # a hub task id carries a path or URL (harbor:/data/tasks): one folder name, never nested ones
+    task_part = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{task_id}-{split}").strip("_") if ":" in task_id else f"{task_id}-{split}"
+    return Path("runs") / "eval" / task_part / re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
