@@ -37,6 +37,10 @@ def register_all() -> None:
         description="A SkyRL-Gym environment's step reward on the completion, built from the problem's dataset row (task ids skyrl-gym:NAME)",
     )
     envs.register(
+        "hubs/nemo-gym-v1", "envs.hubs.nemo_gym:NeMoGymEnv",
+        description="A NeMo Gym resources server's reward (POST /seed_session, then /verify with the completion as a Responses object; task ids nemo-gym:CONFIG)",
+    )
+    envs.register(
         "hubs/harbor-v1", "envs.hubs.harbor:HarborEnv",
         description="A Harbor task folder: the completion's shell commands run in /app, then the task's tests/test.sh writes the reward (task ids harbor:DIR)",
     )

@@ -29,6 +29,7 @@ from tasks.base import Task, TaskError, canonical_text, stable_hash
 SCHEMES: dict[str, str] = {
     "verifiers": "tasks.hubs:verifiers_task",
     "skyrl-gym": "tasks.hubs:skyrl_gym_task",
+    "nemo-gym": "tasks.hubs:nemo_gym_task",
     "harbor": "tasks.hubs:harbor_task",
 }
 
@@ -265,7 +266,7 @@ class VerifiersTask(Task):
         for task in tasks:
             data = task.data
             key = data.id or data.name or (str(data.idx) if data.idx is not None else task.key[:16])
-            out.append(Problem(id=str(key), prompt=task_prompt(data), reference={"data": data.model_dump(mode="json", exclude_defaults=True)},
+            out.append(Problem(id=str(key), prompt=task_prompt(data), reference={"data": data.model_dump(mode="json", exclude_none=True)},
                                metadata={"verifiers_task": type(task).__name__, "key": task.key}))
         return out
 
@@ -297,3 +298,94 @@ class VerifiersTask(Task):
 
 def verifiers_task(rest: str, **config: Any) -> VerifiersTask:
     return VerifiersTask(rest, **config)
+
+
+# -- NeMo Gym -----------------------------------------------------------------------------------
+
+
+def nemo_gym_datasets(config_path: Path) -> dict[str, Path]:
+    """``{dataset name: rows file}`` of a NeMo Gym config's agents (``datasets: [{name, type,
+    jsonl_fpath}]``); a relative path is found from the config's folder or the folders above it."""
+    import yaml
+
+    what = f"nemo-gym:{config_path}"
+    try:
+        config = yaml.safe_load(config_path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise TaskError(f"{what}: not a readable NeMo Gym config: {e}".splitlines()[0]) from None
+    found: dict[str, Path] = {}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "datasets" and isinstance(value, list):
+                    for d in value:
+                        if isinstance(d, dict) and d.get("jsonl_fpath"):
+                            found[str(d.get("name") or d.get("type") or Path(d["jsonl_fpath"]).stem)] = _locate(config_path, d["jsonl_fpath"], what)
+                else:
+                    walk(value)
+
+    walk(config)
+    if not found:
+        raise TaskError(f"{what}: the config names no datasets (an agent's datasets: - jsonl_fpath: ...)")
+    return found
+
+
+def _locate(config_path: Path, rel: str, what: str) -> Path:
+    path = Path(rel).expanduser()
+    if path.is_absolute():
+        return path
+    for folder in [config_path.parent, *config_path.parent.parents][:4]:
+        if (folder / path).is_file():
+            return (folder / path).resolve()
+    raise TaskError(f"{what}: dataset {rel} not found next to the config or the folders above it")
+
+
+class NeMoGymTask(RowsTask):
+    """NeMo Gym dataset rows (``responses_create_params.input`` is the prompt) judged by a running
+    resources server at ``url`` (``hubs/nemo-gym-v1``). PATH is a NeMo Gym config (its agents'
+    datasets become splits by name; ``validation`` and ``test`` are held out) or a rows file (the
+    ``test`` split); ``data`` overrides both."""
+
+    scheme = "nemo-gym"
+    env_id = "hubs/nemo-gym-v1"
+
+    def __init__(self, path: str, url: str | None = None, token: str | None = None, headers: dict[str, str] | None = None,
+                 timeout_s: float = 60.0, data: Any = None, pass_reward: float = 1.0, gold: str | None = None):
+        if not url:
+            raise TaskError(f"nemo-gym:{path}: give the resources server's address in the task config, e.g. {{url: http://127.0.0.1:8400}}")
+        source = Path(path).expanduser()
+        if data is not None:
+            files = split_files(data, f"nemo-gym:{path}")
+        elif source.suffix in (".yaml", ".yml"):
+            if not source.is_file():
+                raise TaskError(f"nemo-gym:{path}: no such config file")
+            files = nemo_gym_datasets(source)
+        else:
+            files = split_files(str(source), f"nemo-gym:{path}")
+        super().__init__(path, files)
+        self.env_kwargs = {"url": url, "token": token, "headers": dict(headers or {}), "timeout_s": timeout_s,
+                           "pass_reward": pass_reward, "gold": gold}
+
+    @property
+    def config(self) -> dict[str, Any]:  # the token is a secret: never recorded in a report
+        return {"data": {s: str(p) for s, p in self.files.items()}, **{k: v for k, v in self.env_kwargs.items() if k != "token"}}
+
+    def get(self, split: str, index: int) -> Problem:
+        from envs.hubs.common import text_prompt
+
+        row = self.rows(split)[index]
+        params = row.get("responses_create_params")
+        messages = params.get("input") if isinstance(params, dict) else None
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise TaskError(f"nemo-gym:{self.name}: row {index} of {self.files[split]} has no responses_create_params.input messages")
+        if params.get("instructions"):
+            messages = [{"role": "system", "content": params["instructions"]}, *messages]
+        chat = [{"role": "system" if m.get("role") == "developer" else m.get("role", "user"), "content": m.get("content")} for m in messages]
+        return Problem(id=f"{split}/{index}", prompt=text_prompt(chat), reference={"row": row}, metadata={"nemo_gym": self.name})
+
+
+def nemo_gym_task(rest: str, **config: Any) -> NeMoGymTask:
+    return NeMoGymTask(rest, **config)

@@ -33,6 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sv.add_argument("--request-timeout", type=float, default=300.0, help="seconds one request may run (default 300)")
     sv.add_argument("--verify-timeout", type=float, default=30.0, help="seconds one verification may run (default 30)")
     sv.add_argument("--verify-workers", type=int, default=2, help="verifier processes (default 2)")
+    sv.add_argument("--dialect", default=None, choices=_dialects(),
+                    help="also answer as another hub's server: nemo-gym (a NeMo Gym resources server: /seed_session, /verify)")
     sv.set_defaults(func=serve_env)
     ex = s.add_parser("export", help="write an environment and its task as a package, server or task folders for another hub",
                       description="Hubs: " + ", ".join(_hub_names()) + ". See docs: 'Your environment on every hub'.")
@@ -158,6 +160,12 @@ def _env_of(task_spec) -> str:
     return _canonical(getattr(task_spec.load(), "env_id", ""))
 
 
+def _dialects() -> list[str]:
+    from rlvr.serve.dialects import DIALECTS
+
+    return sorted(DIALECTS)
+
+
 def _hub_names() -> list[str]:
     from rlvr.hubs import HUBS
 
@@ -206,10 +214,11 @@ def serve_env(args: argparse.Namespace) -> int:
     try:
         guards = Guards(token, max_request_bytes=args.max_request_bytes, request_timeout_s=args.request_timeout)
         server, service = make_env_server(env, guards, task=task, host=args.host, port=args.port, allow_remote=args.allow_remote,
+                                          dialect=args.dialect,
                                           verify=VerifySettings(workers=args.verify_workers, timeout_s=args.verify_timeout))
     except (ValueError, OSError) as e:
         raise UserError(str(e)) from None
-    what = f"{env_id}" + (f" with {task.id}'s problems" if task is not None else "")
+    what = f"{env_id}" + (f" with {task.id}'s problems" if task is not None else "") + (f", also as a {args.dialect} server" if args.dialect else "")
     print(f"serving {what} on {server.url}" + ("" if given else f"\ntoken (send 'Authorization: Bearer TOKEN'): {token}"), flush=True)
     try:
         server.serve_forever()

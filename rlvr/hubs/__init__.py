@@ -8,6 +8,8 @@ hub            what is written                                  multi-turn    ru
 =============  ===============================================  ============  ================
 verifiers      a ``vf.Taskset`` package (v1)                    yes           ``vf-eval``
 skyrl-gym      a ``BaseTextEnv`` package + parquet rows         yes           ``skyrl_gym.make``
+nemo-gym       rows + config for rlvr's server as its resources no            ``/verify``
+               server (``rlvr envs serve --dialect nemo-gym``)
 harbor         one task folder per problem                      no            ``tests/test.sh``
 =============  ===============================================  ============  ================
 
@@ -15,7 +17,8 @@ The verdict always comes from rlvr's own environment (the same reward, reason an
 exported code calls rlvr in process (rlvr installed beside the hub). Splits are
 written as separate frozen files with their checksums, so train and test stay disjoint.
 
-Import: task ids ``harbor:DIR`` make a hub's environment an rlvr task (`tasks.hubs`).
+Import: task ids ``verifiers:NAME``, ``skyrl-gym:NAME``, ``nemo-gym:CONFIG`` and ``harbor:DIR``
+make a hub's environment an rlvr task (`tasks.hubs`).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class Hub:
 HUBS: dict[str, Hub] = {
     "verifiers": Hub("rlvr.hubs.verifiers", "verifiers", "hubs", True),
     "skyrl-gym": Hub("rlvr.hubs.skyrl_gym", "skyrl-gym", "hubs", True),
+    "nemo-gym": Hub("rlvr.hubs.nemo_gym", "nemo-gym", "", False),
     "harbor": Hub("rlvr.hubs.harbor", "harbor", "", False),
 }
 

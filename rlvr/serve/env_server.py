@@ -206,12 +206,22 @@ def _turns(rows: Any) -> list[Turn]:
 
 
 def make_env_server(env: envs.Environment, guards: Guards, *, task: Any = None, host: str = "127.0.0.1", port: int = 0,
-                    verify: VerifySettings = VerifySettings(), allow_remote: bool = False,
+                    verify: VerifySettings = VerifySettings(), allow_remote: bool = False, dialect: str | None = None,
                     extra_routes: dict[tuple[str, str], Handler] | None = None) -> tuple[GuardedServer, EnvService]:
     """A server for ``env`` (and ``task``'s problems) behind ``guards``, not yet serving: call
-    ``serve_forever()`` or ``serve_in_thread()``. ``extra_routes`` adds a dialect's routes (the NeMo
-    Gym export's ``/verify``-shaped ones)."""
+    ``serve_forever()`` or ``serve_in_thread()``. ``dialect`` adds another hub's routes (`rlvr.serve.dialects`);
+    ``extra_routes`` adds any others."""
+    import importlib
+
+    from rlvr.serve.dialects import DIALECTS
+
     service = EnvService(env, task, verify)
-    routes = {**service.routes(), **(extra_routes or {})}
+    routes = service.routes()
+    if dialect is not None:
+        if dialect not in DIALECTS:
+            raise ValueError(f"unknown dialect {dialect!r}; dialects: {', '.join(sorted(DIALECTS))}")
+        module, _, name = DIALECTS[dialect].partition(":")
+        routes.update(getattr(importlib.import_module(module), name)(service).routes())
+    routes.update(extra_routes or {})
     server = GuardedServer(routes, guards, host, port, name="rlvr-env", allow_remote=allow_remote)
     return server, service
