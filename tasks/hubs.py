@@ -231,6 +231,8 @@ class VerifiersTask(Task):
                  pass_reward: float = 1.0, gold: str | None = None):
         if splits is not None and (not isinstance(splits, dict) or not splits or not all(isinstance(v, dict) for v in splits.values())):
             raise TaskError(f"verifiers:{name}: splits must map each split to taskset config overrides, e.g. {{train: {{}}, test: {{...}}}}")
+        if splits and any("task" in v for v in splits.values()):
+            raise TaskError(f"verifiers:{name}: the task section is shared by every split: set it under taskset, not splits")
         if not 0 < test_fraction < 1:
             raise TaskError(f"verifiers:{name}: test_fraction must be in (0, 1), got {test_fraction}")
         if limit < 1:
@@ -256,7 +258,7 @@ class VerifiersTask(Task):
 
         config = {**self.taskset, **overrides}
         try:
-            taskset, _ = loaded(self.name, json.dumps(config, sort_keys=True, default=str), tuple(self.env_kwargs["imports"]))
+            taskset = loaded(self.name, json.dumps(config, sort_keys=True, default=str), tuple(self.env_kwargs["imports"]))
             tasks = list(itertools.islice(iter(taskset), self.limit))
         except ValueError as e:
             raise TaskError(str(e)) from None

@@ -34,22 +34,47 @@ def vf_module():
         raise ImportError(f"verifiers: the 'verifiers' package is not installed ({e}); install it with: pip install 'rlvr[hubs]'") from e
 
 
+def _config_error(taskset: str, e: Exception) -> ValueError:
+    lines = [line.strip() for line in str(e).splitlines() if line.strip() and not line.strip().startswith("For further")]
+    return ValueError(f"verifiers taskset {taskset!r}: bad config: {'; '.join(lines[:6])}")
+
+
 @functools.lru_cache(maxsize=32)
-def loaded(taskset: str, config_json: str, imports: tuple[str, ...] = ()) -> tuple[Any, Any]:
-    """(taskset, task class) for taskset id ``taskset`` with config ``config_json``; built once per process."""
+def loaded(taskset: str, config_json: str, imports: tuple[str, ...] = ()) -> Any:
+    """The taskset ``taskset`` with config ``config_json`` (what its ``load()`` runs on); built once per process."""
+    vf = vf_module()
+    task_class(taskset, imports)
+    try:
+        config = vf.taskset_config_type(taskset).model_validate({**json.loads(config_json), "id": taskset})
+    except Exception as e:  # pydantic's ValidationError names the field
+        raise _config_error(taskset, e) from None
+    return vf.load_taskset(config)
+
+
+@functools.lru_cache(maxsize=32)
+def task_class(taskset: str, imports: tuple[str, ...] = ()) -> type:
+    """The task class of taskset ``taskset``, checked for what rlvr can run (`check_supported`)."""
     vf = vf_module()
     for module in imports:
         importlib.import_module(module)
     try:
-        config = vf.taskset_config_type(taskset).model_validate({**json.loads(config_json), "id": taskset})
+        task_type = vf.utils.loaders.taskset_class(taskset).task_type()
     except ModuleNotFoundError as e:
         raise ValueError(f"verifiers taskset {taskset!r} is not installed: {e}") from None
-    except Exception as e:  # pydantic's ValidationError names the field
-        raise ValueError(f"verifiers taskset {taskset!r}: bad config: {e}".splitlines()[0]) from None
-    instance = vf.load_taskset(config)
-    task_type = type(instance).task_type()
     check_supported(taskset, task_type)
-    return instance, task_type
+    return task_type
+
+
+@functools.lru_cache(maxsize=32)
+def task_config(taskset: str, config_json: str) -> Any:
+    """The ``TaskConfig`` each task of ``taskset`` gets from the taskset config's ``task`` section."""
+    vf = vf_module()
+    field = vf.taskset_config_type(taskset).model_fields["task"]
+    kind = field.annotation if isinstance(field.annotation, type) else type(field.get_default(call_default_factory=True))
+    try:
+        return kind.model_validate(json.loads(config_json).get("task") or {})
+    except Exception as e:
+        raise _config_error(taskset, e) from None
 
 
 def check_supported(taskset: str, task_type: type) -> None:
@@ -115,8 +140,10 @@ class VerifiersEnv(HubEnvironment):
         self.timeout_s = float(timeout_s)
         self._loaded()  # refuse what cannot run at once
 
-    def _loaded(self):
-        return loaded(self.taskset, json.dumps(self.taskset_config, sort_keys=True, default=str), self.imports)
+    def _loaded(self) -> tuple[type, Any]:
+        """(task class, task config), built once per process."""
+        return (task_class(self.taskset, self.imports),
+                task_config(self.taskset, json.dumps(self.taskset_config, sort_keys=True, default=str)))
 
     def format_prompt(self, problem: Problem):
         return problem.prompt
@@ -127,9 +154,9 @@ class VerifiersEnv(HubEnvironment):
 
     def task(self, problem: Problem):
         """The verifiers task of ``problem``, rebuilt from its data."""
-        taskset, task_type = self._loaded()
+        task_type, config = self._loaded()
         data = task_type.data_type().model_validate(problem.reference["data"])
-        return task_type(data, taskset.config.task)
+        return task_type(data, config)
 
     def trace(self, task, completion: str):
         """A trace of one exchange: the task's prompt, then ``completion`` as the model's turn."""

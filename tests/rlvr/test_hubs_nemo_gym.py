@@ -68,6 +68,21 @@ def test_verify_requests_the_nemo_gym_way_give_rlvr_rewards(nemo_server):
             assert by_verifiers.info["metrics"]["passed"] == float(want.passed)
 
 
+def oversized(url: str) -> int:
+    """The status answered to a /verify that declares a 2 MiB body (refused before any of it is read)."""
+    import http.client
+
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.putrequest("POST", "/verify")
+    conn.putheader("Authorization", f"Bearer {TOKEN}")
+    conn.putheader("Content-Length", str(2 << 20))
+    conn.endheaders()
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
 @pytest.mark.parametrize("nemo_server", CASES[:1], indirect=True, ids=["math"])
 def test_bad_requests_are_refused_and_failures_counted(nemo_server, tmp_path):
     import urllib.error
@@ -87,7 +102,7 @@ def test_bad_requests_are_refused_and_failures_counted(nemo_server, tmp_path):
     response = {"output": [{"type": "message", "content": [{"type": "output_text", "text": "Answer: 1"}]}]}
     before = dict(server.stats)
     assert post(json.dumps({**row, "response": response}).encode(), token=None) == 401
-    assert post(b"x" * (2 << 20)) == 413
+    assert oversized(server.url) == 413
     assert post(json.dumps({"responses_create_params": {}, "response": response}).encode()) == 400  # no rlvr_problem
     assert post(json.dumps({**row, "response": {"output": "junk"}}).encode()) == 400
     assert post(json.dumps({**row, "response": response}).encode()) == 200
