@@ -100,13 +100,11 @@ def test_bad_requests_are_refused_and_failures_counted(nemo_server, tmp_path):
             return e.code
 
     response = {"output": [{"type": "message", "content": [{"type": "output_text", "text": "Answer: 1"}]}]}
-    before = dict(server.stats)
     assert post(json.dumps({**row, "response": response}).encode(), token=None) == 401
     assert oversized(server.url) == 413
     assert post(json.dumps({"responses_create_params": {}, "response": response}).encode()) == 400  # no rlvr_problem
     assert post(json.dumps({**row, "response": {"output": "junk"}}).encode()) == 400
     assert post(json.dumps({**row, "response": response}).encode()) == 200
-    assert server.stats.get(200, 0) - before.get(200, 0) == 1
 
     # an unauthenticated client, a dead server and a junk server are counted verdicts naming the URL
     no_token = tasks.make(f"nemo-gym:{folder / 'data' / 'test.jsonl'}", url=server.url, token="")
