@@ -41,6 +41,10 @@ def register_all() -> None:
         description="A NeMo Gym resources server's reward (POST /seed_session, then /verify with the completion as a Responses object; task ids nemo-gym:CONFIG)",
     )
     envs.register(
+        "hubs/openenv-v1", "envs.hubs.openenv:OpenEnvEnv",
+        description="An OpenEnv server's reward for the completion as one step of a WebSocket session after the problem's reset (task ids openenv:URL)",
+    )
+    envs.register(
         "hubs/harbor-v1", "envs.hubs.harbor:HarborEnv",
         description="A Harbor task folder: the completion's shell commands run in /app, then the task's tests/test.sh writes the reward (task ids harbor:DIR)",
     )

@@ -6,6 +6,7 @@ branches):
 ``verifiers:NAME``     a verifiers (v1) taskset: its tasks, scored by its own reward functions
 ``skyrl-gym:NAME``     a SkyRL-Gym environment on SkyRL dataset rows (``data``: parquet or JSONL)
 ``nemo-gym:PATH``      a NeMo Gym resources server (``url``) on its JSONL rows, or a NeMo Gym config
+``openenv:URL``        an OpenEnv environment server: each problem is a ``reset`` (by seed)
 ``harbor:DIR``         a Harbor task folder, or a folder of them
 =====================  ==========================================================================
 
@@ -30,6 +31,7 @@ SCHEMES: dict[str, str] = {
     "verifiers": "tasks.hubs:verifiers_task",
     "skyrl-gym": "tasks.hubs:skyrl_gym_task",
     "nemo-gym": "tasks.hubs:nemo_gym_task",
+    "openenv": "tasks.hubs:openenv_task",
     "harbor": "tasks.hubs:harbor_task",
 }
 
@@ -391,3 +393,112 @@ class NeMoGymTask(RowsTask):
 
 def nemo_gym_task(rest: str, **config: Any) -> NeMoGymTask:
     return NeMoGymTask(rest, **config)
+
+
+# -- OpenEnv ------------------------------------------------------------------------------------
+
+TEST_SEED_OFFSET = 1_000_000
+"""Seeds of the ``test`` split start here, so no train reset shares a seed with a test one."""
+
+
+def openenv_schema(url: str, timeout_s: float, headers: dict[str, str]) -> dict[str, Any]:
+    import urllib.request
+
+    request = urllib.request.Request(url.rstrip("/") + "/schema", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            schema = json.loads(response.read())
+    except Exception as e:
+        raise TaskError(f"openenv:{url}: cannot read the server's /schema: {type(e).__name__}: {e}") from None
+    if not isinstance(schema, dict) or not isinstance(schema.get("action"), dict):
+        raise TaskError(f"openenv:{url}: /schema has no action schema")
+    return schema
+
+
+def _string_fields(schema: dict[str, Any]) -> list[str]:
+    return [name for name, spec in (schema.get("properties") or {}).items()
+            if name != "metadata" and (spec.get("type") == "string" or {"type": "string"} in spec.get("anyOf", []))]
+
+
+class OpenEnvTask(Task):
+    """Problems from an OpenEnv server: problem ``i`` of a split is the observation of ``reset`` with
+    seed ``i`` (``test`` seeds from 1,000,000) and the ``reset`` arguments of the config; the prompt is
+    the observation's ``prompt_field``. Verified by ``hubs/openenv-v1`` (a session: the same reset,
+    then one step with the completion as ``action_field``). Both fields default to what the server's
+    ``/schema`` says (its one required text action field; ``prompt``, else its first text field)."""
+
+    env_id = "hubs/openenv-v1"
+
+    def __init__(self, url: str, size: dict[str, int] | None = None, reset: dict[str, Any] | None = None, action_field: str | None = None,
+                 prompt_field: str | None = None, headers: dict[str, str] | None = None, timeout_s: float = 60.0,
+                 pass_reward: float = 1.0, gold: str | None = None):
+        if not url.startswith(("http://", "https://")):
+            raise TaskError(f"openenv:{url}: give the server's http:// or https:// address (openenv:http://127.0.0.1:8000)")
+        sizes = size if size is not None else {"train": 256, "test": 64}
+        if not isinstance(sizes, dict) or not sizes or not all(isinstance(n, int) and n > 0 for n in sizes.values()):
+            raise TaskError(f"openenv:{url}: size must map each split to a number of problems > 0, e.g. {{train: 256, test: 64}}")
+        self.url = url.rstrip("/")
+        self.sizes = dict(sizes)
+        self.splits = tuple(sizes)
+        self.heldout_splits = tuple(s for s in sizes if s in ("test", "validation"))
+        self.reset_kwargs = dict(reset or {})
+        schema = openenv_schema(self.url, timeout_s, dict(headers or {}))
+        action_fields = _string_fields(schema["action"])
+        if action_field is None:
+            required = [f for f in action_fields if f in (schema["action"].get("required") or [])]
+            if len(required) != 1:
+                raise TaskError(f"openenv:{url}: cannot tell which action field takes the model's text (text fields: "
+                                f"{', '.join(action_fields) or 'none'}); set action_field in the task config")
+            action_field = required[0]
+        elif action_field not in action_fields:
+            raise TaskError(f"openenv:{url}: the action has no text field {action_field!r} (text fields: {', '.join(action_fields) or 'none'})")
+        observation_fields = _string_fields(schema.get("observation") or {}) + ["prompt"]
+        self.prompt_field = prompt_field or ("prompt" if "prompt" in (schema.get("observation") or {}).get("properties", {}) else observation_fields[0])
+        self.env_kwargs = {"url": self.url, "action_field": action_field, "headers": dict(headers or {}), "timeout_s": timeout_s,
+                           "pass_reward": pass_reward, "gold": gold}
+        self._cache: dict[tuple[str, int], Problem] = {}
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return {"size": self.sizes, "reset": self.reset_kwargs, "prompt_field": self.prompt_field,
+                **{k: v for k, v in self.env_kwargs.items() if k not in ("url", "headers")}}
+
+    def size(self, split: str) -> int:
+        self.check_split(split)
+        return self.sizes[split]
+
+    def get(self, split: str, index: int) -> Problem:
+        from envs.hubs.common import text_prompt
+        from envs.hubs.openenv import OpenEnvSession
+        from envs.remote import RemoteError
+
+        self.check_split(split)
+        if not 0 <= index < self.sizes[split]:
+            raise TaskError(f"openenv:{self.url}: split {split!r} has {self.sizes[split]} problems, no index {index}")
+        if (split, index) not in self._cache:
+            seed = index + (TEST_SEED_OFFSET if split in self.heldout_splits else 0)
+            kwargs = {**self.reset_kwargs, "seed": seed}
+            try:
+                with OpenEnvSession(self.url, self.env_kwargs["timeout_s"], self.env_kwargs["headers"]) as session:
+                    answer = session.reset(**kwargs)
+            except RemoteError as e:
+                raise TaskError(f"openenv:{self.url}: reset for problem {split}/{index} failed: {e}") from None
+            observation = answer.get("observation") or {}
+            prompt = observation.get(self.prompt_field)
+            if isinstance(prompt, list):
+                prompt = text_prompt(prompt)
+            if not isinstance(prompt, (str, list)) or not prompt:
+                raise TaskError(f"openenv:{self.url}: the reset observation has no text in {self.prompt_field!r} "
+                                f"(fields: {', '.join(observation) or 'none'}); set prompt_field in the task config")
+            self._cache[(split, index)] = Problem(id=f"{split}/{index}", prompt=prompt, reference={"reset": kwargs, "observation": observation},
+                                                  metadata={"openenv": self.url})
+        return self._cache[(split, index)]
+
+    def data_sets(self, split: str) -> frozenset[str]:
+        self.check_split(split)
+        offset = TEST_SEED_OFFSET if split in self.heldout_splits else 0
+        return frozenset({f"openenv:{self.url}:{stable_hash(self.reset_kwargs):x}:seeds{offset}+"})
+
+
+def openenv_task(rest: str, **config: Any) -> OpenEnvTask:
+    return OpenEnvTask(rest, **config)

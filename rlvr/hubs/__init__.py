@@ -8,6 +8,8 @@ hub            what is written                                  multi-turn    ru
 =============  ===============================================  ============  ================
 verifiers      a ``vf.Taskset`` package (v1)                    yes           ``vf-eval``
 skyrl-gym      a ``BaseTextEnv`` package + parquet rows         yes           ``skyrl_gym.make``
+openenv        an OpenEnv package whose server forwards to rlvr's yes           OpenEnv's client
+               server (``/session/*``)
 nemo-gym       rows + config for rlvr's server as its resources no            ``/verify``
                server (``rlvr envs serve --dialect nemo-gym``)
 harbor         one task folder per problem                      no            ``tests/test.sh``
@@ -53,6 +55,7 @@ class Hub:
 HUBS: dict[str, Hub] = {
     "verifiers": Hub("rlvr.hubs.verifiers", "verifiers", "hubs", True),
     "skyrl-gym": Hub("rlvr.hubs.skyrl_gym", "skyrl-gym", "hubs", True),
+    "openenv": Hub("rlvr.hubs.openenv", "openenv-core", "", True),
     "nemo-gym": Hub("rlvr.hubs.nemo_gym", "nemo-gym", "", False),
     "harbor": Hub("rlvr.hubs.harbor", "harbor", "", False),
 }

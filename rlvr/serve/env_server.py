@@ -10,7 +10,15 @@ Routes (JSON; every one but ``GET /health`` needs the bearer token, see `rlvr.se
 ``POST /verify``      ``{"problems": [...], "completions": [...]}`` → ``{"verdicts": [...]}``
 ``POST /step``        ``{"problem", "turns"}`` → ``{"observation", "calls", "rewards"}`` (multi-turn)
 ``POST /verify_episode``  ``{"problem", "turns", "end"}`` → ``{"verdict"}`` (multi-turn)
+``POST /session/start``   ``{"problem"}`` → ``{"session", "prompt"}``: an episode held by the server
+``POST /session/act``     ``{"session", "text"}`` → ``{"observation"}`` (a tool's output: act again)
+                          or ``{"verdict"}`` (the episode is over and judged)
+``POST /session/close``   ``{"session"}`` → ``{}``
 ====================  =========================================================================
+
+Sessions are for clients that hold no transcript (the OpenEnv export): the server plays the episode
+as rlvr's trainer does (`rlvr.hubs.session.Session`). At most ``MAX_SESSIONS`` are open; one idle for
+``SESSION_IDLE_S`` is dropped, and acting on it is a 404 naming it.
 
 A problem is either a full problem (``{"id", "prompt", "reference", "metadata"}``) or a reference
 into the served task, ``{"split": "test", "index": 3}``, which keeps the reference answer on the
@@ -34,6 +42,12 @@ from rlvr.serve.http import GuardedServer, Guards, Handler, HTTPFailure
 MAX_ITEMS = 1024
 """Problems one request may verify."""
 
+MAX_SESSIONS = 1024
+"""Episodes the server holds open at once (`POST /session/start`)."""
+
+SESSION_IDLE_S = 600.0
+"""Seconds an open episode may go unused before the server drops it."""
+
 
 @dataclass(frozen=True)
 class VerifySettings:
@@ -55,6 +69,7 @@ class EnvService:
         self._pool: VerifierPool | None = None
         self._steps = StepRunner(max_workers=32)
         self._lock = threading.Lock()
+        self._sessions: dict[str, tuple[Any, float]] = {}
 
     @property
     def multi_turn(self) -> bool:
@@ -68,6 +83,8 @@ class EnvService:
         if self.multi_turn:
             routes[("POST", "/step")] = self.step
             routes[("POST", "/verify_episode")] = self.verify_episode
+        routes.update({("POST", "/session/start"): self.session_start, ("POST", "/session/act"): self.session_act,
+                       ("POST", "/session/close"): self.session_close})
         return routes
 
     # -- routes -------------------------------------------------------------------------------
@@ -139,6 +156,47 @@ class EnvService:
         episode = Episode(tuple(turns), end)
         return {"verdict": self._verify([problem], [episode])[0].to_dict()}
 
+    def session_start(self, body: dict[str, Any]) -> dict[str, Any]:
+        import secrets
+        import time
+
+        from rlvr.hubs.session import Session
+
+        problem = self._problem(body.get("problem"), "problem")
+        session = Session(_ServiceJudge(self), problem)
+        now = time.monotonic()
+        with self._lock:
+            for key in [k for k, (_, used) in self._sessions.items() if now - used > SESSION_IDLE_S]:
+                del self._sessions[key]
+            if len(self._sessions) >= MAX_SESSIONS:
+                raise HTTPFailure(503, f"{MAX_SESSIONS} sessions are open; close some (POST /session/close) or retry later")
+            key = secrets.token_hex(12)
+            self._sessions[key] = (session, now)
+        return {"session": key, "prompt": session.prompt, "multi_turn": self.multi_turn}
+
+    def session_act(self, body: dict[str, Any]) -> dict[str, Any]:
+        import time
+
+        key = _field(body, "session", str)
+        text = _field(body, "text", str)
+        with self._lock:
+            held = self._sessions.get(key)
+            if held is None:
+                raise HTTPFailure(404, f"no open session {key!r} (it ended, was closed, or sat idle over {SESSION_IDLE_S:g} s)")
+            self._sessions[key] = (held[0], time.monotonic())
+        reply = held[0].act(text)
+        if reply.done:
+            with self._lock:
+                self._sessions.pop(key, None)
+            return {"verdict": reply.verdict.to_dict()}
+        return {"observation": reply.observation}
+
+    def session_close(self, body: dict[str, Any]) -> dict[str, Any]:
+        key = _field(body, "session", str)
+        with self._lock:
+            self._sessions.pop(key, None)
+        return {}
+
     # -- helpers ------------------------------------------------------------------------------
 
     def _verify(self, problems: list[Problem], completions: list[Any]):
@@ -182,6 +240,19 @@ class EnvService:
                 self._pool.close()
                 self._pool = None
         self._steps.close()
+
+
+class _ServiceJudge:
+    """What `rlvr.hubs.session.Session` needs of a judge, from the service's own pool and steps."""
+
+    def __init__(self, service: EnvService):
+        self.env = service.env
+        self.steps = service._steps
+        self.multi_turn = service.multi_turn
+        self._service = service
+
+    def verify(self, problem: Problem, completion: Any):
+        return self._service._verify([problem], [completion])[0]
 
 
 def _field(body: dict[str, Any], name: str, kind: type, default: Any = ...) -> Any:
