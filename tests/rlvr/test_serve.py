@@ -231,3 +231,31 @@ def test_cli_serve_prints_its_url_and_token(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_sessions_play_episodes_held_by_the_server():
+    """POST /session/start, /session/act: the server plays the episode (a tool call's output comes
+    back, then the verdict), equal to the local one; an unknown or finished session is a 404."""
+    task = tasks.make("tool-products-v1")
+    problem = task.problems("test", limit=1)[0]
+    server, service = serve(task.env, task)
+    try:
+        env = RemoteEnvironment(server.url, TOKEN)
+        opened = env.endpoint.call("POST", "/session/start", {"problem": {"split": "test", "index": 0}})
+        assert opened["multi_turn"] and opened["prompt"] == task.env.format_prompt(problem)
+        turns = task.env.scripted_turns(problem)
+        first = env.endpoint.call("POST", "/session/act", {"session": opened["session"], "text": turns[0]})
+        assert first["observation"]
+        last = env.endpoint.call("POST", "/session/act", {"session": opened["session"], "text": turns[1]})
+        local = task.env.verify_episode(problem, play(task.env, problem, lambda seen: turns[sum(t.role.value == "model" for t in seen)]))
+        assert Verdict.from_dict(last["verdict"]).reward == local.reward == 1.0
+        status, body = raw(server.url, "POST", "/session/act", json.dumps({"session": opened["session"], "text": "x"}).encode(),
+                           {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+        assert status == 404 and "no open session" in body["error"]
+        status, _ = raw(server.url, "POST", "/session/start", json.dumps({"problem": {"split": "test", "index": 0}}).encode(),
+                        {"Content-Type": "application/json"})
+        assert status == 401
+    finally:
+        server.shutdown()
+        server.server_close()
+        service.close()
