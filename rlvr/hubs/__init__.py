@@ -16,11 +16,13 @@ harbor         one task folder per problem                      no            ``
 =============  ===============================================  ============  ================
 
 The verdict always comes from rlvr's own environment (the same reward, reason and timeout): the
-exported code calls rlvr in process (rlvr installed beside the hub). Splits are
-written as separate frozen files with their checksums, so train and test stay disjoint.
+verifiers, SkyRL-Gym and Harbor exports call rlvr in process (rlvr installed beside the hub); the
+OpenEnv and NeMo Gym exports call rlvr's environment server (`rlvr.serve`), so the hub's package
+needs no environment shared with rlvr's. Splits are written as separate frozen files with their
+checksums, so train and test stay disjoint.
 
-Import: task ids ``verifiers:NAME``, ``skyrl-gym:NAME``, ``nemo-gym:CONFIG`` and ``harbor:DIR``
-make a hub's environment an rlvr task (`tasks.hubs`).
+Import: task ids ``verifiers:NAME``, ``skyrl-gym:NAME``, ``nemo-gym:CONFIG``, ``openenv:URL`` and
+``harbor:DIR`` make a hub's environment an rlvr task (`tasks.hubs`).
 """
 
 from __future__ import annotations
