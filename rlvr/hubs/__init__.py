@@ -8,10 +8,9 @@ hub            what is written                                  multi-turn    ru
 =============  ===============================================  ============  ================
 verifiers      a ``vf.Taskset`` package (v1)                    yes           ``vf-eval``
 skyrl-gym      a ``BaseTextEnv`` package + parquet rows         yes           ``skyrl_gym.make``
-openenv        an OpenEnv package whose server forwards to rlvr's yes           OpenEnv's client
-               server (``/session/*``)
-nemo-gym       rows + config for rlvr's server as its resources no            ``/verify``
-               server (``rlvr envs serve --dialect nemo-gym``)
+openenv        an OpenEnv package forwarding to rlvr's server   yes           OpenEnv's client
+nemo-gym       rows + config; rlvr's server is the resources    no            ``/verify``
+               server (``--dialect nemo-gym``)
 harbor         one task folder per problem                      no            ``tests/test.sh``
 =============  ===============================================  ============  ================
 
