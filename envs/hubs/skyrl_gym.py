@@ -68,6 +68,7 @@ class SkyRLGymEnv(HubEnvironment):
     def verify(self, problem: Problem, completion: str) -> Verdict:
         if not completion.strip():
             return Verdict.no_answer(reason="empty completion")
+        self.ensure_registered()  # (a worker process unpickles the environment without running __init__)
         gym = _skyrl_gym()
         row = problem.reference["row"]
         env = gym.make(self.env_class, env_config=self.env_config, extras=json.loads(json.dumps(row)))

@@ -95,7 +95,13 @@ def run(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     rollout = load_config(RolloutConfig, None, [f"engine={args.engine}", *args.rollout])  # a bad key is named before the model loads
     report = evaluate(make_engine(rollout, model_path=args.model, seed=args.seed), task, settings, model_name=args.model)
-    report.setdefault("provenance", {})["options"] = {k: v for k, v in vars(args).items() if k != "func"}
+    from rlvr.eval.provenance import redact
+
+    options = {k: v for k, v in vars(args).items() if k != "func"}
+    for key in ("task_config", "env_kwargs"):  # YAML/JSON text: recorded parsed, with any secret in it left out
+        if isinstance(options.get(key), str):
+            options[key] = _mapping(options[key], f"--{key.replace('_', '-')}")
+    report.setdefault("provenance", {})["options"] = redact(options)
     json_path, md_path = write_report(report, out)
     print(md_path.read_text())
     print(f"reports: {json_path} {md_path}")

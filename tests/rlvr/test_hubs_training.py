@@ -83,6 +83,7 @@ def test_verifiers_nemo_gym_taskset_trains_and_evaluates(tmp_path, sft_base, rl_
         assert server.stats.get(200, 0) >= 2 * (STEPS * 8 * 4 + 16) - 2  # (the last reply may not be counted yet)
         assert 0.0 < sum(r["reward/mean"] for r in steps) / STEPS < 1.0, steps
         assert report["task"]["env"] == "hubs/verifiers-v1" and report["problems"] == 16
+        assert token not in json.dumps(report) and "***" in json.dumps(report["task"])  # the header is not recorded
     finally:
         server.shutdown()
         server.server_close()
