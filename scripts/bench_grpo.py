@@ -16,6 +16,12 @@ verifiers, not for arithmetic's 8 ms).
     python scripts/bench_grpo.py --model runs/quickstart/sft/final --frameworks rlvr
     python scripts/bench_grpo.py --variant overlap='rollout.overlap=true'   # rlvr, rlvr-overlap and TRL in one run
     python scripts/bench_grpo.py --model smollm2-135m-instruct --steps 6  # a real chat model: the chat profile
+    python scripts/bench_grpo.py --model smollm2-135m-instruct --frameworks rlvr,trl,trl-vllm --device cuda   # one GPU
+
+Both frameworks run on ``--device`` (auto: the GPU when torch sees one) in the same precision, and
+the held-out evaluations run there too. ``trl-vllm`` is TRL generating with vLLM colocated on the
+same GPU (``use_vllm=True, vllm_mode="colocate"``), run when vLLM is installed. The table reports each
+run's device, attention kernel and GPU memory peak.
 
 Profiles: ``embedded`` (the numbers above, for the embedded character-level model) and ``chat`` (a
 real pretrained chat model: 8 prompts x 4 completions x 48 tokens, micro-batch 32, temperature
@@ -61,16 +67,18 @@ PROFILES = {
     "embedded": Profile(32, 8, 128, 64, 1e-4, 2, 0.04, 0.2, 1.0, 1.0, chat=False, task_config={"direct_frac": 0.5}),
     # top-p 1: TRL scores the tempered full distribution, so rlvr does too (under top-p it scores the truncated one)
     "chat": Profile(8, 4, 32, 48, 1e-5, 2, 0.04, 0.2, 0.7, 1.0, chat=True, heldout_limit=200),
+    # the smallest run that exercises every path (scripts/gpu_check.sh --cpu): no numbers to compare
+    "tiny": Profile(4, 2, 8, 16, 1e-5, 0, 0.04, 0.2, 0.7, 1.0, chat=True, heldout_limit=8),
 }
 
 
 def run_rlvr(model: str, steps: int, out: Path, threads: int, seed: int, extra: tuple[str, ...] = (), name: str = "rlvr",
-             prof: Profile = PROFILES["embedded"]) -> dict:
+             prof: Profile = PROFILES["embedded"], device: str = "auto") -> dict:
     from rlvr.config import load_config
     from rlvr.train import TrainConfig, train
 
     overrides = [
-        f"output_dir={out}", f"name={name}", f"model.name_or_path={model}", f"seed={seed}", f"threads={threads}",
+        f"output_dir={out}", f"name={name}", f"model.name_or_path={model}", f"seed={seed}", f"threads={threads}", f"device={device}",
         f"update.steps={steps}", f"rollout.prompts_per_step={prof.prompts_per_step}", f"rollout.group_size={prof.group}",
         f"rollout.max_new_tokens={prof.max_new}", f"rollout.chunk_prompts={prof.prompts_per_step}", f"update.micro_batch_size={prof.micro}",
         f"optim.lr={prof.lr}", f"optim.warmup_steps={prof.warmup}", "optim.schedule=cosine", "algo.preset=grpo", f"algo.kl.coef={prof.beta}",
@@ -81,20 +89,31 @@ def run_rlvr(model: str, steps: int, out: Path, threads: int, seed: int, extra: 
     ]
     result = train(load_config(TrainConfig, "quickstart", overrides))
     rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    resources = json.loads((result.run_dir / "resources.json").read_text())
+    policy = next((m for m in resources["models"] if m["role"] == "policy"), {})
     return {
         "step_s": [r["time/step"] for r in rows],
         "completion_tokens": [r["rollout/response_len"] * prof.prompts_per_step * prof.group for r in rows],
         "reward": [r["reward/mean"] for r in rows],
         "model": str(result.final_model),
+        "device": resources["device"].get("device"), "gpu": resources["device"].get("name"), "attention": policy.get("attention"),
+        "decoder": (resources.get("decoder") or {}).get("name"),
+        "peak_gpu_mb": resources["peak_cuda_bytes"] / 2**20 if "peak_cuda_bytes" in resources else None,
     }
 
 
 def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: tuple[str, ...] = (), name: str = "trl",
-            prof: Profile = PROFILES["embedded"]) -> dict:
-    """TRL's GRPOTrainer; ``extra`` holds its precision (``bf16``: ``bf16=True``) and optionally
-    ``attn=KERNEL`` (the model's attention; default: transformers')."""
+            prof: Profile = PROFILES["embedded"], device: str = "auto") -> dict:
+    """TRL's GRPOTrainer on ``device``; ``extra`` holds its precision (``bf16``: ``bf16=True``) and optionally
+    ``attn=KERNEL`` (the model's attention; default: transformers'); ``trl-vllm`` generates with vLLM colocated."""
     attn = next((e.split("=", 1)[1] for e in extra if e.startswith("attn=")), None)
     import torch
+
+    from rlvr.models.device import resolve_device
+
+    where = resolve_device(device, "--device")
+    if where.type == "cuda":
+        torch.cuda.set_device(where)
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -133,7 +152,8 @@ def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: t
                 self.rewards.append(logs.get("reward", float("nan")))
 
     args = GRPOConfig(
-        output_dir=str(out / "trl"), max_steps=steps, seed=seed, use_cpu=True, bf16="bf16" in extra,
+        output_dir=str(out / name), max_steps=steps, seed=seed, use_cpu=where.type == "cpu", bf16="bf16" in extra,
+        **(dict(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.3) if name.startswith("trl-vllm") else {}),
         per_device_train_batch_size=prof.micro, gradient_accumulation_steps=prof.prompts_per_step * prof.group // prof.micro,
         num_generations=prof.group, max_completion_length=prof.max_new, temperature=prof.temperature, top_p=prof.top_p, top_k=0,
         learning_rate=prof.lr, lr_scheduler_type="cosine", warmup_steps=prof.warmup, max_grad_norm=1.0, weight_decay=0.0,
@@ -142,13 +162,17 @@ def run_trl(model: str, steps: int, out: Path, threads: int, seed: int, extra: t
         gradient_checkpointing=False,  # TRL's GRPO default is True (recompute activations); rlvr keeps them, so parity is off
     )
     timer = StepTimer()
-    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model, attn_implementation=attn), reward_funcs=reward, args=args,
+    policy = AutoModelForCausalLM.from_pretrained(model, attn_implementation=attn)
+    trainer = GRPOTrainer(model=policy, reward_funcs=reward, args=args,
                           train_dataset=data, processing_class=AutoTokenizer.from_pretrained(model), callbacks=[timer])
     trainer.train()
-    final = out / "trl" / "final"
+    final = out / name / "final"
     trainer.save_model(str(final))
     trainer.processing_class.save_pretrained(str(final))
-    return {"step_s": timer.times, "completion_tokens": timer.lengths, "reward": timer.rewards, "model": str(final)}
+    return {"step_s": timer.times, "completion_tokens": timer.lengths, "reward": timer.rewards, "model": str(final),
+            "device": str(trainer.args.device), "gpu": torch.cuda.get_device_name(where) if where.type == "cuda" else None,
+            "attention": getattr(policy.config, "_attn_implementation", None), "decoder": "vllm" if args.use_vllm else "generate",
+            "peak_gpu_mb": torch.cuda.max_memory_allocated(where) / 2**20 if where.type == "cuda" else None}
 
 
 WORKERS = {"rlvr": run_rlvr, "trl": run_trl}
@@ -170,7 +194,7 @@ def worker_overrides(name: str, precision: str, variants: dict[str, str], trl_at
     return f"model.precision={precision_of(name, precision)} {variant}".strip()
 
 
-def heldout(model: str, threads: int, prof: Profile) -> float:
+def heldout(model: str, threads: int, prof: Profile, device: str = "auto") -> float:
     import torch
 
     import tasks
@@ -180,7 +204,7 @@ def heldout(model: str, threads: int, prof: Profile) -> float:
     from rlvr.rollout.prompts import PromptConfig
 
     torch.set_num_threads(threads)
-    engine = make_engine(RolloutConfig(), model_path=model)
+    engine = make_engine(RolloutConfig(), model_path=model, device=device, dtype="float32")  # the trained weights' own precision
     settings = EvalSettings(max_new_tokens=prof.max_new, chunk_prompts=256 if not prof.chat else 64, limit=prof.heldout_limit,
                             prompt=PromptConfig(format="chat" if prof.chat else "raw"))
     report = evaluate(engine, tasks.make("arithmetic-v1"), settings, progress=False)
@@ -223,6 +247,8 @@ def summarise(name: str, r: dict, skip: int) -> dict:
         "train_reward_last5": statistics.fmean(r["reward"][-5:]),
         "heldout_after": r["heldout_after"],
         "peak_rss_mb": r.get("peak_rss_mb", float("nan")),
+        "device": r.get("device"), "gpu": r.get("gpu"), "attention": r.get("attention"), "decoder": r.get("decoder"),
+        "peak_gpu_mb": r.get("peak_gpu_mb"),
     }
 
 
@@ -232,7 +258,9 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--frameworks", default="rlvr,trl", help="rlvr, trl, and trl-fp32 / trl-bf16 (TRL in the other precision too)")
+    p.add_argument("--frameworks", default="rlvr,trl",
+                   help="rlvr, trl, trl-fp32 / trl-bf16 (TRL in the other precision too), trl-vllm (TRL with vLLM colocated; needs vllm and a GPU)")
+    p.add_argument("--device", default="auto", help="where every framework trains and evaluates: auto (the GPU when torch sees one), cpu, cuda, cuda:N")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="both frameworks' compute precision (bf16: autocast, float32 weights; measured faster here on a CPU with AVX512-BF16; CPUs without bf16 instructions emulate it)")
     p.add_argument("--skip", type=int, default=2, help="first steps left out of timing (warm-up)")
@@ -251,11 +279,15 @@ def main() -> int:
 
     if args.worker:  # one framework, in its own process
         worker = WORKERS["trl" if args.worker.startswith("trl") else "rlvr"]
-        result = worker(args.model, args.steps, out, args.threads, args.seed, tuple(args.overrides.split()), args.worker, PROFILES[args.profile])
+        result = worker(args.model, args.steps, out, args.threads, args.seed, tuple(args.overrides.split()), args.worker, PROFILES[args.profile],
+                        args.device)
         result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the whole run in this process (Linux: KiB)
         (out / f"{args.worker}.json").write_text(json.dumps(result))
         return 0
 
+    from rlvr.models.device import resolve_device
+
+    resolve_device(args.device, "--device")
     base = ensure_base(args.model, out)
     profile = args.profile if args.profile != "auto" else profile_for(base)
     prof = PROFILES[profile]
@@ -268,24 +300,36 @@ def main() -> int:
             except ImportError:
                 print("TRL is not installed (pip install -e '.[bench]'): skipping it")
                 continue
+        if name.startswith("trl-vllm"):
+            import importlib.util
+
+            import torch
+
+            if importlib.util.find_spec("vllm") is None or not torch.cuda.is_available():
+                print(f"{name} needs vLLM and a GPU: skipping it")
+                continue
         print(f"running {name} for {args.steps} steps ...", flush=True)
         cmd = [sys.executable, __file__, "--worker", name, "--model", base, "--steps", str(args.steps),
-               "--threads", str(args.threads), "--seed", str(args.seed), "--out", str(out), "--profile", profile,
+               "--threads", str(args.threads), "--seed", str(args.seed), "--out", str(out), "--profile", profile, "--device", args.device,
                "--overrides", worker_overrides(name, args.precision, variants, args.trl_attn)]
         subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL if name.startswith("trl") else None)
         results[name] = json.loads((out / f"{name}.json").read_text())
-        results[name]["heldout_after"] = heldout(results[name]["model"], args.threads, prof)
+        results[name]["heldout_after"] = heldout(results[name]["model"], args.threads, prof, args.device)
         rows.append(summarise(name, results[name], args.skip))
-    before = heldout(base, args.threads, prof)
+    before = heldout(base, args.threads, prof, args.device)
 
     print(f"\nGRPO on arithmetic-v1 ({profile} profile), {args.steps} steps of {prof.prompts_per_step} prompts x {prof.group}, "
           f"{args.threads} threads, {args.precision}; held-out ({prof.heldout_limit or 500}, greedy) before RL: {before:.3f}")
-    header = (f"{'framework':16} {'median step s':>14} {'mean step s':>12} {'compl. tok/s':>13} {'reward first5':>14} {'reward last5':>13} "
-              f"{'held-out after':>15} {'peak RSS MB':>12}")
+    where = next((f"{r['device']}" + (f" ({r['gpu']})" if r.get("gpu") else "") for r in rows if r.get("device")), "?")
+    print(f"device {where}")
+    header = (f"{'framework':16} {'decoder':10} {'attention':9} {'median step s':>14} {'mean step s':>12} {'compl. tok/s':>13} {'reward first5':>14} "
+              f"{'reward last5':>13} {'held-out after':>15} {'peak RSS MB':>12} {'peak GPU MB':>12}")
     print(header + "\n" + "-" * len(header))
     for r in rows:
-        print(f"{r['framework']:16} {r['median_step_s']:14.2f} {r['mean_step_s']:12.2f} {r['completion_tokens_per_s']:13.0f} "
-              f"{r['train_reward_first5']:14.3f} {r['train_reward_last5']:13.3f} {r['heldout_after']:15.3f} {r['peak_rss_mb']:12.0f}")
+        gpu = f"{r['peak_gpu_mb']:12.0f}" if r.get("peak_gpu_mb") is not None else f"{'-':>12}"
+        print(f"{r['framework']:16} {str(r.get('decoder') or '-'):10} {str(r.get('attention') or '-'):9} {r['median_step_s']:14.2f} "
+              f"{r['mean_step_s']:12.2f} {r['completion_tokens_per_s']:13.0f} {r['train_reward_first5']:14.3f} {r['train_reward_last5']:13.3f} "
+              f"{r['heldout_after']:15.3f} {r['peak_rss_mb']:12.0f} {gpu}")
     trl_rows = [r for r in rows if r["framework"].startswith("trl")]
     if trl_rows:
         print()
@@ -294,7 +338,7 @@ def main() -> int:
             if not r["framework"].startswith("trl"):
                 print(f"{r['framework']}: median step {r['median_step_s'] / trl_row['median_step_s']:.2f}x {trl_row['framework']}'s "
                       f"({trl_row['median_step_s'] / r['median_step_s']:.2f}x faster)")
-    (out / "summary.json").write_text(json.dumps({"heldout_before": before, "profile": profile, "steps": args.steps, "threads": args.threads, "precision": args.precision, "trl_attn": args.trl_attn, "variants": variants,
+    (out / "summary.json").write_text(json.dumps({"heldout_before": before, "profile": profile, "steps": args.steps, "threads": args.threads, "precision": args.precision, "device": args.device, "trl_attn": args.trl_attn, "variants": variants,
                                                    "rows": rows, "per_step": results}, indent=2))
     print(f"wrote {out / 'summary.json'}")
     return 0

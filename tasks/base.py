@@ -55,6 +55,8 @@ class Task(ABC):
         env_kwargs: Keyword arguments for that environment.
         splits: The split names this task provides.
         heldout_splits: Splits that training must never read.
+        max_new_tokens: The completion budget an evaluation gives each answer by default (``rlvr
+            eval`` without ``--max-new-tokens``): room for the reasoning this task's answers need.
     """
 
     id: str = ""
@@ -62,6 +64,7 @@ class Task(ABC):
     env_kwargs: dict[str, Any] = {}
     splits: tuple[str, ...] = ("train", "test")
     heldout_splits: tuple[str, ...] = ("test",)
+    max_new_tokens: int = 512
 
     @property
     def config(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.types import Problem
-from tasks.base import Task, TaskError
+from tasks.base import Task, TaskError, stable_hash
 
 DATA_DIR_ENV = "RLVR_DATA_DIR"
 """Environment variable naming a folder that relative local paths are resolved against."""
@@ -262,10 +262,24 @@ class DatasetTask(Task):
     row_errors: tuple[type[Exception], ...] = (KeyError, ValueError, TypeError)
     """Exceptions of `row_to_problem` that mark a row as malformed (anything else is a bug)."""
     max_bad_fraction: float = 0.05
+    validation_from_train: int = 0
+    """A data set without a validation split gets one of this many train problems (0: none): the
+    ones whose `validation_rank` is lowest, a hash of the task id and the problem id, so the choice
+    is fixed, spread over the file, and independent of row order. Train keeps the rest: the two are
+    disjoint, and the test split is untouched."""
 
     @property
     def splits(self) -> tuple[str, ...]:  # type: ignore[override]
-        return tuple(self.sources)
+        return (*self.sources, "validation") if self.carves_validation else tuple(self.sources)
+
+    @property
+    def carves_validation(self) -> bool:
+        """Whether ``validation`` is a slice of the data's train split (`validation_from_train`)."""
+        return self.validation_from_train > 0 and "train" in self.sources and "validation" not in self.sources
+
+    def validation_rank(self, problem: Problem) -> int:
+        """Order in which train problems are taken for a carved validation split."""
+        return stable_hash("validation-from-train", self.id, problem.id)
 
     @abstractmethod
     def row_to_problem(self, row: dict[str, Any], split: str, index: int) -> Problem:
@@ -275,6 +289,11 @@ class DatasetTask(Task):
         """Whether a loaded row belongs to ``split`` (for files that hold several splits)."""
         return True
 
+    def usable_train(self, problems: list[Problem]) -> list[Problem]:
+        """The data's train problems that training (and a carved validation split) may use: all of
+        them, unless a subclass knows some leak into a held-out split."""
+        return problems
+
     def size(self, split: str) -> int:
         return len(self._split(split))
 
@@ -283,7 +302,7 @@ class DatasetTask(Task):
 
     def load_report(self, split: str) -> LoadReport:
         self._split(split)
-        return self._reports[split]
+        return self._reports["train" if split == "validation" and self.carves_validation else split]
 
     @cached_property
     def _loaded(self) -> dict[str, list[Problem]]:
@@ -295,29 +314,44 @@ class DatasetTask(Task):
 
     def _split(self, split: str) -> list[Problem]:
         self.check_split(split)
-        if split not in self._loaded:
-            loaded, report = load_rows(self.sources[split])
-            # (position among the loaded rows, row): a bad row is reported where it is in the file
-            rows = [(at, r) for at, r in enumerate(loaded) if self.keep_row(r, split, self.sources[split])]
-            report.rows = len(rows) + len(report.bad_rows)
-            problems = []
-            for i, (at, row) in enumerate(rows):
-                try:
-                    missing = [f for f in self.required_fields if row.get(f) is None]
-                    if missing:
-                        raise KeyError(f"missing field(s) {', '.join(map(repr, missing))}")
-                    problem = self.row_to_problem(row, split, i)
-                    if problem.prompt in (None, "") or problem.reference is None:
-                        raise ValueError("empty prompt or reference")
-                    problems.append(problem)
-                except self.row_errors as e:
-                    report.bad_rows.append((report.location(at), f"{type(e).__name__}: {e}"))
-            if not problems:
-                raise TaskError(f"{self.id}: split {split!r} has no usable rows ({report.summary()})")
-            if report.bad_rows:
-                msg = f"{self.id}: split {split!r}: {report.summary()}"
-                if len(report.bad_rows) > self.max_bad_fraction * max(report.rows, 1):
-                    raise TaskError(msg + f" — more than {self.max_bad_fraction:.0%} of rows are malformed; fix the file")
-                warnings.warn(msg, RuntimeWarning, stacklevel=2)
-            self._loaded[split], self._reports[split] = problems, report
+        if split in self._loaded:
+            return self._loaded[split]
+        if split in ("train", "validation") and self.carves_validation:
+            full = self.usable_train(self._read("train"))
+            held = {p.id for p in sorted(full, key=self.validation_rank)[: self.validation_from_train]}
+            self._loaded["validation"] = [p for p in full if p.id in held]
+            self._loaded["train"] = [p for p in full if p.id not in held]
+        elif split == "train":
+            self._loaded[split] = self.usable_train(self._read(split))
+        else:
+            self._loaded[split] = self._read(split)
         return self._loaded[split]
+
+    def _read(self, split: str) -> list[Problem]:
+        """The problems of the data's ``split``, its load report kept; malformed rows are counted,
+        and fail the load above `max_bad_fraction`."""
+        loaded, report = load_rows(self.sources[split])
+        # (position among the loaded rows, row): a bad row is reported where it is in the file
+        rows = [(at, r) for at, r in enumerate(loaded) if self.keep_row(r, split, self.sources[split])]
+        report.rows = len(rows) + len(report.bad_rows)
+        problems = []
+        for i, (at, row) in enumerate(rows):
+            try:
+                missing = [f for f in self.required_fields if row.get(f) is None]
+                if missing:
+                    raise KeyError(f"missing field(s) {', '.join(map(repr, missing))}")
+                problem = self.row_to_problem(row, split, i)
+                if problem.prompt in (None, "") or problem.reference is None:
+                    raise ValueError("empty prompt or reference")
+                problems.append(problem)
+            except self.row_errors as e:
+                report.bad_rows.append((report.location(at), f"{type(e).__name__}: {e}"))
+        if not problems:
+            raise TaskError(f"{self.id}: split {split!r} has no usable rows ({report.summary()})")
+        if report.bad_rows:
+            msg = f"{self.id}: split {split!r}: {report.summary()}"
+            if len(report.bad_rows) > self.max_bad_fraction * max(report.rows, 1):
+                raise TaskError(msg + f" — more than {self.max_bad_fraction:.0%} of rows are malformed; fix the file")
+            warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        self._reports[split] = report
+        return problems

@@ -65,6 +65,7 @@ class MathDatasetTask(DatasetTask):
     env_id = "math-v1"
     heldout_splits = ("test",)
     answer_field = "answer"
+    max_new_tokens = 1024  # competition solutions: chain of thought, then the box
 
     def format_question(self, row: dict[str, Any]) -> str:
         return PROMPT.format(question=_question(row).strip())
@@ -106,8 +107,14 @@ class MathDatasetTask(DatasetTask):
 
 
 class GSM8K(MathDatasetTask):
-    """GSM8K grade-school word problems (7,473 train / 1,319 test); the answer follows ``####``."""
+    """GSM8K grade-school word problems (7,473 train / 1,319 test); the answer follows ``####``.
 
+    Split ``validation``: 500 of the train problems (`DatasetTask.validation_from_train`), so train
+    holds the other 6,973."""
+
+    validation_from_train = 500
+    heldout_splits = ("test", "validation")
+    max_new_tokens = 512
     sources = {
         "train": DataSource(local="gsm8k/train.jsonl", hf_id="openai/gsm8k", hf_config="main", hf_split="train"),
         "test": DataSource(local="gsm8k/test.jsonl", hf_id="openai/gsm8k", hf_config="main", hf_split="test"),
@@ -132,8 +139,11 @@ class HendrycksMath(MathDatasetTask):
 
     Split ``test_rest``: the test problems outside MATH-500, for training with MATH-500 held out.
     Train leaves out rows without an answer (reported as malformed) and the one problem whose text
-    also appears in test.
+    also appears in test. Split ``validation``: 500 of those train problems
+    (`DatasetTask.validation_from_train`); train holds the rest.
     """
+
+    validation_from_train = 500
 
     env_kwargs = {"numeric_literal": False}  # an expression of the value is an answer here (2^{10} for 1024)
     sources = {
@@ -141,12 +151,12 @@ class HendrycksMath(MathDatasetTask):
         "test": DataSource(local="math/test.jsonl", hf_id="DigitalLearningGmbH/MATH-lighteval", hf_config="default", hf_split="test"),
         "test_rest": DataSource(local="math/test.jsonl", hf_id="DigitalLearningGmbH/MATH-lighteval", hf_config="default", hf_split="test"),
     }
-    heldout_splits = ("test",)
+    heldout_splits = ("test", "validation")
 
     def data_sets(self, split: str) -> frozenset[str]:
         self.check_split(split)
-        if split == "train":
-            return frozenset({"hendrycks-math/train"})
+        if split in ("train", "validation"):
+            return frozenset({f"hendrycks-math/{split}"})
         if split == "test_rest":
             return frozenset({"hendrycks-math/test-rest"})
         return frozenset({"hendrycks-math/test-math500", "hendrycks-math/test-rest"})
@@ -156,19 +166,18 @@ class HendrycksMath(MathDatasetTask):
         rows, _ = load_rows(Math500.sources["test"])
         return frozenset(re.sub(r"\s+", " ", _question(r)).strip() for r in rows)
 
+    def usable_train(self, problems: list[Problem]) -> list[Problem]:
+        # The release has a train problem whose text is also a test problem; training on it would
+        # leak into every MATH/MATH-500 evaluation, so train drops it (test is untouched).
+        test = {self.canonical_question(p) for p in self._split("test")}
+        return [p for p in problems if self.canonical_question(p) not in test]
+
     def _split(self, split: str) -> list[Problem]:
-        if split not in ("test_rest", "train") or split in self._loaded:
+        if split != "test_rest" or split in self._loaded:
             return super()._split(split)
-        problems = super()._split(split)
-        if split == "train":
-            # The release has a train problem whose text is also a test problem; training on it
-            # would leak into every MATH/MATH-500 evaluation, so train drops it (test is untouched).
-            test = {self.canonical_question(p) for p in self._split("test")}
-            self._loaded[split] = [p for p in problems if self.canonical_question(p) not in test]
-            return self._loaded[split]
         held = self._math500_questions
         # MATH-500 problems are identified by their text (ids differ between hub copies)
-        self._loaded[split] = [p for p in problems if _raw_question(p) not in held]
+        self._loaded[split] = [p for p in super()._split(split) if _raw_question(p) not in held]
         return self._loaded[split]
 
 
@@ -191,6 +200,8 @@ class Math500(MathDatasetTask):
 class AIME24(MathDatasetTask):
     """AIME 2024 I and II: 30 problems, integer answers 0-999 (held out)."""
 
+    max_new_tokens = 2048
+
     def usable_solution(self, solution: str) -> bool:
         return False  # AoPS write-ups mark answers inconsistently; gold completions use the answer
 
@@ -200,10 +211,14 @@ class AIME24(MathDatasetTask):
 class AIME25(MathDatasetTask):
     """AIME 2025 I and II: 30 problems, integer answers 0-999 (held out)."""
 
+    max_new_tokens = 2048
+
     sources = {"test": DataSource(local="aime/aime25.jsonl", hf_id="math-ai/aime25", hf_split="test")}
 
 
 class AMC23(MathDatasetTask):
     """AMC 12 2023 (A and B): 40 problems with numeric answers (held out)."""
+
+    max_new_tokens = 2048
 
     sources = {"test": DataSource(local="amc/amc23.jsonl", hf_id="math-ai/amc23", hf_split="test")}

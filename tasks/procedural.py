@@ -51,7 +51,13 @@ class ProceduralTask(Task):
             ``tasks/data`` for its own tasks, a plugin's own package folder for a plugin's.
     """
 
+    max_new_tokens = 128  # short answers (`Task.max_new_tokens`)
+
     split_sizes: dict[str, int | None] = {"train": None, "test": 500}
+    validation_size: int = 200
+    """A task whose `split_sizes` list no validation split gets one of this many generated items
+    (0: none): hash-seeded like every split, held out, and avoided by the training stream as the
+    test split is, so any config that evaluates on ``validation`` works with it."""
     frozen: dict[str, str] = {}
     default_config: dict[str, Any] = {}
     frozen_dir: str | Path | None = None
@@ -64,6 +70,9 @@ class ProceduralTask(Task):
         if unknown:
             raise TaskError(f"{type(self).__name__}: unknown config key(s) {sorted(unknown)}; known: {sorted(self.default_config)}")
         self._config = {**self.default_config, **config}
+        if self.validation_size and "train" in self.split_sizes and "validation" not in self.split_sizes:
+            self.split_sizes = {**self.split_sizes, "validation": self.validation_size}
+            self.heldout_splits = (*self.heldout_splits, "validation")
 
     @property
     def config(self) -> dict[str, Any]:

@@ -74,6 +74,8 @@ class ProgramSynthesisTask(ProceduralTask):
     small a config is refused with a message that says so.
     """
 
+    max_new_tokens = 256  # one short function (`Task.max_new_tokens`)
+
     env_id = "code-v1"
     split_sizes = {"train": None, "validation": 100, "test": 200}
     heldout_splits = ("test", "validation")

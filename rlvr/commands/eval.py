@@ -32,7 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy pass")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="longest completion (default: the task's budget, e.g. 128 for arithmetic-v1, 512 for gsm8k-v1, 1024 for "
+                        "math500-v1; completions cut there are counted and flagged in the report)")
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems (read without loading the rest; needed for an unbounded split)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--verify-workers", type=int, default=1, help="verification workers (default 1; 0 = inline, one at a time)")
@@ -41,11 +43,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verify-timeout", type=float, default=30.0, help="budget of one verification in seconds (default 30); over it: a timeout verdict")
     p.add_argument("--out", default=None, help="report directory (default: runs/eval/<task>-<split>/<model>)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    add_device_options(p)
     p.add_argument("--engine", default="hf", help="rollout engine, any registered name: hf, vllm, vllm_server... (default hf)")
     p.add_argument("--rollout", nargs="*", default=[], metavar="KEY=VALUE",
                    help="rollout settings of the engine, e.g. vllm.dtype=bfloat16 vllm.server_url=http://host:8000")
     add_prompt_options(p)
     p.set_defaults(func=run)
+
+
+def add_device_options(p: argparse.ArgumentParser) -> None:
+    """``--device`` and ``--dtype``: where a model loaded by path runs, and in what precision (`rlvr.models.device`)."""
+    p.add_argument("--device", default="auto", help="auto (default: the GPU when torch sees one, else the CPU), cpu, cuda or cuda:N")
+    p.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
+                   help="precision of the model: auto (default: the checkpoint's own on a GPU, float32 on a CPU)")
 
 
 def add_prompt_options(p: argparse.ArgumentParser) -> None:
@@ -68,18 +78,22 @@ def run(args: argparse.Namespace) -> int:
     from rlvr import UserError
     from rlvr.eval.runner import EvalSettings, InvalidSetting, evaluate, every_verification_failed, write_report
 
+    from rlvr.models.device import resolve_device
+
     if args.threads < 0:
         raise UserError(f"--threads must be >= 0, got {args.threads}")
+    resolve_device(args.device, "--device")  # CUDA asked for where there is none: said before anything loads
+    task = _make_task(args)
+    max_new_tokens = args.max_new_tokens if args.max_new_tokens is not None else task.max_new_tokens
     try:
         settings = EvalSettings(split=args.split, greedy=not args.no_greedy, n=args.n, temperature=args.temperature, top_p=args.top_p,
-                                max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit,
+                                max_new_tokens=max_new_tokens, seed=args.seed, limit=args.limit,
                                 verify_workers=args.verify_workers, verify_kind=args.verify_kind, verify_timeout_s=args.verify_timeout,
                                 prompt=prompt_config(args))
     except InvalidSetting as e:
         if e.field == "n" and args.no_greedy and args.n == 0:
             raise UserError("--no-greedy with --n 0 measures nothing: pass --n K or drop --no-greedy") from None
         raise UserError(f"{OPTION_OF.get(e.field, e.field)} {e.message}") from None
-    task = _make_task(args)
     if task.size(args.split) is None and args.limit is None:
         raise UserError(f"split {args.split!r} of {task.id} is unbounded: pass --limit N")
     from rlvr.models.paths import resolve_model
@@ -94,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
 
     set_threads(args.threads)
     rollout = load_config(RolloutConfig, None, [f"engine={args.engine}", *args.rollout])  # a bad key is named before the model loads
-    report = evaluate(make_engine(rollout, model_path=args.model, seed=args.seed), task, settings, model_name=args.model)
+    engine = make_engine(rollout, model_path=args.model, seed=args.seed, device=args.device, dtype=args.dtype)
+    report = evaluate(engine, task, settings, model_name=args.model)
     from rlvr.eval.provenance import redact
 
     options = {k: v for k, v in vars(args).items() if k != "func"}

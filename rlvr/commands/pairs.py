@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rlvr.commands.eval import add_prompt_options
+from rlvr.commands.eval import add_device_options, add_prompt_options
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--chunk-prompts", type=int, default=32, help="prompts per generate call; verification overlaps the next call")
     b.add_argument("--verify-workers", type=int, default=1, help="verification workers (0 = inline)")
     b.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    add_device_options(b)
     b.add_argument("--engine", default="hf", help="rollout engine, any registered name: hf, vllm, vllm_server... (default hf)")
     b.add_argument("--rollout", nargs="*", default=[], metavar="KEY=VALUE", help="rollout settings of the engine, e.g. vllm.dtype=bfloat16")
     b.add_argument("--out", required=True, help="pairs file to write (JSONL)")
@@ -100,10 +101,13 @@ def build(args: argparse.Namespace) -> int:
     if args.split in task.heldout_splits:
         raise UserError(f"split {args.split!r} is held out in {task.id}: build pairs from a training split (e.g. --split train)")
     rollout = load_config(RolloutConfig, None, [f"engine={args.engine}", *args.rollout])  # a bad key is named before the model loads
+    from rlvr.models.device import resolve_device
+
+    resolve_device(args.device, "--device")
     resolve_model(args.model)
     set_threads(args.threads)
     seed_everything(args.seed)
-    engine = make_engine(rollout, model_path=args.model, seed=args.seed)
+    engine = make_engine(rollout, model_path=args.model, seed=args.seed, device=args.device, dtype=args.dtype)
     style = resolve_style(prompt_config(args), engine.tokenizer, args.model)
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens)
     stream = task.stream(args.split, seed=args.seed)

@@ -134,6 +134,20 @@ def truncated_warning(name: str, section: dict[str, Any]) -> str | None:
             f"raise --max-new-tokens to see whether the model would have kept it")
 
 
+CUT_ALARM = 0.1
+"""Share of completions cut at max_new_tokens above which a report says the budget is too small."""
+
+
+def cut_warning(name: str, section: dict[str, Any], max_new_tokens: int) -> str | None:
+    """What to say when many completions ran out of tokens: the score then measures the budget as
+    much as the model."""
+    rate = section.get("truncated_rate", 0.0)
+    if rate <= CUT_ALARM:
+        return None
+    return (f"{rate:.0%} of {name} completions were cut at max_new_tokens={max_new_tokens} before they ended: "
+            f"an unfinished answer scores as wrong; raise --max-new-tokens if the model was still reasoning")
+
+
 EMPTY_ALARM = 0.5
 """Share of empty completions above which a report says, loudly, that the model is not answering."""
 
@@ -154,9 +168,9 @@ def _run(engine: RolloutEngine, task: Task, problems: list[Problem], n: int, sam
     bar = tqdm(total=len(problems), desc=desc, unit="prob", disable=not progress, leave=False)
     for start in range(0, len(problems), chunk):
         batch = problems[start: start + chunk]
-        t0 = time.perf_counter()
+        t0, setup = time.perf_counter(), getattr(engine, "setup_s", 0.0)
         comps = generate_for(engine, task.env, batch, n, sampling, style)  # episodes for a multi-turn environment
-        out.generate_s += time.perf_counter() - t0
+        out.generate_s += time.perf_counter() - t0 - (getattr(engine, "setup_s", 0.0) - setup)  # not the one-time decoder choice
         pending.append((comps, pool.submit([p for p in batch for _ in range(n)], [verifier_input(c) for c in comps])))
         bar.update(len(batch))
     bar.close()
@@ -281,9 +295,12 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
                         "rendered_example": first.prompt_text if first is not None else None}
     rates = [r["empty_rate"] for r in (report.get("greedy"), report.get("sampled")) if r]
     report["warnings"] = [w for w in [empty_warning(max(rates, default=0.0), report["prompt"]["format"]),
-                                      *(truncated_warning(name, report[name]) for name in ("greedy", "sampled") if name in report)] if w]
+                                      *(truncated_warning(name, report[name]) for name in ("greedy", "sampled") if name in report),
+                                      *(cut_warning(name, report[name], settings.max_new_tokens) for name in ("greedy", "sampled") if name in report)]
+                          if w]
     report["context"] = {"length": context_length, "problems_over": len(over),
                          "examples": [problems[i].id for i in sorted(over)[:10]]}
+    report["engine"] = engine.describe()
     report["wall_s"] = time.perf_counter() - t0
     report["speed"] = {f"{name}_completion_tokens_per_s": s.speed() for name, s in (("greedy", greedy), ("sampled", sampled)) if s is not None}
     report["_problems"] = problems
@@ -361,6 +378,7 @@ def render_markdown(r: dict[str, Any]) -> str:
         f"data checksum `{r['data_checksum'] or r['problems_checksum']}`",
         f"- sampling: {json.dumps({k: r['settings'][k] for k in ('n', 'temperature', 'top_p', 'max_new_tokens', 'seed')})}",
         f"- verification: {verify.get('kind')} x{verify.get('workers')}, {verify.get('timeout_s', 0):g} s per item",
+        *_engine_line(r.get("engine") or {}),
         f"- rlvr {r['rlvr_version']}" + (f" at `{commit[:12]}`{' (uncommitted changes)' if code.get('dirty') else ''}" if commit else "")
         + f"; {r.get('created_utc', '')}; wall time {r['wall_s']:.1f} s",
         *_plugin_lines(prov), "",
@@ -398,6 +416,19 @@ def render_markdown(r: dict[str, Any]) -> str:
                       f"{context['length']} tokens (prompt + completion)**: their completions are unreliable "
                       f"(e.g. {', '.join(context['examples'][:3])})."]
     return "\n".join(lines) + "\n"
+
+
+def _engine_line(engine: dict[str, Any]) -> list[str]:
+    """Where the completions were generated: engine, device, precision, decoder."""
+    if not engine:
+        return []
+    parts = [engine.get("engine", "?")]
+    if engine.get("device"):
+        parts.append(f"on {engine['device']}" + (f" ({engine['name']})" if engine.get("name") else ""))
+    parts += [f"{engine[k]}" for k in ("dtype",) if engine.get(k)]
+    if engine.get("decoder"):
+        parts.append(f"decoder {engine['decoder']}")
+    return [f"- generation: {', '.join(parts)}"]
 
 
 def _generation_rows(name: str, section: dict[str, Any], report: dict[str, Any]) -> list[str]:

@@ -1,6 +1,6 @@
 """Custom 4-D attention masks in the form each Hugging Face attention implementation reads.
 
-Shared-prefix packing (`rlvr.models.packing`) and rlvr's decoding loop (`rlvr.rollout.kv_decode`)
+Shared-prefix packing (`rlvr.models.packing`) and rlvr's decoders (`rlvr.rollout.decoding`)
 pass their own ``[B, 1, Q, K]`` masks, which transformers hands to the attention kernel as they
 are: the sdpa kernel reads a bool mask (True = attend), while the eager one *adds* the mask to the
 scores, so a bool mask there silently adds 1 to visible scores and 0 to hidden ones.

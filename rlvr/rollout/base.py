@@ -181,6 +181,10 @@ class RolloutEngine(ABC):
         """Longest prompt + completion the engine accepts, when it knows (None: unknown)."""
         return None
 
+    def describe(self) -> dict[str, Any]:
+        """Where and how the engine generates, for reports (device, precision, decoder...)."""
+        return {"engine": type(self).__name__}
+
     def require(self, capability: str, purpose: str) -> None:
         """Raise `EngineCapabilityError` unless ``capabilities.<capability>`` holds."""
         if not getattr(self.capabilities, capability):

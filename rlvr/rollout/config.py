@@ -42,10 +42,17 @@ class VLLMConfig:
 class HFEngineConfig:
     """Settings of the Hugging Face engine (`rollout.hf.*`), read when rollout.engine is hf."""
 
-    decode: Literal["kv", "generate"] = help_field(
-        "kv", "kv (rlvr's loop: each prompt prefilled once, a preallocated key/value cache, finished sequences dropped; "
-              "Hugging Face models on sdpa/eager attention, not sharded, and a transformers release that passes the loop's "
-              "start-up probe; else generate) or generate (Hugging Face generate)")
+    decode: Literal["auto", "kv", "static", "cuda_graph", "compiled", "generate", "continuous"] = help_field(
+        "auto", "Decoder (rlvr.rollout.decoding): auto (the fastest for the device, measured on the run's first prompts: "
+                "kv on a CPU, cuda_graph on a GPU unless another is 15% faster; the choice is logged), kv (rlvr's compacting loop: "
+                "finished rows leave the batch; fast on a CPU), static (fixed shapes, bookkeeping on the device, the host every "
+                "sync_every tokens), cuda_graph (static with its step replayed as a CUDA graph; CUDA only), compiled (static "
+                "through torch.compile: long start-up), generate (Hugging Face generate) or continuous (transformers' "
+                "generate_batch). rlvr's decoders pass a start-up probe first (else one warning and generate); sharded models "
+                "always use generate")
+    sync_every: int = help_field(8, "static, cuda_graph, compiled: tokens between two looks of the host at a decoding batch "
+                                    "(whether every row finished; stop strings): fewer looks, fewer GPU stalls, up to this many "
+                                    "tokens decoded past the end", gt=0)
     max_batch_sequences: int = help_field(256, "Sequences per generate call (memory bound)", gt=0)
 
 

@@ -2,8 +2,8 @@
 
     engine = make_engine(cfg.rollout, model, tokenizer, model_path=cfg.model.name_or_path)
 
-- ``hf``: the trainer's own model object (nothing to sync), decoded by rlvr's loop or ``generate``
-  (``rollout.hf.decode``); settings in ``rollout.hf``.
+- ``hf``: the trainer's own model object (nothing to sync), decoded by one of rlvr's decoders or
+  ``generate`` (``rollout.hf.decode``, `rlvr.rollout.decoding`); settings in ``rollout.hf``.
 - ``vllm``: vLLM in this process (`rlvr.rollout.vllm_engine`); needs the ``vllm`` package;
   settings in ``rollout.vllm``.
 - ``vllm_server``: a client of ``rlvr rollout serve`` (`rlvr.rollout.vllm_client`); settings in
@@ -47,6 +47,9 @@ class EngineRequest:
         sharded: The trainer's model is sharded across processes (FSDP): a forward is a collective.
         concurrent_updates: The trainer updates the weights while the engine generates (overlap):
             an engine that would share the model object must keep its own copy instead.
+        device: Where a model loaded from ``model_path`` runs (`rlvr.models.device`: auto, cpu,
+            cuda, cuda:N); a model passed in stays where it is.
+        dtype: Its precision: auto (the checkpoint's on CUDA, float32 on a CPU), float32, bfloat16, float16.
     """
 
     cfg: RolloutConfig
@@ -56,6 +59,8 @@ class EngineRequest:
     seed: int = 0
     sharded: bool = False
     concurrent_updates: bool = False
+    device: str = "auto"
+    dtype: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -101,27 +106,36 @@ def check_engine_settings(cfg: RolloutConfig) -> None:
 
 
 def make_engine(cfg: RolloutConfig, model: Any = None, tokenizer: Any = None, *, model_path: str | Path | None = None,
-                seed: int = 0, sharded: bool = False, concurrent_updates: bool = False) -> RolloutEngine:
+                seed: int = 0, sharded: bool = False, concurrent_updates: bool = False, device: str = "auto",
+                dtype: str = "auto") -> RolloutEngine:
     """The engine ``cfg.engine`` names (fields as `EngineRequest`)."""
     if model is None and tokenizer is None and model_path is None:
         raise UserError("make_engine needs a model or a model_path")
     check_engine_settings(cfg)
-    request = EngineRequest(cfg, model, tokenizer, None if model_path is None else str(model_path), seed, sharded, concurrent_updates)
+    request = EngineRequest(cfg, model, tokenizer, None if model_path is None else str(model_path), seed, sharded, concurrent_updates,
+                            device, dtype)
     return engine_spec(cfg.engine).build(request)
 
 
 def _hf(request: EngineRequest) -> RolloutEngine:
+    from rlvr.models.device import check_fits, inference_dtype, resolve_device
+    from rlvr.models.lora import adapter_base
     from rlvr.models.loading import load_model
     from rlvr.rollout.hf import HFGenerateEngine
 
     model, tokenizer = request.model, request.tokenizer
     if model is None or tokenizer is None:
-        loaded, loaded_tok = load_model(request.model_path)  # type: ignore[arg-type]
-        model = loaded if model is None else model
+        device = resolve_device(request.device)
+        folder = resolve_model(request.model_path)  # type: ignore[arg-type]
+        weights = resolve_model(adapter_base(folder)) if is_adapter_folder(folder) else folder
+        dtype = inference_dtype(request.dtype, device, weights)
+        check_fits(weights, device, dtype)
+        loaded, loaded_tok = load_model(request.model_path, dtype)  # type: ignore[arg-type]
+        model = loaded.to(device) if model is None else model
         tokenizer = loaded_tok if tokenizer is None else tokenizer
     hf = request.cfg.hf
     return HFGenerateEngine(model, tokenizer, hf.max_batch_sequences, synced=request.sharded, private=request.concurrent_updates,
-                            decode=hf.decode)
+                            decode=hf.decode, sync_every=hf.sync_every)
 
 
 def _vllm(request: EngineRequest) -> RolloutEngine:
@@ -134,8 +148,19 @@ def _vllm(request: EngineRequest) -> RolloutEngine:
     except ImportError as e:
         raise UserError(f"rollout.engine=vllm needs the vllm package ({e}): scripts/setup_vllm_env.sh on CPUs, "
                         "pip install -e '.[gpu]' on GPUs") from e
+    _vllm_device(request.device)
     path = resolve_model(request.model_path) if request.model_path else _saved_copy(request.model, request.tokenizer)
     return VLLMEngine(path, request.tokenizer, request.cfg.vllm, seed=request.seed)
+
+
+def _vllm_device(device: str) -> None:
+    """vLLM in this process runs where torch's current CUDA device is (or on the CPU in a CPU
+    build); a device it cannot honour from here is refused rather than ignored."""
+    text = device.strip().lower()
+    if text in ("auto", "cuda", "cuda:0", "cpu"):
+        return
+    raise UserError(f"device={device} with rollout.engine=vllm: vLLM in this process uses the first visible GPU; "
+                    f"run with CUDA_VISIBLE_DEVICES={text.removeprefix('cuda:')} instead")
 
 
 def _vllm_server(request: EngineRequest) -> RolloutEngine:

@@ -60,6 +60,8 @@ class Processes(Protocol):
 
     def print(self, msg: str) -> None: ...
 
+    def note(self, key: str, value: Any) -> None: ...
+
 
 class Policy(Protocol):
     """The trained policy as the rollout side sees it (`rlvr.train.trainable.TrainableModel`): its
@@ -126,7 +128,7 @@ class GroupSource:
             gather_counts=harness.gather_counts)
         self.position, self.failed_steps = 0, 0
         self.tally = VerificationTally()
-        self.warned_empty = self.warned_context = False
+        self.warned_empty = self.warned_context = self.reported_decoder = False
         self.stream = None
         # rollout.overlap: work on a batch that does not depend on the policy (e.g. the frozen
         # reference's log-probs), done in the background thread right after the batch is generated
@@ -171,6 +173,14 @@ class GroupSource:
 
     # -- batches --------------------------------------------------------------------------------
 
+    def _report_decoder(self) -> None:
+        """Say once which decoder the engine measured and chose (``rollout.hf.decode=auto``), and keep it in resources.json."""
+        choice = getattr(self.engine, "choice", None)
+        if choice is not None and not self.reported_decoder:
+            self.reported_decoder = True
+            self.harness.print(choice.summary())
+            self.harness.note("decoder", choice.as_dict())
+
     def take_prompts(self, n: int) -> list[Problem]:
         """This process's share of the next ``n x processes`` prompts (every process reads the same stream)."""
         if self.stream is None:
@@ -190,6 +200,7 @@ class GroupSource:
         else:
             report = self.wait_prefetch() or self._generate()
             self._start_prefetch()
+        self._report_decoder()
         metrics = generation_metrics(report, self.cfg.rollout.group_size) | {"data/position": float(self.position)} | self.sync_metrics
         metrics["rollout/staleness"] = float(self.policy.updates - report.weights_version)
         warning = empty_warning(metrics.get("rollout/empty_frac", 0.0), "chat" if self.style.chat else "raw")
@@ -278,8 +289,9 @@ class GroupSource:
                                     f"fix the environment and continue with `rlvr train {self.cfg.run_dir} --resume`")
             return False
         self.failed_steps = 0
-        if n_examples == 0:  # e.g. dynamic sampling spent its budget without keeping a group
+        if n_examples == 0:  # e.g. dynamic sampling spent its budget without keeping a group: nothing trains (PRIME's reward model neither)
             metrics["train/skipped"] = 1.0
+            metrics["train/skipped_no_group"] = 1.0
             return False
         return True
 
@@ -315,6 +327,9 @@ class GroupSource:
         for first, so the RNG the harness saves next is the one after it)."""
         state = {"position": self.position, "yield_estimate": self.sampler.yield_estimate, "failed_steps": self.failed_steps,
                  "tally": dataclasses.asdict(self.tally)}
+        choice = getattr(self.engine, "choice", None)
+        if choice is not None:  # a resumed run decodes with the decoder this one measured, not a new measurement
+            state["decoder_choice"] = choice.as_dict()
         if self.cfg.rollout.overlap:
             self.prefetched = self.wait_prefetch()
             state["prefetched"] = self.prefetched
@@ -326,6 +341,8 @@ class GroupSource:
         self.failed_steps = state.get("failed_steps", 0)
         self.tally = VerificationTally(**state.get("tally", {}))
         self.prefetched = state.get("prefetched")
+        if state.get("decoder_choice") and hasattr(self.engine, "restore_choice"):
+            self.engine.restore_choice(state["decoder_choice"])
 
     def close(self) -> None:
         if self._prefetch is not None:

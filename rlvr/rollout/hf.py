@@ -1,9 +1,10 @@
-"""Rollouts with Hugging Face ``generate``: the embedded default, on CPU or GPU.
+"""Rollouts with a Hugging Face model: the embedded default, on CPU or GPU.
 
 The engine shares the trainer's model object, so there is nothing to sync after an optimizer
-step. Log-probs come from the logits ``generate`` returns, scaled by the temperature and truncated
-by top-k/top-p as the sampler does, so they are the log-probs of the distribution the tokens were
-actually drawn from (as vLLM's ``processed_logprobs``).
+step. Its decoder (``rollout.hf.decode``, `rlvr.rollout.decoding`) is rlvr's own loop for the
+device (chosen by measurement with ``auto``) or Hugging Face ``generate``; every decoder returns the
+log-probs of the distribution the tokens were actually drawn from (tempered, top-k/top-p truncated,
+as vLLM's ``processed_logprobs``).
 """
 
 from __future__ import annotations
@@ -14,45 +15,55 @@ from typing import Sequence
 
 import torch
 import transformers
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, StoppingCriteria, StoppingCriteriaList
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from rlvr.algos.correction import truncated_logprobs
 from rlvr.models.batch import trainer_logprobs
 from rlvr.rollout.base import Completion, EngineCapabilities, RolloutEngine, SamplingParams
-from rlvr.rollout.kv_decode import decode, probe_kv_decode, supports_kv_decode
-from rlvr.rollout.text import end_ids, stop_window, token_char_ends
+from rlvr.rollout.decoding import AUTO, DECODERS, Decoded, DecodeRequest, Decoder, DecoderChoice, StopStrings, choose_decoder, probe_decoder
+from rlvr.rollout.decoding.generate import GenerateDecoder
+from rlvr.rollout.text import end_ids, token_char_ends
+
+OWN_DECODERS_PROBED = ("kv", "static", "cuda_graph", "compiled", "continuous")
+"""Decoders that drive the model through internals (or a newer API) and pass a probe before use;
+``generate`` is the reference they fall back to."""
 
 
 class HFGenerateEngine(RolloutEngine):
-    """`RolloutEngine` over a Hugging Face model: rlvr's decoding loop or ``model.generate``.
+    """`RolloutEngine` over a Hugging Face model and one of the registered decoders.
 
     Args:
         model: The policy (shared with the trainer).
         tokenizer: Its tokenizer; prompts are left-padded for generation.
-        max_batch_sequences: Sequences per ``generate`` call (bounds memory).
+        max_batch_sequences: Sequences per decoder call (bounds memory).
         synced: The model is sharded across processes (FSDP): every forward is a collective, so
-            each process keeps stepping until all of them have finished (``synced_gpus``).
+            each process keeps stepping until all of them have finished (``generate`` with
+            ``synced_gpus``, whatever ``decode`` says).
         private: Generate with a copy of the weights instead of the trainer's own model object, so
             that generation can run while the trainer updates (`load_weights` copies them in).
-        decode: ``kv`` runs rlvr's loop (`rlvr.rollout.kv_decode`: each prompt prefilled once, a
-            preallocated cache, finished sequences dropped) where the model supports it and the
-            model is not sharded, and the installed transformers passes a one-time probe
-            (`rlvr.rollout.kv_decode.probe_kv_decode`; otherwise one warning and ``generate``);
-            ``generate`` always calls Hugging Face ``generate``.
+        decode: A registered decoder (`rlvr.rollout.decoding`: kv, static, cuda_graph, compiled,
+            generate, continuous) or ``auto``: the fastest of the device's candidates, measured at
+            the first generation on its prompts (`rlvr.rollout.decoding.choice`; `choice` says what
+            was measured). A decoder other than ``generate`` first passes a probe on the model
+            (`rlvr.rollout.decoding.probe.probe_decoder`); one that fails it gives one warning and
+            ``generate`` runs instead.
+        sync_every: Tokens between the host's looks at a batch in the static decoders.
     """
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_batch_sequences: int = 256, synced: bool = False,
-                 private: bool = False, decode: str = "kv"):
-        if decode not in ("kv", "generate"):
-            raise ValueError(f"decode must be 'kv' or 'generate', got {decode!r}")
+                 private: bool = False, decode: str = AUTO, sync_every: int = 8):
+        if decode != AUTO and decode not in DECODERS:
+            raise ValueError(f"decode must be {AUTO} or one of {', '.join(DECODERS.ids())}, got {decode!r}")
         self.decode = decode
+        self.sync_every = sync_every
         self.private = private
         self.capabilities = EngineCapabilities(own_weights=private, takes_adapters=True)
         self.model = copy.deepcopy(model).requires_grad_(False) if private else model
-        self._kv_ok: bool | None = None  # the loop's probe on this model: not run yet
         self.tokenizer = tokenizer
         self.max_batch_sequences = max_batch_sequences
         self.synced = synced
+        self.choice: DecoderChoice | None = None  # what decode=auto measured and chose (at the first generation)
+        self._decoders: dict[str, Decoder] = {}
+        self._probed: dict[str, str | None] = {}  # decoder -> None (passed) or why it failed its probe
         if tokenizer.pad_token_id is None:  # many causal LMs ship without one
             tokenizer.pad_token = tokenizer.eos_token
         self.end_ids = end_ids(tokenizer, getattr(model, "generation_config", None))  # eos and the chat template's end of turn
@@ -67,9 +78,42 @@ class HFGenerateEngine(RolloutEngine):
                 return value
         return None
 
+    @property
+    def setup_s(self) -> float:
+        """Seconds spent inside generate calls on one-time set-up (measuring decoders for ``auto``),
+        which a report of generation speed leaves out."""
+        return self.choice.seconds if self.choice is not None else 0.0
+
+    @property
+    def decoder_name(self) -> str | None:
+        """The decoder in use (None before the first generation under ``auto``)."""
+        if self.synced:
+            return "generate"
+        name = self.choice.name if self.decode == AUTO and self.choice else None if self.decode == AUTO else self.decode
+        return "generate" if name is not None and self._probed.get(name) else name
+
+    def restore_choice(self, saved: dict) -> None:
+        """Decode with the decoder a run measured and chose before it was checkpointed (``auto``), so
+        that a resumed run samples as the uninterrupted one would (it is probed again before use)."""
+        if self.decode == AUTO and self.choice is None:
+            self.choice = DecoderChoice(saved["name"], saved.get("device", ""), dict(saved.get("tokens_per_s", {})),
+                                        dict(saved.get("rejected", {})), tuple(saved.get("shape", (0, 0, 0))))
+
+    def describe(self) -> dict:
+        """The device (`rlvr.models.device.describe_device`), the weights' dtype, the attention
+        kernel and the decoder (with what ``auto`` measured)."""
+        from rlvr.models.attention import attention_kernel
+        from rlvr.models.device import describe_device
+
+        first = next(self.model.parameters())
+        return {"engine": "hf", **describe_device(first.device), "dtype": str(first.dtype).removeprefix("torch."),
+                "attention": attention_kernel(self.model), "decoder": self.decoder_name,
+                **({"decoder_choice": self.choice.as_dict()} if self.choice is not None else {})}
+
     def load_weights(self, model: object) -> None:
-        """A private copy takes ``model``'s weights (an ``nn.Module`` or a state dict); otherwise
-        nothing to do: the engine generates with the trainer's own model object."""
+        """A private copy takes ``model``'s weights (an ``nn.Module`` or a state dict), in place (a
+        captured decoding step keeps reading them where they are); otherwise nothing to do: the
+        engine generates with the trainer's own model object."""
         if self.private:
             state = model.state_dict() if isinstance(model, torch.nn.Module) else model
             with torch.no_grad():
@@ -99,75 +143,55 @@ class HFGenerateEngine(RolloutEngine):
         finally:
             self.model.train(was_training)
 
+    def _request(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams) -> DecodeRequest:
+        stops = StopStrings(self.tokenizer, sampling.stop) if sampling.stop else None
+        return DecodeRequest([ids for _, ids in jobs], sampling.max_new_tokens, tuple(self.end_ids), self.tokenizer.pad_token_id,
+                             sampling.temperature, sampling.top_p, sampling.top_k, sampling.greedy, stops)
+
     def _generate_chunk(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
-        if self.decode == "kv" and not self.synced and self._kv_usable():
-            return self._decode_chunk(jobs, sampling)
-        tok = self.tokenizer
-        device = next(self.model.parameters()).device
-        width = max(len(ids) for _, ids in jobs)
-        input_ids = torch.full((len(jobs), width), tok.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(jobs), width), dtype=torch.long)
-        for row, (_, ids) in enumerate(jobs):  # left padding: generation appends on the right
-            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            attention_mask[row, width - len(ids):] = 1
-        kwargs = dict(do_sample=False) if sampling.greedy else dict(
-            do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,  # 0 = off
-        )
-        stops = StopStrings(tok, sampling.stop, width) if sampling.stop else None
-        result = self.model.generate(
-            input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **kwargs,
-            max_new_tokens=sampling.max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=self.end_ids,
-            stopping_criteria=StoppingCriteriaList([stops]) if stops else None,
-            output_logits=True, return_dict_in_generate=True, synced_gpus=self.synced,
-        )
-        new_tokens = result.sequences[:, width:]  # [B, steps]
-        logits = torch.stack(result.logits, dim=1)  # [B, steps, V], before any processing
-        # the distribution each token was drawn from: tempered, then top-k/top-p truncated and renormalised
-        t, p, k = (1.0, 1.0, 0) if sampling.greedy else (sampling.temperature, sampling.top_p, sampling.top_k)
-        logprobs = truncated_logprobs(logits, new_tokens, t, p, k)
-
-        is_eos = torch.isin(new_tokens, torch.tensor(self.end_ids, device=new_tokens.device))
-        has_eos = is_eos.any(dim=1)
-        # length includes the first eos; sequences without one run to the last step
-        lengths = torch.where(has_eos, is_eos.int().argmax(dim=1) + 1, torch.full_like(has_eos, new_tokens.shape[1], dtype=torch.long))
-        ends = {}
-        for row in range(len(jobs)):
-            n_tok, stop_string = int(lengths[row]), None
-            if stops is not None and row in stops.hits and stops.hits[row][0] <= n_tok:
-                n_tok, stop_string = stops.hits[row]
-            ends[row] = (n_tok, stop_string, bool(has_eos[row]) or stop_string is not None)
-        return self._completions(jobs, new_tokens, logprobs, ends)
-
-    def _kv_usable(self) -> bool:
-        """Whether rlvr's loop runs this model: it supports the loop, and the first time, the
-        installed transformers passes the loop's probe (else one warning naming the version)."""
-        if not supports_kv_decode(self.model):
-            return False
-        if self._kv_ok is None:
-            problem = probe_kv_decode(self.model)
-            self._kv_ok = problem is None
-            if problem is not None:
-                warnings.warn(f"rollout.hf.decode=kv: rlvr's decoding loop does not work with transformers {transformers.__version__} "
-                              f"on {type(self.model).__name__} ({problem}); generating with Hugging Face generate instead "
-                              "(slower, same samples). Please report it.", RuntimeWarning, stacklevel=2)
-        return self._kv_ok
-
-    def _decode_chunk(self, jobs: list[tuple[int, list[int]]], sampling: SamplingParams) -> list[Completion]:
-        """`_generate_chunk` through rlvr's own loop (`rlvr.rollout.kv_decode.decode`)."""
-        tok = self.tokenizer
-        stops = StopStrings(tok, sampling.stop, 0) if sampling.stop else None
-        out = decode(self.model, [ids for _, ids in jobs], max_new_tokens=sampling.max_new_tokens, eos_id=self.end_ids,
-                     pad_id=tok.pad_token_id, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                     greedy=sampling.greedy, stop_check=None if stops is None else lambda rows, generated: stops.scan(rows, generated, generated.shape[1]))
+        request = self._request(jobs, sampling)
+        out = self._decoder(request).decode(self.model, request)
         ends = {row: (int(out.lengths[row]), out.stop_strings.get(row), bool(out.ended[row])) for row in range(len(jobs))}
-        return self._completions(jobs, out.tokens, out.logprobs, ends)
+        return self._completions(jobs, out, ends)
 
-    def _completions(self, jobs: list[tuple[int, list[int]]], tokens: torch.Tensor, logprobs: torch.Tensor,
-                     ends: dict[int, tuple[int, str | None, bool]]) -> list[Completion]:
-        """One `Completion` per job from ``tokens``/``logprobs`` ``[B, steps]`` and, per row, its
-        (length, stop string or None, whether it ended before running out of tokens)."""
+    def decoder(self, name: str) -> Decoder:
+        """This engine's instance of decoder ``name`` (decoders keep state between calls)."""
+        if name not in self._decoders:
+            if name == "generate":
+                self._decoders[name] = GenerateDecoder(synced=self.synced)
+            elif name in ("static", "cuda_graph", "compiled"):
+                self._decoders[name] = DECODERS.get(name)(sync_every=self.sync_every)
+            else:
+                self._decoders[name] = DECODERS.get(name)()
+        return self._decoders[name]
+
+    def _decoder(self, request: DecodeRequest) -> Decoder:
+        """The decoder for this call: ``generate`` for a sharded model; under ``auto`` the one chosen
+        at the first call; a named one after its probe passed (else ``generate``, with one warning)."""
+        if self.synced:
+            return self.decoder("generate")
+        name = self.decode
+        if name == AUTO:
+            if self.choice is None:
+                self.choice = choose_decoder(self.decoder, self.model, request)
+                self._probed.update({n: None for n in self.choice.tokens_per_s} | dict(self.choice.rejected))
+            name = self.choice.name
+        if name in OWN_DECODERS_PROBED and name not in self._probed:
+            problem = probe_decoder(self.decoder(name), self.model)
+            self._probed[name] = problem
+            if problem is not None:
+                warnings.warn(f"rollout.hf.decode={name}: this decoder does not work with transformers {transformers.__version__} "
+                              f"on {type(self.model).__name__} here ({problem}); generating with Hugging Face generate instead "
+                              "(slower, same distribution). Please report it.", RuntimeWarning, stacklevel=4)
+        if self._probed.get(name):
+            name = "generate"
+        return self.decoder(name)
+
+    def _completions(self, jobs: list[tuple[int, list[int]]], out: Decoded, ends: dict[int, tuple[int, str | None, bool]]) -> list[Completion]:
+        """One `Completion` per job from the decoder's tokens/log-probs ``[B, steps]`` and, per row,
+        its (length, stop string or None, whether it ended before running out of tokens)."""
         tok = self.tokenizer
-        rows = tokens.tolist()
+        rows = out.tokens.tolist()
         token_ids = [rows[row][: ends[row][0]] for row in range(len(jobs))]
         texts = tok.batch_decode(token_ids, skip_special_tokens=True)
         completions = []
@@ -178,7 +202,7 @@ class HFGenerateEngine(RolloutEngine):
                 prompt_index=prompt_index,
                 prompt_ids=list(prompt_ids),
                 token_ids=ids,
-                logprobs=logprobs[row, :n_tok].tolist(),
+                logprobs=out.logprobs[row, :n_tok].tolist(),
                 text=text,
                 truncated=not ended,
                 char_ends=token_char_ends(tok, ids, len(text)),
@@ -187,41 +211,4 @@ class HFGenerateEngine(RolloutEngine):
         return completions
 
 
-class StopStrings(StoppingCriteria):
-    """Ends each sequence once its generated text contains a stop string, and records where.
-
-    Only the newest tokens are decoded each step (a window long enough to hold any stop string),
-    so the cost per step does not grow with the length of the completion. A stop string found in
-    the window is new at this step: had it been complete a step earlier, the sequence would have
-    stopped then.
-
-    Attributes:
-        hits: ``{row: (tokens generated up to and including the stop string, the stop string)}``.
-    """
-
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, stops: Sequence[str], prompt_width: int):
-        if any(not s for s in stops):
-            raise ValueError("stop strings must be non-empty")
-        self.tokenizer = tokenizer
-        self.stops = tuple(stops)
-        self.prompt_width = prompt_width
-        self.window = stop_window(stops)
-        self.hits: dict[int, tuple[int, str]] = {}
-
-    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
-        steps = input_ids.shape[1] - self.prompt_width
-        self.scan(range(input_ids.shape[0]), input_ids[:, max(self.prompt_width, input_ids.shape[1] - self.window):], steps)
-        return torch.tensor([row in self.hits for row in range(input_ids.shape[0])], dtype=torch.bool, device=input_ids.device)
-
-    def scan(self, rows: Sequence[int], generated: torch.Tensor, steps: int) -> dict[int, str]:
-        """Record the ``rows`` whose generated tokens ``generated`` ``[len(rows), steps]`` (or their
-        last ``window`` or more) end in a stop string after ``steps`` steps; returns the new hits."""
-        tails = self.tokenizer.batch_decode(generated[:, -self.window:].tolist(), skip_special_tokens=True)
-        new = {}
-        for row, tail in zip(rows, tails):
-            if row not in self.hits:
-                found = next((s for s in self.stops if s in tail), None)
-                if found is not None:
-                    self.hits[row] = (steps, found)
-                    new[row] = found
-        return new
+__all__ = ["HFGenerateEngine", "StopStrings"]

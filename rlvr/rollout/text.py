@@ -114,7 +114,7 @@ def stop_window(stops: Sequence[str]) -> int:
 
 def first_stop(tokenizer: PreTrainedTokenizerBase, token_ids: Sequence[int], stops: Sequence[str]) -> tuple[int, str] | None:
     """``(tokens up to and including the one that completes it, stop string)`` for the first stop
-    string in a completion, found as `rlvr.rollout.hf.StopStrings` finds it while generating (the
+    string in a completion, found as `rlvr.rollout.decoding.stops.StopStrings` finds it while generating (the
     newest ``stop_window`` tokens decoded after each token); None when there is none."""
     if not stops:
         return None

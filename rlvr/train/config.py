@@ -108,6 +108,9 @@ class RunConfig:
     output_dir: str = help_field("runs", "Parent folder of run directories")
     seed: int = help_field(0, "Seed for sampling, shuffling and initialisation")
     threads: int = help_field(0, "Torch CPU threads per process (0 = OMP_NUM_THREADS or torch's default)", ge=0)
+    device: str = help_field("auto", "Where the run's models train and generate: auto (the GPU when torch sees one, else the CPU), cpu, "
+                                     "cuda or cuda:N (one process; under accelerate launch/torchrun each process takes its local GPU). "
+                                     "Refused before anything is written when it cannot be honoured")
     distributed: Literal["ddp", "fsdp"] = help_field("ddp", "With several processes: replicate trainable models (ddp) or shard them (fsdp: accelerate's FSDP2, also on CPUs under torchrun)")
     resume: bool = help_field(False, "Continue the run in output_dir/name from its latest checkpoint, with the run's own config.yaml (command-line overrides apply on top)")
     overwrite: bool = help_field(False, "Delete an existing run directory output_dir/name and start again (without it, an existing run is refused)")

@@ -23,6 +23,7 @@ A recipe (`rlvr.train.recipes`) only says what one step does.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import threading
@@ -36,6 +37,7 @@ import torch
 from tqdm import tqdm
 
 from rlvr import TrainingError, UserError
+from rlvr.models.device import OOM_HINT, is_out_of_memory
 from rlvr.runs import RunDir
 from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.accumulation import HarnessAccumulation
@@ -95,12 +97,14 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
 
         self.cfg = cfg
         set_threads(cfg.threads)
-        self.accel = Accelerator(cpu=not torch.cuda.is_available(), fsdp_plugin=_fsdp_plugin() if cfg.distributed == "fsdp" else None)
+        self.chosen_device = self._resolve_device()
+        self.accel = Accelerator(cpu=self.chosen_device.type == "cpu", fsdp_plugin=_fsdp_plugin() if cfg.distributed == "fsdp" else None)
         self.sharded = cfg.distributed == "fsdp" and self.accel.num_processes > 1
         if self.sharded and cfg.model.precision != "fp32":
             raise UserError("model.precision=bf16 has not been run with distributed=fsdp (FSDP applies its own precision policy): "
                             "use distributed=ddp, or model.precision=fp32")
         self._route_fsdp()
+        self._check_model_fits()
         seed_everything(cfg.seed + self.accel.process_index)
         self.run_dir = cfg.run_dir
         self.checkpoint_dir = self.run_dir / "checkpoints"
@@ -121,6 +125,40 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
         self._recorded: list[weakref.ref] = []
         self.start_step = 0
         self.stop_requested = False
+        self.notes: dict[str, Any] = {}  # what the run's parts report once (e.g. the decoder chosen), kept in resources.json
+
+    # -- device ---------------------------------------------------------------------------------
+
+    def _resolve_device(self) -> torch.device:
+        """``device`` resolved (`rlvr.models.device.resolve_device`), before anything is written; an
+        explicit ``cuda:N`` becomes the current CUDA device of this (single) process."""
+        from rlvr.models.device import resolve_device
+
+        device = resolve_device(self.cfg.device)
+        explicit = self.cfg.device.strip().lower().startswith("cuda:")
+        if explicit and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise UserError(f"device={self.cfg.device} with {os.environ['WORLD_SIZE']} processes: each process takes its local GPU "
+                            "(LOCAL_RANK); use device=cuda or device=auto, and CUDA_VISIBLE_DEVICES to choose the GPUs")
+        if explicit:
+            torch.cuda.set_device(device)
+        return device
+
+    def _check_model_fits(self) -> None:
+        """On a GPU: refuse a policy whose weights exceed the free memory, warn when full fine-tuning
+        will not fit (`rlvr.models.device.check_fits`), before the run directory is touched."""
+        from rlvr.models.device import check_fits
+        from rlvr.models.paths import resolve_model
+
+        name = self.cfg.model.name_or_path
+        if self.device.type != "cuda" or name == "tiny" or self.cfg.resume:
+            return
+        try:
+            folder = resolve_model(name)
+        except UserError:
+            return  # loading reports it, with its own message
+        warning = check_fits(folder, self.device, self.cfg.model.dtype, training=not self.cfg.model.lora.enabled, what="model.name_or_path")
+        if warning:
+            self.print(f"warning: {warning}")
 
     # -- run directory --------------------------------------------------------------------------
 
@@ -194,6 +232,10 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
         if self.is_main:
             tqdm.write(msg)
 
+    def note(self, key: str, value: Any) -> None:
+        """Keep ``value`` under ``key`` in the run's ``resources.json``."""
+        self.notes[key] = value
+
     # -- the loop -------------------------------------------------------------------------------
 
     def run(self, recipe: Recipe) -> TrainResult:
@@ -247,10 +289,15 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
         except BaseException as e:
             status = f"failed: {type(e).__name__}: {e}"
             if step > self.start_step and not isinstance(e, CheckpointError):
+                if is_out_of_memory(e):
+                    torch.cuda.empty_cache()  # room to write the checkpoint
                 try:  # keep what was learned; the run can resume from here
                     self.checkpoint(step, recipe)
                 except Exception as save_error:
                     self.print(f"could not save a checkpoint after the failure: {save_error}")
+            if is_out_of_memory(e):
+                status = f"failed: {OOM_HINT}"
+                raise TrainingError(f"step {step + 1}: {OOM_HINT}") from e
             raise
         finally:
             bar.close()

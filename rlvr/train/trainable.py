@@ -202,8 +202,11 @@ class HarnessModels:
         return "eager" if self.cfg.model.precision == "bf16" and self.device.type == "cpu" else None
 
     def record_model(self, role: str, path: str, model: torch.nn.Module) -> None:
+        from rlvr.models.attention import attention_kernel
+
         self.models.append({"role": role, "source": str(path), "parameters": sum(p.numel() for p in model.parameters()),
-                            **parameter_counts(model), "bytes": sum(p.numel() * p.element_size() for p in model.parameters())})
+                            **parameter_counts(model), "bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+                            "attention": attention_kernel(model)})
         self._recorded.append(weakref.ref(model))  # trainable counts are read again at the end: a reference is frozen after loading
 
     def frozen(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -278,12 +281,14 @@ class HarnessModels:
             if ref() is not None:  # still held (a released model keeps its counts from loading)
                 record.update(parameter_counts(ref()))
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
-        out: dict[str, Any] = {"models": self.models, "models_in_memory": len(self.models),
+        from rlvr.models.device import describe_device
+
+        out: dict[str, Any] = {"device": describe_device(self.device), "models": self.models, "models_in_memory": len(self.models),
                                "parameters_total": sum(m["parameters"] for m in self.models),
                                "optimizer_state_bytes": optim, "peak_rss_bytes": peak_rss}
-        if torch.cuda.is_available():
-            out["peak_cuda_bytes"] = torch.cuda.max_memory_allocated()
-        return out
+        if self.device.type == "cuda":
+            out["peak_cuda_bytes"] = torch.cuda.max_memory_allocated(self.device)
+        return out | getattr(self, "notes", {})
 
 
 __all__ = ["Component", "FrozenModel", "HarnessModels", "TrainableModel"]

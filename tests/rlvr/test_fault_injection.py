@@ -62,3 +62,26 @@ def test_sigkill_at_any_point_then_resume_ends_as_an_uninterrupted_run(sft_base,
         assert not list((run / "checkpoints").glob("*.tmp"))
         survived.append(f"{point}:{nth}")
     assert len(survived) == KILLS, survived
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["optimizer_step", "generate"])
+def test_running_out_of_gpu_memory_names_the_settings_to_lower_and_keeps_the_checkpoint(sft_base, tmp_path, rl_overrides, point):
+    """CUDA's out-of-memory error in training or in generation (injected, `envs.faults`): the run
+    stops with one line naming the settings to lower, the last checkpoint is kept, and --resume
+    continues."""
+    out = tmp_path / "oom"
+    counts_file = tmp_path / "counts.json"
+    first = _rlvr("train", "quickstart", *rl_overrides(tmp_path / "count", sft_base, *ARGS), RLVR_FAULT_COUNTS=str(counts_file))
+    assert first.returncode == 0, first.stderr[-2000:]
+    nth = json.loads(counts_file.read_text())[point]  # the last time the run reaches it: after a checkpoint
+    stopped = _rlvr("train", "quickstart", *rl_overrides(out, sft_base, *ARGS), RLVR_OOM_AT=f"{point}:{nth}")
+    assert stopped.returncode == 1, stopped.stderr[-2000:]
+    error = [line for line in stopped.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "CUDA ran out of memory: lower update.micro_batch_size" in error[0], stopped.stderr[-2000:]
+    failed_step = int(error[0].split("step ", 1)[1].split(":", 1)[0])
+    assert failed_step > 1 and (out / "run" / "checkpoints" / f"step-{failed_step - 1}").is_dir()
+    assert json.loads((out / "run" / "run_state.json").read_text())["status"].startswith("failed: CUDA ran out of memory")
+    resumed = _rlvr("train", str(out / "run"), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert [r["step"] for r in _rows(out / "run")] == list(range(1, STEPS + 1))

@@ -10,7 +10,9 @@ from tasks.math_datasets import GSM8K, last_boxed
 pytestmark = pytest.mark.skipif(not os.path.isdir(os.path.join(os.environ.get("RLVR_DATA_DIR", ""), "gsm8k")), reason="needs $RLVR_DATA_DIR with the benchmark data")
 
 SIZES = {
-    ("gsm8k-v1", "train"): 7473, ("gsm8k-v1", "test"): 1319, ("hendrycks-math-v1", "test"): 5000,
+    # train: the official 7,473 less the 500 carved out as validation
+    ("gsm8k-v1", "train"): 6973, ("gsm8k-v1", "validation"): 500, ("gsm8k-v1", "test"): 1319, ("hendrycks-math-v1", "test"): 5000,
+    ("hendrycks-math-v1", "validation"): 500,
     ("hendrycks-math-v1", "test_rest"): 4500, ("math500-v1", "test"): 500, ("aime24-v1", "test"): 30,
     ("aime25-v1", "test"): 30, ("amc23-v1", "test"): 40,
 }
@@ -25,6 +27,33 @@ def test_official_splits_load_from_local_files(task_id, split):
     assert all(p.reference for p in problems)
     assert "\\boxed{}" in problems[0].prompt
     assert task.load_report(split).origin.endswith(".jsonl")
+
+
+@pytest.mark.parametrize("task_id", ["gsm8k-v1", "hendrycks-math-v1"])
+def test_a_task_without_a_validation_split_gets_a_fixed_disjoint_slice_of_train(task_id):
+    """Validation is 500 of the data's train problems, chosen by a hash of (task id, problem id):
+    the same on every load, spread over the file, held out from training and from leakage."""
+    from tasks.leakage import check_leakage
+
+    task = tasks.make(task_id)
+    train, validation = task.problems("train"), task.problems("validation")
+    assert "validation" in task.heldout_splits and len(validation) == 500
+    assert not {p.id for p in train} & {p.id for p in validation}
+    assert all(p.id.startswith("train/") for p in validation)  # the data's own ids, not renumbered
+    again = tasks.make(task_id)
+    assert [p.id for p in again.problems("validation")] == [p.id for p in validation]
+    numbers = sorted(int(p.id.split("/")[1]) for p in validation) if task_id == "gsm8k-v1" else []
+    assert not numbers or (numbers[0] < 500 and numbers[-1] > 6500)  # spread over the file, not its first rows
+    assert check_leakage(task, "train").clean
+    from rlvr import UserError
+    from rlvr.train.config import RunConfig, TaskConfig
+    from rlvr.train.task_checks import open_training_task
+
+    config = RunConfig(task=TaskConfig(id=task_id, leakage="off"))
+    assert open_training_task(config, evaluates=True, prompts_needed=1, say=print).id == task_id  # eval.split=validation exists now
+    config.task.split = "validation"
+    with pytest.raises(UserError, match="task.split='validation' is a held-out split"):
+        open_training_task(config, evaluates=True, prompts_needed=1, say=print)
 
 
 def test_references_are_what_the_checker_expects():

@@ -1,0 +1,135 @@
+"""``rollout.hf.decode=auto``: the decoder picked by measurement, on the run's own model and shapes.
+
+Which decoder is fastest depends on where it runs: on a CPU the compacting ``kv`` loop (few, large
+host-side steps) wins; on a GPU a small model's step is bound by kernel launches and host
+synchronisation, and the static decoder replayed as a CUDA graph wins. Rather than guess, the engine
+measures: at its first generation, each candidate for the model's device that passes its probe
+(`rlvr.rollout.decoding.probe.probe_decoder`) decodes the first batch's prompts for a few tokens
+(after an untimed warm-up that captures or compiles what it needs), and the fastest is used from then
+on. The device's default candidate is kept unless another is at least `MARGIN` times faster, so
+near-ties do not make a run's choice depend on the machine's load of the moment. The random state
+is restored after measuring: a run samples the same tokens as with the chosen decoder named outright.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import torch
+
+from rlvr.rollout.decoding.base import Decoder, DecodeRequest
+from rlvr.rollout.decoding.forward import model_device
+from rlvr.rollout.decoding.probe import probe_decoder
+
+CANDIDATES: dict[str, tuple[str, ...]] = {
+    "cpu": ("kv", "static", "generate"),
+    "cuda": ("cuda_graph", "static", "kv", "generate", "continuous"),
+}
+"""Decoders measured by ``auto``, by device type, the default first (``compiled`` is left out: its
+compilation takes longer than most runs gain from it; name it to use it)."""
+
+FALLBACK = ("kv", "generate")
+"""Candidates on a device not listed in `CANDIDATES`."""
+
+MARGIN = 1.15
+"""How much faster than the device's default another decoder must be measured to be chosen."""
+
+MEASURE_TOKENS = 16
+"""Tokens each candidate decodes in the timed run."""
+
+
+@dataclass
+class DecoderChoice:
+    """What ``auto`` measured and chose.
+
+    Attributes:
+        name: The chosen decoder.
+        device: Where it runs (``cpu``, ``cuda``).
+        tokens_per_s: Measured completion tokens per second, by decoder.
+        rejected: Decoders that could not run here, with the reason (their probe's).
+        shape: ``(rows, prompt tokens of the longest prompt, tokens decoded)`` of the measurement.
+        seconds: What probing and measuring took.
+    """
+
+    name: str
+    device: str
+    tokens_per_s: dict[str, float] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
+    shape: tuple[int, int, int] = (0, 0, 0)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        measured = ", ".join(f"{n} {v:,.0f}" for n, v in sorted(self.tokens_per_s.items(), key=lambda kv: -kv[1]))
+        rows, width, tokens = self.shape
+        text = f"decoder: {self.name} on {self.device} (tokens/s over {rows} rows x {tokens} tokens after prompts of up to {width}: {measured})"
+        if self.rejected:
+            text += "; not usable here: " + "; ".join(f"{n} ({why})" for n, why in self.rejected.items())
+        return text
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "device": self.device, "tokens_per_s": dict(self.tokens_per_s), "rejected": dict(self.rejected),
+                "shape": list(self.shape), "seconds": self.seconds}
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(decoder: Decoder, model: torch.nn.Module, request: DecodeRequest) -> float:
+    """Completion tokens per second of ``decoder`` on ``request`` (after an untimed warm-up of the
+    same shape for a decoder that captures or compiles: that is paid once per run, not per batch)."""
+    device = model_device(model)
+    if decoder.warms_up:
+        decoder.decode(model, request)
+    _synchronize(device)
+    t0 = time.perf_counter()
+    out = decoder.decode(model, request)
+    _synchronize(device)
+    wall = time.perf_counter() - t0
+    return float(out.lengths.sum()) / max(wall, 1e-9)
+
+
+def choose_decoder(get: Callable[[str], Decoder], model: torch.nn.Module, request: DecodeRequest,
+                   candidates: tuple[str, ...] | None = None) -> DecoderChoice:
+    """Probe and time each candidate for ``model``'s device on ``request``'s prompts (decoding
+    `MEASURE_TOKENS` tokens) and choose (module docstring). ``get(name)`` is the engine's instance
+    of a decoder. The random state is left as it was."""
+    started = time.perf_counter()
+    device = model_device(model)
+    names = candidates or CANDIDATES.get(device.type, FALLBACK)
+    choice = DecoderChoice(name="generate", device=device.type,
+                           shape=(len(request.prompts), max(len(p) for p in request.prompts), min(request.max_new_tokens, MEASURE_TOKENS)))
+    timed = replace(request, max_new_tokens=min(request.max_new_tokens, MEASURE_TOKENS))
+    saved = torch.get_rng_state(), (torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+    was_training = model.training
+    model.eval()
+    try:
+        for name in names:
+            decoder = get(name)
+            problem = probe_decoder(decoder, model)
+            if problem is None:
+                try:
+                    choice.tokens_per_s[name] = measure(decoder, model, timed)
+                except Exception as e:  # noqa: BLE001 - a decoder that fails here is not chosen
+                    problem = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            if problem is not None:
+                choice.rejected[name] = problem
+                decoder.release()
+    finally:
+        model.train(was_training)
+        torch.set_rng_state(saved[0])
+        if saved[1] is not None:
+            torch.cuda.set_rng_state(saved[1], device)
+    if choice.tokens_per_s:
+        fastest = max(choice.tokens_per_s, key=choice.tokens_per_s.__getitem__)
+        default = next((n for n in names if n in choice.tokens_per_s), fastest)
+        faster = choice.tokens_per_s[fastest] >= MARGIN * choice.tokens_per_s[default]
+        choice.name = fastest if faster else default
+    for name in choice.tokens_per_s:
+        if name != choice.name:
+            get(name).release()  # graphs and buffers of decoders not chosen
+    choice.seconds = time.perf_counter() - started
+    return choice
