@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Benchmark rlvr's math checker beside Hugging Face math-verify on two labelled suites.
 
-    OMP_NUM_THREADS=1 python scripts/bench_math_checker.py [--suites project,mathverify]
-        [--pairs scripts/data/math_pairs.jsonl] [--mathverify-cases PATH] [--checkers rlvr,math-verify]
-        [--deadline 10] [--out bench_results/math_checker.json]
+    OMP_NUM_THREADS=1 python scripts/bench_math_checker.py [--suites project,mathverify,real]
+        [--pairs scripts/data/math_pairs.jsonl] [--mathverify-cases PATH] [--real-set PATH]
+        [--checkers rlvr,math-verify] [--deadline 10] [--out bench_results/math_checker.json]
 
 Suites:
 
@@ -23,6 +23,11 @@ Suites:
   *default-config* cases (math-verify's default precision, strictness and set/relation option),
   leaving out the `POLICY_DIFFERENCES` below, each named with the reason the two checkers differ
   by design; the 25 cases labelled only under a non-default option are shown but not counted.
+- ``real``: the labelled set of real-model outputs (``tests/envs/math/data/real_model_outputs.jsonl``,
+  described in ``tests/envs/math/test_real_model_outputs.py``), each row run in both extraction
+  modes with its question and its task's numeric-literal rule; categories are ``MODE/CLASS``. A
+  row should pass in lenient mode when it commits to the gold, in strict mode when it also marks
+  that answer. math-verify has one mode and no question: it is scored against the same labels.
 
 Each checker runs in its own worker process, one pair at a time; the harness enforces a hard
 per-pair deadline (``--deadline``) by killing and restarting the worker, so no pair can stall the
@@ -50,6 +55,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PAIRS = ROOT / "scripts" / "data" / "math_pairs.jsonl"
+DEFAULT_REAL_SET = ROOT / "tests" / "envs" / "math" / "data" / "real_model_outputs.jsonl"
 DEFAULT_MV_CASES = Path(os.environ.get("RLVR_DATA_DIR", ROOT.parent / "shared" / "data")) / "mathverify_tests" / "cases.jsonl"
 MARKER = Path("/tmp/rlvr_pwned")
 _REP = re.compile(r"\{\{rep:(.*?):(\d+)\}\}", re.S)
@@ -119,7 +125,24 @@ def load_mathverify(path: Path) -> list[dict]:
     return pairs
 
 
-SUITES = {"project": load_pairs, "mathverify": load_mathverify}
+def load_real(path: Path) -> list[dict]:
+    """The labelled real-model set, each row as two pairs (strict, lenient), read by the test that
+    asserts it (questions resolved from ``$RLVR_DATA_DIR``); raises ValueError naming a bad line."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("real_model_outputs", ROOT / "tests" / "envs" / "math" / "test_real_model_outputs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    pairs = []
+    for row in module.load_set(path):
+        for mode in ("strict", "lenient"):
+            pairs.append({"id": f"{row['id']}@{mode}", "category": f"{mode}/{row['cls']}", "gold": row["gold"], "response": row["response"],
+                          "equivalent": module.expected(row, mode), "ambiguous": False, "extraction": mode,
+                          "question": row["question"], "numeric_literal": row["numeric_literal"]})
+    return pairs
+
+
+SUITES = {"project": load_pairs, "mathverify": load_mathverify, "real": load_real}
 
 
 # -- worker side ------------------------------------------------------------------------------
@@ -141,6 +164,9 @@ def _rlvr_checker(suite: str):
                 v = check(pair["response"], "", extraction="lenient")  # "no valid answer": nothing to match
                 return False, v.status.value
             v = check(pair["response"], gold_answer(pair["gold"]), extraction="lenient")
+        elif suite == "real":
+            v = check(pair["response"], pair["gold"], extraction=pair["extraction"], question=pair["question"],
+                      numeric_literal=pair["numeric_literal"])
         else:
             v = check(pair["response"], pair["gold"], extraction=pair["extraction"])
         return v.passed, v.status.value
@@ -373,9 +399,10 @@ def run_suite(suite: str, path: Path, names: list[str], deadline: float) -> tupl
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--suites", default="project,mathverify", help="comma-separated: project, mathverify")
+    ap.add_argument("--suites", default="project,mathverify,real", help="comma-separated: project, mathverify, real")
     ap.add_argument("--pairs", type=Path, default=DEFAULT_PAIRS, help="the project suite's pairs file")
     ap.add_argument("--mathverify-cases", type=Path, default=DEFAULT_MV_CASES, help="math-verify's labelled cases")
+    ap.add_argument("--real-set", type=Path, default=DEFAULT_REAL_SET, help="the labelled real-model outputs")
     ap.add_argument("--checkers", default="rlvr,math-verify", help="comma-separated: rlvr, math-verify")
     ap.add_argument("--deadline", type=float, default=10.0, help="hard per-pair deadline in seconds (worker killed past it)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench_results" / "math_checker.json")
@@ -396,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown suite(s) {bad}; choose from {sorted(SUITES)}")
     report: dict = {"deadline_s": args.deadline, "suites": {}}
     for suite in suites:
-        path = args.pairs if suite == "project" else args.mathverify_cases
+        path = {"project": args.pairs, "mathverify": args.mathverify_cases, "real": args.real_set}[suite]
         pairs, summaries, per_pair = run_suite(suite, path, names, args.deadline)
         print(f"\n=== suite {suite}: {len(pairs)} pairs ({sum(not p['ambiguous'] for p in pairs)} unambiguous) from {path}; "
               f"deadline {args.deadline:g} s per pair\n")

@@ -18,12 +18,14 @@ from __future__ import annotations
 import re
 import time
 from fractions import Fraction
-from typing import Any, Sequence
+from functools import lru_cache
+from typing import Any, Callable, Sequence
 
 from envs.base import Environment, safe_verify
 from envs.math import nodes as N
 from envs.math.compare import Comparer
-from envs.math.extract import check_mode, extract_answer, unescape
+from envs.math import commit, numwords
+from envs.math.extract import Extraction, check_mode, extract_answer, unescape
 from envs.math.forms import Question, is_numeric_literal, question_expressions, same_expression
 from envs.math.lexer import ParseError, normalize
 from envs.math.parser import parse_answer
@@ -111,26 +113,30 @@ def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: f
     steps = step_rewards(response) if process_rewards else ()
     found = extract_answer(response, extraction=extraction, question=asked)
     if found is None:
-        return Verdict(0.0, False, Status.NO_ANSWER, steps=steps, info={"check_s": time.monotonic() - start})
-    info: dict[str, Any] = {"method": found.method, "span": [found.start, found.end]}
+        why = _NO_ANSWER[extraction]
+        return Verdict(0.0, False, Status.NO_ANSWER, steps=steps, info={"rule": why, "check_s": time.monotonic() - start})
+    info: dict[str, Any] = {"method": found.method, "span": [found.start, found.end], "rule": found.rule}
 
-    fast_pred, fast_gold = plain_number(found.answer), plain_number(gold_text)
+    fast_gold = plain_number(gold_text)
+    answer = _answer_text(found, lambda: fast_gold is not None or _numeric_gold(gold_text), info)
+    fast_pred = plain_number(answer)
     pred_tree = None
     if found.method == "bare" and fast_pred is None:
         try:  # a bare line is an answer only when it reads as one (or is the gold's very text)
-            pred_tree = parse_answer(found.answer)
+            pred_tree = parse_answer(answer)
         except (ParseError, RecursionError) as e:
-            if not same_expression(found.answer, gold_text):
-                info.update(parse_error=str(e), bare_line=found.answer[:200], check_s=time.monotonic() - start)
+            if not same_expression(answer, gold_text):
+                info.update(parse_error=str(e), bare_line=answer[:200], check_s=time.monotonic() - start)
                 return Verdict(0.0, False, Status.NO_ANSWER, steps=steps, info=info)
-    rejected = _rejected(found.answer, gold_text, fast_gold, asked, numeric_literal)
+    rejected = _rejected(found, answer, gold_text, fast_gold, asked, numeric_literal, response[found.end: found.end + 40])
     if rejected:
-        info.update(rejected=rejected, check_s=time.monotonic() - start)
-        return Verdict(0.0, False, Status.OK, steps=steps, extracted=found.answer, info=info)
+        reason, why = rejected
+        info.update(rejected=why, reason=reason, check_s=time.monotonic() - start)
+        return Verdict(0.0, False, Status.OK, steps=steps, extracted=answer, info=info)
     if fast_pred is not None and fast_gold is not None:
         ok = fast_pred == fast_gold
         info.update(pred=_frac_text(fast_pred), gold=_frac_text(fast_gold), decided_by=["fast-rational"], check_s=time.monotonic() - start)
-        return Verdict(float(ok), ok, Status.OK, steps=steps, extracted=found.answer, info=info)
+        return Verdict(float(ok), ok, Status.OK, steps=steps, extracted=answer, info=info)
 
     try:
         gold_tree = parse_answer(gold_text)
@@ -138,10 +144,10 @@ def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: f
         return _textual(found.answer, gold_text, steps, info, f"gold answer could not be parsed: {e}", start)
     info["gold"] = N.to_text(gold_tree)
     try:
-        pred_tree = pred_tree if pred_tree is not None else parse_answer(found.answer)
+        pred_tree = pred_tree if pred_tree is not None else parse_answer(answer)
     except (ParseError, RecursionError) as e:
         info.update(parse_error=str(e), check_s=time.monotonic() - start)
-        return Verdict(0.0, False, Status.OK, steps=steps, extracted=found.answer, info=info)
+        return Verdict(0.0, False, Status.OK, steps=steps, extracted=answer, info=info)
     info["pred"] = N.to_text(pred_tree)
 
     comparer = Comparer(deadline=deadline, rel_tol=rel_tol, symbolic=symbolic)
@@ -154,17 +160,89 @@ def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: f
     if comparer.undecided and not ok:
         info["undecided"] = True
     if comparer.timed_out and not ok:
-        return Verdict(0.0, False, Status.TIMEOUT, steps=steps, extracted=found.answer, info={**info, "timeout_s": timeout_s})
-    return Verdict(float(ok), ok, Status.OK, steps=steps, extracted=found.answer, info=info)
+        return Verdict(0.0, False, Status.TIMEOUT, steps=steps, extracted=answer, info={**info, "timeout_s": timeout_s})
+    return Verdict(float(ok), ok, Status.OK, steps=steps, extracted=answer, info=info)
 
 
-def _rejected(answer: str, gold_text: str, fast_gold: Fraction | None, asked: Question, numeric_literal: bool) -> str | None:
-    """Why an answer cannot pass whatever its value (`envs.math.forms`), or None."""
-    if numeric_literal and (fast_gold is not None or is_numeric_literal(gold_text, lowest_terms=False)) and not is_numeric_literal(answer):
-        return "not a numeric literal: a numeric answer must be the value itself, not an operation on numbers"
+_NO_ANSWER = {
+    "strict": "no explicit answer: no \\boxed{}, no answer marker committing to a value, no bare one-line answer",
+    "lenient": "no explicit answer, and no closing sentence states one value (sentences copied from the question or "
+               "restating its operands are passed over; one mentioning several values states none)",
+}
+
+
+def _answer_text(found: Extraction, numeric_gold: Callable[[], bool], info: dict[str, Any]) -> str:
+    """The answer compared: a number written as words counts as its value only where the gold is
+    a number ("zero", "eight miles per hour", ``\\boxed{\\text{twelve}}``); elsewhere its words."""
+    if found.spelled is not None:
+        if numeric_gold():
+            info["spelled"] = found.spelled
+            return found.answer
+        return found.spelled
+    if not found.parts and (value := numwords.value_of(found.answer)) is not None and numeric_gold():
+        info["spelled"] = found.answer
+        return numwords.digits(value)
+    return found.answer
+
+
+@lru_cache(maxsize=4096)
+def _numeric_gold(gold_text: str) -> bool:
+    """Whether the gold is a number (cached: a group of completions shares its gold)."""
+    return is_numeric_literal(gold_text, lowest_terms=False)
+
+
+def _rejected(found: Extraction, answer: str, gold_text: str, fast_gold: Fraction | None, asked: Question,
+              numeric_literal: bool, after: str = "") -> tuple[str, str] | None:
+    """Why an answer cannot pass whatever its value, as ``(reason, explanation)``, or None:
+    ``hedged`` (several values offered for a one-value gold, or a bound instead of a value:
+    `envs.math.commit`), ``not_literal`` and ``restated`` (`envs.math.forms`)."""
+    offered = _offered_values(found, answer, gold_text, fast_gold)
+    if offered:
+        shown = " / ".join(offered)
+        return "hedged", f"hedged: offers {len(offered)} candidate values ({shown[:120]}); an answer must commit to one value"
+    stated_bound = commit.bound(answer, after)
+    if stated_bound and (fast_gold is not None or not _multi_part(gold_text)):
+        return "hedged", f"hedged: states a bound ({stated_bound!r}), not a value; an answer must commit to one value"
+    if numeric_literal and (fast_gold is not None or _numeric_gold(gold_text)) and not is_numeric_literal(answer):
+        return "not_literal", "not a numeric literal: a numeric answer must be the value itself, not an operation on numbers"
     if asked.restates(answer) and not same_expression(answer, gold_text):
-        return "restates the question: an expression from the question is not its answer"
+        return "restated", "restates the question: an expression from the question is not its answer"
     return None
+
+
+_LIST_HINT = re.compile(r",|;|\bor\b|\band\b|\\text\s*\{\s*(?:or|and)\s*\}")
+_MULTI_PART = (N.Answers, N.Tuple, N.SetOf, N.Interval, N.Union_, N.Intersect, N.SetDiff, N.Assignments, N.Matrix)
+
+
+def _offered_values(found: Extraction, answer: str, gold_text: str, fast_gold: Fraction | None) -> tuple[str, ...]:
+    """The values a hedged answer offers where the gold is one value ("12 or 15", "between 10 and
+    20", ``\\boxed{12, 15}``), else ``()``. Where the gold has several parts they are its answer."""
+    parts = found.parts
+    if len(parts) < 2 and ("," not in answer and "or" not in answer and "and" not in answer and ";" not in answer or not _LIST_HINT.search(answer)):
+        return ()  # the common case, one value: no regex to run
+    if fast_gold is None and _multi_part(gold_text):
+        return ()
+    if len(parts) >= 2:
+        return () if commit.same_values(parts) or len(set(parts)) == 1 else parts
+    try:
+        tree = parse_answer(answer)
+    except (ParseError, RecursionError):
+        return ()
+    if isinstance(tree, N.Answers) and len({N.to_text(item) for item in tree.items}) >= 2:
+        return tuple(N.to_text(item) for item in tree.items)
+    return ()
+
+
+@lru_cache(maxsize=4096)
+def _multi_part(gold_text: str) -> bool:
+    """Whether a gold answer has several parts (a list, tuple, set, interval, ``\\pm``, several
+    named values) or cannot be read; a single value, an expression or one equation has one."""
+    try:
+        tree = parse_answer(gold_text)
+    except (ParseError, RecursionError):
+        return True
+    return any(isinstance(n, _MULTI_PART) or isinstance(n, N.PlusMinus) or (isinstance(n, N.Relation) and any(op != "=" for op in n.ops))
+               for n in N.walk(tree))
 
 
 def _gold_text(gold: Any) -> str:

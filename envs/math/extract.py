@@ -22,6 +22,13 @@ Rules, in order of preference:
 4. Given the question (``question=``), the prose's value is never a restatement of it: a
    sentence that only mentions the question's expression or names its operands ("The answer to
    75-53 is unknown to me.", "The sum of 47 and 38 is unknown.") states no answer.
+5. Commitment (`envs.math.commit`), in both modes: a marker answer is read for the value it
+   commits to (`envs.math.prose.answer_value`): "306 (I multiplied 34 by 9)" is 306, "17, not
+   -17" is 17, "81-27, which is 54" is 54, "eight miles per hour" is 8, and ``$`` is currency
+   unless it opens real LaTeX. Several values offered ("12 or 15", "$12 or $15", "between 10 and
+   20", ``\\boxed{12} or \\boxed{15}``, "Answer: 12. Or maybe 15.") are kept in
+   ``Extraction.parts``: `envs.math.env.check` fails them with reason ``hedged`` where the gold
+   is one value. A marker followed by a sentence copied from the question answers nothing.
 
 Escaped output (``\\\\frac{1}{2}``, ``\\n`` for line breaks, as JSON-encoded text shows it) is
 unescaped first (`unescape`). Every scan is linear in the completion's length (brace matching
@@ -32,9 +39,9 @@ costs milliseconds.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from envs.math import lexer, prose
+from envs.math import commit, lexer, prose
 from envs.math.forms import Question
 
 EXTRACTION_MODES = ("strict", "lenient")
@@ -45,12 +52,15 @@ _MARKERS = [
     re.compile(r"(?i)\b(?:the\s+(?:final\s+|correct\s+)?|final\s+)answer\s+(?:is|should\s+be|would\s+be)\s*[:：]?\s*(?P<ans>.+)$"),
     re.compile(r"^\s*####\s*(?P<ans>.+)$"),
 ]
+_CLOSERS = r"[\"'”’)\]*_]*"
 _SENTENCE_END = re.compile(
-    r"(?<![\d\\])\.(?:\s|$)|(?<=\d)\.(?=\s+[A-Z\\(\[*]|\s*$)|[!?](?:\s|$)|"
-    r"[;,]\s+(?:since|because|as|which|so|and\s+so)\b|\s+(?:since|because)\s"
+    r"(?<![\d\\])(?<!\bi\.e)(?<!\be\.g)(?<!\bapprox)(?<!\bvs)(?<!\bcf)(?<!\betc)\." + _CLOSERS + r"(?:\s|$)|(?<=\d)\." + _CLOSERS + r"(?=\s+[A-Z\\(\[*\"“]|\s*$)|[!?]" + _CLOSERS + r"(?:\s|$)|"
+    r"[;,]\s+(?:since|because|as|so|and\s+so)\b|\s+(?:since|because)\s"
 )
-"""Where a marker answer ends: a sentence end (after a digit only before a capital letter or the
-end: ``42. Let me check`` but not ``3.5``), or a clause giving a reason."""
+"""Where a marker answer ends: a sentence end, also behind closing quotes or brackets (after a
+digit only before a capital letter or the end: ``42. Let me check``, ``"42." Then`` but not
+``3.5``), or a clause giving a reason or a consequence. ", which is 54" does not end it: it may
+give the value of what came before ("81-27, which is 54")."""
 _INLINE_MATH = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
 _JOIN_NOISE = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$|\\q?quad\b|\\[,;: !]|\\\\|&|~")
 _JOIN_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
@@ -70,16 +80,23 @@ class Extraction:
     """An extracted answer and where it was found.
 
     Attributes:
-        answer: The answer text (without its marker).
+        answer: The answer text (without its marker); several values offered are joined with ", ".
         start: Offset of the answer in the completion.
         end: Offset one past its end.
-        method: Which rule found it (``boxed``, ``marker``, ``bare``, ``inline_math``, ``last_number``).
+        method: Which rule found it (``boxed``, ``marker``, ``bare``, ``sentence``).
+        parts: The values when the answer offers several ("12 or 15", ``\\boxed{2}, \\boxed{3}``):
+            a hedge where the gold is one value, the parts of a multi-part answer otherwise.
+        spelled: The words of a number written as words ("eight"); ``answer`` holds its digits.
+        rule: Which rule decided, in words (``rlvr verify --explain`` prints it).
     """
 
     answer: str
     start: int
     end: int
     method: str
+    parts: tuple[str, ...] = ()
+    spelled: str | None = None
+    rule: str = ""
 
 
 def _brace_matches(text: str) -> dict[int, int]:
@@ -118,12 +135,12 @@ def boxed_answers(text: str) -> list[Extraction]:
             inner = text[inner_start:close].strip()
             while (nested := _BOXED.match(inner)) and nested.group(1) and inner.endswith("}"):
                 inner = inner[nested.end():-1].strip()  # \boxed{\boxed{3}}
-            found.append(Extraction(inner, inner_start, close, "boxed"))
+            found.append(Extraction(inner, inner_start, close, "boxed", rule=_BOX_RULE))
             covered_until = close
         else:  # \boxed 5
             tail = re.match(r"\s*([^\s$]+)", text[m.end(): m.end() + 200])
             if tail:
-                found.append(Extraction(tail.group(1), m.end() + tail.start(1), m.end() + tail.end(1), "boxed"))
+                found.append(Extraction(tail.group(1), m.end() + tail.start(1), m.end() + tail.end(1), "boxed", rule=_BOX_RULE))
     return [f for f in found if f.answer]
 
 
@@ -163,14 +180,32 @@ def _last_boxed(text: str) -> Extraction | None:
         else:
             break
     if len(group) == 1:
-        return group[0]
+        return _box_alternative(text, boxes, group[0])
     parts = []
     for g in group:  # "y_1 = \boxed{A} and y_2 = \boxed{B}": the labels belong to the answer
         label = _box_label(text, g)
         parts.append(f"{label.group(0).rstrip().rstrip('$').rstrip()} {g.answer}".replace("\\(", "") if label and "=" not in g.answer else g.answer)
-    return Extraction(", ".join(parts), group[0].start, group[-1].end, "boxed")
+    if len(set(parts)) == 1 or commit.same_values(parts):  # "\boxed{12}, or more precisely \boxed{12}": one value
+        return Extraction(group[-1].answer, group[0].start, group[-1].end, "boxed", rule="the last \\boxed{} (the boxes before it hold the same value)")
+    return Extraction(", ".join(parts), group[0].start, group[-1].end, "boxed", parts=tuple(parts),
+                      rule=f"the last {len(group)} \\boxed{{}} joined by connecting words into one answer")
 
 
+def _box_alternative(text: str, boxes: list[Extraction], last: Extraction) -> Extraction:
+    """The last box, or, where the text before it offers it as an alternative to the box before
+    ("\\boxed{12}\n\nor maybe \\boxed{15}"), both values."""
+    if len(boxes) < 2:
+        return last
+    prev = boxes[-2]
+    opener = text.rfind("\\", prev.end, last.start)
+    between = text[prev.end + 1: opener if opener > prev.end else last.start]
+    if not commit.opens_alternative(_JOIN_NOISE.sub(" ", between).lstrip(" .,;:!)]}$*_\n")) or commit.same_values([prev.answer, last.answer]):
+        return last
+    parts = (prev.answer, last.answer)
+    return Extraction(", ".join(parts), prev.start, last.end, "boxed", parts=parts, rule="the last \\boxed{} offered as an alternative to the one before")
+
+
+_BOX_RULE = "the last \\boxed{}"
 _MARKER_HINT = re.compile(r"(?i)answer|####")
 MARKER_HINTS_CHECKED = 20
 
@@ -193,13 +228,11 @@ def _last_marker(text: str, asked: Question) -> Extraction | None:
         for pattern in _MARKERS:
             m = _last_match(pattern, line)
             if m and m.start("ans") > best_start:  # the marker written last on the line wins
-                ans = _trim_marker_answer(m.group("ans"), asked)
-                if ans and not _VERDICT_WORDS.match(ans):
-                    at = line.find(ans, m.start("ans"))
-                    at = m.start("ans") if at < 0 else at
-                    best, best_start = Extraction(ans, offset + at, offset + at + len(ans), "marker"), m.start("ans")
+                found = _marker_answer(m.group("ans"), offset + m.start("ans"), asked)
+                if found is not None and not _VERDICT_WORDS.match(found.answer):
+                    best, best_start = found, m.start("ans")
         if best is not None:
-            return best
+            return _with_alternative(text, best, asked)
     return None
 
 
@@ -218,36 +251,98 @@ def _last_match(pattern: re.Pattern, line: str) -> re.Match | None:
     return last
 
 
-def _trim_marker_answer(ans: str, asked: Question) -> str:
-    ans = re.sub(r'^(?:\\?["“]|\*\*|__)+|(?:\\?["”]|\*\*|__)+$', "", ans.strip()).strip()
+_QUOTES_START = re.compile(r'^\s*(?:\\?["“]|\*\*|__)*')
+_QUOTES_END = re.compile(r'(?:\\?["”]|\*\*|__|\s)*$')
+
+
+def _marker_answer(raw: str, at: int, asked: Question) -> Extraction | None:
+    """What the text after a marker (``raw``, at offset ``at`` of the completion) commits to, or
+    None when it holds nothing or a sentence copied from the question (`envs.math.commit`)."""
+    lead = at + _QUOTES_START.match(raw).end()
+    raw = raw[lead - at:]
+    ans = raw[: _QUOTES_END.search(raw).start()]
     maths = _leading_maths(ans)
     if maths:  # "the answer is $18$ dollars": the math is the answer ("$12$ and $13$": both)
-        return ", ".join(maths)
+        (first, _), (_, last_end) = maths[0], maths[-1]
+        texts = [ans[a:b].strip() for a, b in maths]
+        parts = tuple(texts) if len(texts) > 1 and not commit.same_values(texts) else ()
+        return Extraction(", ".join(texts) if parts else texts[0], lead + first, lead + (last_end if parts else maths[0][1]), "marker",
+                          parts=parts, rule="the math after the marker" + (" (several values joined)" if parts else ""))
     cut = _SENTENCE_END.search(ans)
     if cut:
         ans = ans[: cut.start()]
-    ans = ans.strip().rstrip(".").strip()
-    if _is_sentence(ans):  # "Final Answer: The largest $n$ is 34": the value it states
-        found = prose.sentence_value(ans, question=asked)
+    ans = ans[: _QUOTES_END.search(ans).start()].rstrip(".").rstrip()
+    if not ans:
+        return None
+    if _reads_as_prose(ans):  # "306 (I multiplied 34 by 9)", "17, not -17", "The largest $n$ is 34"
+        found = prose.answer_value(ans, question=asked)
+        if found is prose.COPIED:
+            return None
         if found is not None:
-            return found.answer
-    return ans
+            return Extraction(found.answer, lead + found.start, lead + found.end, "marker", parts=found.parts,
+                              spelled=found.spelled, rule=f"marker answer: {found.rule}")
+    return Extraction(ans, lead, lead + len(ans), "marker", rule="marker answer: the text after the marker")
 
 
-def _leading_maths(ans: str) -> list[str]:
-    """The inline maths at the start of a marker answer, with those joined to it by "and"/commas."""
-    out: list[str] = []
-    pos = 0
+def _reads_as_prose(ans: str) -> bool:
+    """Whether a marker answer is read for the value it commits to rather than taken whole: it
+    has words outside math (a sentence, a unit phrase, a remark, "or", a number in words) or a
+    currency amount, and no LaTeX written outside math delimiters (``\\frac{1}{2} cm`` is taken
+    whole: reading it would split its numbers)."""
+    if _is_sentence(ans):
+        return True
+    outside = re.sub(r"\$[^$]*\$|\\\(.*?\\\)", " ", ans)
+    if re.search(r"[\\{}^_]", outside):
+        return False
+    return bool(_SENTENCE_WORDS.search(outside) or re.search(r"\$\s?\d|[–—]|\bi\.e\.|\d\s+x\s+\d|\S\s+[(\[]", ans))
+
+
+def _with_alternative(text: str, found: Extraction, asked: Question) -> Extraction:
+    """A marker answer followed by an alternative ("Answer: 12. Or maybe 15.", "Answer: 12\nor
+    15") offers both values."""
+    if found.parts:
+        return found
+    tail = text[found.end: found.end + 300]
+    rest = tail.lstrip(" \t\n.,;:!)]\"'”*_")
+    if not commit.opens_alternative(rest):
+        return found
+    clause = re.split(r"(?<=[.!?])\s|\n", rest, maxsplit=1)[0].rstrip(" .!?")
+    alt = prose.answer_value(re.sub(r"(?i)^\W*(?:or|either|maybe|perhaps|possibly|alternatively)\b[\s,]*(?:maybe|perhaps|it(?:'s| is| could be| might be)|the answer (?:is|could be|might be))?\s*", "", clause), question=asked)
+    if alt is None or alt is prose.COPIED or alt.parts or commit.same_values([found.answer, alt.answer]):
+        return found
+    parts = (found.answer, alt.answer)
+    return replace(found, answer=", ".join(parts), parts=parts, rule=f"{found.rule}; an alternative follows it ({clause.strip()[:40]!r})")
+
+
+def _leading_maths(ans: str) -> list[tuple[int, int]]:
+    """Spans of the inline maths at the start of a marker answer, with those joined to it by
+    "and"/commas; a dollar sign that is currency (`envs.math.commit.is_math_span`) opens none."""
+    out: list[tuple[int, int]] = []
+    m = _math_at(ans, 0)
+    if m is None or ans[: m.start()].strip():
+        return out
     while True:
-        m = _INLINE_MATH.match(ans, pos)
-        if m is None or (out and not joins_boxes(ans[pos_end: m.start()])):
+        out.append(_content_span(m))
+        nxt = _math_at(ans, m.end())
+        if nxt is None or not joins_boxes(ans[m.end(): nxt.start()]):
             return out
-        out.append(next(g for g in m.groups() if g is not None).strip())
-        pos_end = m.end()
-        nxt = _INLINE_MATH.search(ans, pos_end)
-        if nxt is None or not joins_boxes(ans[pos_end: nxt.start()]):
-            return out
-        pos = nxt.start()
+        m = nxt
+
+
+def _math_at(text: str, pos: int) -> re.Match | None:
+    """The first real inline math at or after ``pos``."""
+    while (m := _INLINE_MATH.search(text, pos)) is not None:
+        if m.group(2) is None or commit.is_math_span(m.group(2), text[m.end(): m.end() + 1]):
+            return m
+        pos = m.start() + 1
+    return None
+
+
+def _content_span(m: re.Match) -> tuple[int, int]:
+    k = next(i for i, g in enumerate(m.groups(), 1) if g is not None)
+    a, b = m.span(k)
+    inner = m.string[a:b]
+    return a + len(inner) - len(inner.lstrip()), b - len(inner) + len(inner.rstrip())
 
 
 _SENTENCE_WORDS = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}\b")
@@ -269,7 +364,7 @@ def _bare(text: str) -> Extraction | None:
     if not stripped or len(stripped) > BARE_MAX_CHARS or "\n" in stripped:
         return None
     start = text.index(stripped)
-    return Extraction(stripped, start, start + len(stripped), "bare")
+    return Extraction(stripped, start, start + len(stripped), "bare", rule="a bare one-line answer")
 
 
 def check_mode(extraction: str) -> str:
@@ -298,7 +393,7 @@ def extract_answer(text: str, *, extraction: str = "strict", question: str | Que
         return bare
     found = prose.last_statement(text, question=asked)
     if found is not None:
-        return Extraction(found.answer, found.start, found.end, "sentence")
+        return Extraction(found.answer, found.start, found.end, "sentence", parts=found.parts, spelled=found.spelled, rule=found.rule)
     return bare
 
 

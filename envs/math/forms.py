@@ -34,7 +34,7 @@ from fractions import Fraction
 from functools import lru_cache
 from math import gcd
 
-from envs.math import lexer
+from envs.math import lexer, numwords
 
 _SIGN = r"[-+]?"
 _LITERAL_SHAPES = {
@@ -137,6 +137,7 @@ def _balanced(sig: str) -> bool:
     return depth == 0
 
 
+@lru_cache(maxsize=8192)
 def _value(number: str) -> Fraction | None:
     try:
         return lexer.literal_value(number)
@@ -279,9 +280,30 @@ def _contains(expression: str, part: str) -> bool:
     return False
 
 
+_WORD = re.compile(r"[A-Za-z]+|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
+
+
+_WORD_NUMBERS = {w: Fraction(i) for i, w in enumerate(numwords.UNITS)} | {w: Fraction(10 * (i + 2)) for i, w in enumerate(numwords.TENS)}
+
+
+def token_value(token: str) -> Fraction | None:
+    """The number a word token writes: digits (``1,200``) or one number word ("twelve"), else None."""
+    if token[0].isdigit():
+        return _value(token.replace(",", ""))
+    return _WORD_NUMBERS.get(token.lower())
+
+
+def stem(word: str) -> str:
+    """A word's comparable form: lower case, a plural or possessive ``s`` dropped ("apples" →
+    "apple", "Tom's" → "tom")."""
+    w = word.lower()
+    return w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+
+
 @dataclass(frozen=True)
 class Question:
-    """What an answer could restate: the question's expressions (normalised) and its numbers.
+    """What an answer could restate: the question's expressions (normalised), its numbers (in
+    digits or words), its words (`stem`) and each number with the words beside it.
 
     Build with `Question.of`; ``Question.of(None)`` restates nothing.
     """
@@ -289,11 +311,13 @@ class Question:
     expressions: frozenset[str] = frozenset()
     arithmetic: frozenset[tuple[tuple[str, ...], tuple[str, ...]]] = frozenset()
     numbers: frozenset[Fraction] = frozenset()
+    words: frozenset[str] = frozenset()
+    contexts: frozenset[tuple[str, Fraction]] = frozenset()
 
     @classmethod
     def of(cls, text: str | None) -> Question:
         """The question ``text`` asks (cached: a group of completions shares its question)."""
-        return _question_of(text[:MAX_QUESTION_CHARS]) if text else cls()
+        return _question_of(text[:MAX_QUESTION_CHARS]) if text else _NO_QUESTION
 
     @classmethod
     def _read(cls, text: str) -> Question:
@@ -312,7 +336,14 @@ class Question:
             value = _value(m.group(0).replace(",", ""))
             if value is not None:
                 numbers.add(value)
-        return cls(frozenset(expressions), frozenset(arithmetic), frozenset(numbers))
+        numbers.update(s.value for s in numwords.find(text))
+        tokens = _WORD.findall(text)
+        words = {stem(t) for t in tokens if t[0].isalpha()}
+        contexts = set()
+        for k, t in enumerate(tokens):
+            if (value := token_value(t)) is not None:
+                contexts.update((stem(tokens[j]), value) for j in (k - 1, k + 1) if 0 <= j < len(tokens) and token_value(tokens[j]) is None)
+        return cls(frozenset(expressions), frozenset(arithmetic), frozenset(numbers), frozenset(words), frozenset(contexts))
 
     def restates(self, answer: str) -> bool:
         """Whether ``answer`` is one of the question's expressions (or its numbers under the same
@@ -337,6 +368,15 @@ class Question:
         """Whether ``answer`` is a plain number that the question states (an operand)."""
         value = _value(answer.strip().replace(",", "")) if re.fullmatch(r"\s*-?\d[\d,]*(?:\.\d+)?\s*", answer) else None
         return value is not None and value in self.numbers
+
+    def writes_beside(self, answer: str, words: list[str]) -> bool:
+        """Whether the question writes the number ``answer`` beside one of ``words`` ("2 boxes"
+        for "buys 2 boxes"): a restatement of its phrase, not a value found."""
+        value = _value(answer.strip().replace(",", "")) if re.fullmatch(r"\s*-?\d[\d,]*(?:\.\d+)?\s*", answer) else None
+        return value is not None and any((stem(w), value) in self.contexts for w in words)
+
+
+_NO_QUESTION = Question()
 
 
 @lru_cache(maxsize=4096)

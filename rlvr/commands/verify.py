@@ -1,7 +1,9 @@
 """`rlvr verify --gold G --response R`: run the math checker on one pair and show why it decided.
 
 Prints the verdict, the extracted answer, both normalised forms, the evidence that decided it and
-the process-reward steps, so a surprising reward can be debugged without writing code. It judges
+the process-reward steps, so a surprising reward can be debugged without writing code; ``--explain``
+adds which extraction rule decided and why an answer was refused (``hedged``, ``not_literal``,
+``restated``). It judges
 as ``math-v1`` rewards by default: a numeric gold needs a numeric literal (``--allow-expressions``
 judges as the MATH tasks do), and with ``--question`` a restatement of the question never passes.
 """
@@ -31,6 +33,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "operand as the answer (math-v1 always reads the problem's question)")
     p.add_argument("--rel-tol", type=float, default=None, help="opt-in relative tolerance for numeric answers (default: exact)")
     p.add_argument("--timeout", type=float, default=1.0, help="time budget of the check in seconds (default 1)")
+    p.add_argument("--explain", action="store_true",
+                   help="also print which extraction rule decided (the box, marker or sentence read, the value it commits "
+                        "to, remarks set aside, sentences passed over) and why an answer was refused (hedged, not a "
+                        "numeric literal, restates the question)")
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     p.set_defaults(func=run)
 
@@ -63,6 +69,16 @@ def run(args: argparse.Namespace) -> int:
     print(f"verdict:    {'PASS' if verdict.passed else 'FAIL'} (reward {verdict.reward:g}, status {verdict.status.value})")
     print(f"extracted:  {verdict.extracted!r}" + (f" via {info['method']}" if "method" in info else ""))
     print(f"normalised: {info.get('pred', '-')}  vs gold  {info.get('gold', '-')}")
+    if args.explain:
+        print(f"mode:       {extraction}" + ("" if args.question else " (no --question: restatements of a question cannot be recognised)"))
+        print(f"rule:       {info.get('rule', '-')}")
+        if "span" in info:
+            a, b = info["span"]
+            print(f"read from:  characters {a}-{b}: {response[max(0, a - 30): a]!r} >> {response[a: b]!r} << {response[b: b + 30]!r}")
+        if "spelled" in info:
+            print(f"in words:   {info['spelled']!r} read as {verdict.extracted!r} (the gold is a number)")
+        if "reason" in info:
+            print(f"refused:    {info['reason']}")
     if info.get("decided_by"):
         print(f"decided by: {', '.join(info['decided_by'])}")
     for key in ("rejected", "parse_error", "error", "undecided"):

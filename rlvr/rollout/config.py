@@ -48,7 +48,7 @@ class HFEngineConfig:
                 "finished rows leave the batch; fast on a CPU), static (fixed shapes, bookkeeping on the device, the host every "
                 "sync_every tokens), cuda_graph (static with its step replayed as a CUDA graph; CUDA only), compiled (static "
                 "through torch.compile: long start-up), generate (Hugging Face generate) or continuous (transformers' "
-                "generate_batch). rlvr's decoders pass a start-up probe first (else one warning and generate); sharded models "
+                "generate_batch: its scheduler is built on every call; never chosen by auto). rlvr's decoders pass a start-up probe first (else one warning and generate); sharded models "
                 "always use generate")
     sync_every: int = help_field(8, "static, cuda_graph, compiled: tokens between two looks of the host at a decoding batch "
                                     "(whether every row finished; stop strings): fewer looks, fewer GPU stalls, up to this many "

@@ -80,3 +80,25 @@ def test_help_documents_the_answer_form_options(capsys):
         main(["verify", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "--allow-expressions" in out and "numeric literal" in out and "--question" in out
+
+
+# -- commitment: hedges, remarks, number words, and why a verdict ---------------------------------
+
+
+def test_explain_prints_the_rule_that_decided_and_why_an_answer_was_refused(capsys):
+    assert main(["verify", "--gold", "12", "--response", "Answer: $12 or $15", "--explain"]) == 1
+    out = capsys.readouterr().out
+    assert "rule:       marker answer: values offered as alternatives" in out
+    assert "refused:    hedged" in out and "offers 2 candidate values (12 / 15)" in out
+    response = "We add 70 and 12, which results in 82. This is the sum of 70 and 12."
+    assert main(["verify", "--lenient", "--gold", "82", "--question", "Compute 70+12.", "--response", response, "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "the value after 'results in'" in out and "passed over: restates operands" in out and ">> '82' <<" in out
+    assert main(["verify", "--gold", "0", "--response", "The answer is zero.", "--explain"]) == 0
+    assert "in words:   'zero' read as '0'" in capsys.readouterr().out
+
+
+def test_hedged_answers_fail_with_reason_hedged_in_json(capsys):
+    data = _verdict(capsys, "--gold", "12", "--response", "The answer is either 12 or 15.")
+    assert data["passed"] is False and data["info"]["reason"] == "hedged" and data["extracted"] == "12, 15"
+    assert _verdict(capsys, "--gold", "306", "--response", "Answer: 306 (I multiplied 34 by 9).")["passed"]

@@ -78,7 +78,9 @@ class GenerateDecoder(Decoder):
 @DECODERS.register("continuous", description="transformers' continuous batching (generate_batch), where installed")
 class ContinuousDecoder(Decoder):
     """``model.generate_batch``: paged attention and transformers' own scheduler; stop strings cut
-    the completions afterwards (generation runs on to eos or the limit)."""
+    the completions afterwards (generation runs on to eos or the limit). Each call builds and stops
+    transformers' batching manager (12-20 s per call on a CPU for a two-layer model), so ``auto``
+    does not measure it; name it (``rollout.hf.decode=continuous``) where it pays."""
 
     name = "continuous"
     warms_up = True
@@ -101,7 +103,7 @@ class ContinuousDecoder(Decoder):
         seed = int(torch.randint(0, 2**31 - 1, (1,)))  # from torch's generator: a seeded run stays reproducible
         outputs = model.generate_batch([list(p) for p in request.prompts], generation_config=config,
                                        continuous_batching_config=ContinuousBatchingConfig(return_logprobs=True, seed=seed),
-                                       progress_bar=False)
+                                       progress_bar=False, warmup=False)
         # requests come back keyed by id; the order they were added in is the order of the prompts
         results = list(outputs.values())
         if len(results) != len(request.prompts) or any(r.error for r in results):
