@@ -77,6 +77,10 @@ class StepReward:
     def to_dict(self) -> dict[str, Any]:
         return {"start": self.start, "end": self.end, "reward": self.reward, "label": self.label}
 
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> StepReward:
+        return cls(start=row["start"], end=row["end"], reward=row["reward"], label=str(row.get("label", "")))
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -119,3 +123,17 @@ class Verdict:
             "extracted": self.extracted,
             "info": self.info,
         }
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> Verdict:
+        """The inverse of `to_dict` (a verdict sent over the wire). Raises KeyError, TypeError or
+        ValueError on a malformed row; callers validate the result (`envs.verdicts.validate_verdict`)."""
+        if not isinstance(row, dict):
+            raise TypeError(f"a verdict must be a JSON object, got {type(row).__name__}")
+        info = row.get("info") or {}
+        if not isinstance(info, dict):
+            raise TypeError(f"verdict info must be an object, got {type(info).__name__}")
+        extracted = row.get("extracted")
+        return cls(reward=row["reward"], passed=row["passed"], status=Status(row.get("status", "ok")),
+                   steps=tuple(StepReward.from_dict(s) for s in row.get("steps") or ()),
+                   extracted=None if extracted is None else str(extracted), info=dict(info))

@@ -22,6 +22,10 @@ def register(id: str, entry_point=None, **options):
 
 def make(id: str, **config) -> Task:
     """Build the task registered under ``id`` with ``config`` overriding its defaults."""
+    from tasks import hubs
+
+    if hubs.is_hub_id(id):  # another hub's environment: harbor:DIR (see tasks.hubs)
+        return hubs.make(id, **config)
     task = TASKS.make(id, **config)
     if not isinstance(task, Task):
         raise RegistryError(f"task {id!r} built a {type(task).__name__}, not a tasks.Task")

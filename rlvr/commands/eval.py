@@ -110,7 +110,13 @@ def run(args: argparse.Namespace) -> int:
     rollout = load_config(RolloutConfig, None, [f"engine={args.engine}", *args.rollout])  # a bad key is named before the model loads
     engine = make_engine(rollout, model_path=args.model, seed=args.seed, device=args.device, dtype=args.dtype)
     report = evaluate(engine, task, settings, model_name=args.model)
-    report.setdefault("provenance", {})["options"] = {k: v for k, v in vars(args).items() if k != "func"}
+    from rlvr.eval.provenance import redact
+
+    options = {k: v for k, v in vars(args).items() if k != "func"}
+    for key in ("task_config", "env_kwargs"):  # YAML/JSON text: recorded parsed, with any secret in it left out
+        if isinstance(options.get(key), str):
+            options[key] = _mapping(options[key], f"--{key.replace('_', '-')}")
+    report.setdefault("provenance", {})["options"] = redact(options)
     json_path, md_path = write_report(report, out)
     print(md_path.read_text())
     print(f"reports: {json_path} {md_path}")
@@ -169,4 +175,6 @@ def default_out_dir(model: str, task_id: str, split: str) -> Path:
         name = "-".join(resolved.parts[-2:]) + "-" + hashlib.sha256(str(resolved).encode()).hexdigest()[:8]
     else:
         name = model.replace("/", "--")
-    return Path("runs") / "eval" / f"{task_id}-{split}" / re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+    # a hub task id carries a path or URL (harbor:/data/tasks): one folder name, never nested ones
+    task_part = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{task_id}-{split}").strip("_") if ":" in task_id else f"{task_id}-{split}"
+    return Path("runs") / "eval" / task_part / re.sub(r"[^A-Za-z0-9_.-]+", "_", name)

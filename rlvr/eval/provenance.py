@@ -123,3 +123,16 @@ def component_provenance(component: Any, registered_by: str | None = None) -> di
     if registered_by and registered_by != out["package"] and _version(registered_by) is not None:
         out["registered_by"] = {"package": registered_by, "version": _version(registered_by)}
     return out
+
+
+SECRET_KEYS = ("token", "authorization", "password", "secret", "api_key", "apikey")
+"""Keys whose values a report never records (a hub task's bearer token, an Authorization header)."""
+
+
+def redact(value: Any) -> Any:
+    """``value`` with every mapping entry whose key names a secret (`SECRET_KEYS`) replaced by "***"."""
+    if isinstance(value, dict):
+        return {k: ("***" if isinstance(k, str) and any(s in k.lower() for s in SECRET_KEYS) and v else redact(v)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value

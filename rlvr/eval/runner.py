@@ -22,7 +22,7 @@ from envs.pool import KINDS, VerifierPool
 from envs.types import Problem, Status, Verdict
 from rlvr.eval.episodes import episode_section, markdown_rows, prediction_fields
 from rlvr.eval.metrics import ks_up_to, majority_correct, mean_score_interval, pass_at_k, wilson_interval
-from rlvr.eval.provenance import component_provenance, library_versions, model_provenance, project_commit, utc_now
+from rlvr.eval.provenance import component_provenance, library_versions, model_provenance, project_commit, redact, utc_now
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams, verifier_input
 from rlvr.rollout.episodes import generate_for
 from rlvr.rollout.prompts import PromptConfig, PromptStyle, resolve_style
@@ -223,7 +223,8 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
     report: dict[str, Any] = {
         "model": model_name,
         # the environment's settings (e.g. the math extraction mode) change what a score means
-        "task": {**task.describe(), "env": task.env.id or task.env_id, "env_kwargs": dict(task.env_kwargs)},
+        # (secrets a hub task needs, its token or Authorization header, are not recorded)
+        "task": redact({**task.describe(), "env": task.env.id or task.env_id, "env_kwargs": dict(task.env_kwargs)}),
         "split": settings.split,
         "problems": len(problems),
         "split_size": size,

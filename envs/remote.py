@@ -1,0 +1,206 @@
+"""Environments behind HTTP: rlvr's own environment server (`rlvr envs serve`) and the JSON calls
+that every hub adapter makes to a remote server (OpenEnv, NeMo Gym).
+
+A remote call either returns a JSON object or raises `RemoteError` with a one-line reason: the
+server was unreachable, answered with an HTTP error, took longer than its budget, sent something
+that is not JSON or not the expected shape. Environments turn it into an ``error`` or ``timeout``
+verdict (``info['remote']`` names the URL), so a remote failure is counted like a local verifier's,
+never a crash and never a silent 0.
+
+    env = envs.make("remote-v1", url="http://127.0.0.1:8400", token="...")   # or $RLVR_ENV_TOKEN
+    env.verify(problem, completion)           # POST /verify on the server
+
+The server's wire format (`rlvr.serve.env_server`): problems and verdicts as their ``to_dict``
+forms; ``POST /verify {"problems": [...], "completions": [...]}`` → ``{"verdicts": [...]}``;
+``POST /step {"problem": ..., "turns": [{"role", "text"}]}`` → ``{"observation", "calls",
+"rewards"}``; ``POST /verify_episode {"problem", "turns", "end"}`` → ``{"verdict"}``;
+``GET /info`` → what the environment is (multi-turn, stop strings, limits).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from envs.base import Environment
+from envs.episode import End, Episode, EpisodeLimits, MultiTurnEnvironment, StepResult, ToolCall, Turn
+from envs.types import Problem, StepReward, Verdict
+from envs.verdicts import validate_verdict
+
+TOKEN_ENV = "RLVR_ENV_TOKEN"
+"""Where a client finds the server's bearer token when none is passed."""
+
+
+class RemoteError(Exception):
+    """A remote call failed; ``timeout`` says whether it ran out of time (a ``timeout`` verdict)
+    rather than failing (an ``error`` verdict)."""
+
+    def __init__(self, reason: str, *, timeout: bool = False):
+        super().__init__(reason)
+        self.timeout = timeout
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A server: its base URL, bearer token and the seconds one call may take."""
+
+    url: str
+    token: str | None = None
+    timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+
+    def call(self, method: str, path: str, payload: dict[str, Any] | None = None, *, timeout_s: float | None = None) -> dict[str, Any]:
+        """``method path`` with a JSON body; the JSON object answered, or `RemoteError`."""
+        url = self.url.rstrip("/") + path
+        data = None if payload is None else json.dumps(payload).encode()
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        budget = self.timeout_s if timeout_s is None else timeout_s
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=budget) as response:
+                body = response.read()
+        except urllib.error.HTTPError as e:
+            detail = e.read()[:300].decode("utf-8", "replace").strip()
+            raise RemoteError(f"{url} answered HTTP {e.code}: {detail or e.reason}") from None
+        except (TimeoutError, socket.timeout):
+            raise RemoteError(f"{url} did not answer within {budget:g} s", timeout=True) from None
+        except urllib.error.URLError as e:
+            if isinstance(e.reason, (TimeoutError, socket.timeout)):
+                raise RemoteError(f"{url} did not answer within {budget:g} s", timeout=True) from None
+            raise RemoteError(f"{url} unreachable: {e.reason}") from None
+        except OSError as e:
+            raise RemoteError(f"{url} failed: {type(e).__name__}: {e}") from None
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            raise RemoteError(f"{url} sent something that is not JSON: {body[:120]!r}") from None
+        if not isinstance(answer, dict):
+            raise RemoteError(f"{url} sent a JSON {type(answer).__name__}, expected an object")
+        return answer
+
+
+def failed_verdict(error: RemoteError, url: str, timeout_s: float = 0.0, **info: Any) -> Verdict:
+    """The verdict for a remote call that failed: ``timeout`` (after ``timeout_s``) or ``error``, the reason kept."""
+    if error.timeout:
+        return Verdict.timeout(timeout_s, error=str(error), remote=url, **info)
+    return Verdict.error(str(error), remote=url, **info)
+
+
+def verdict_from_wire(row: Any, source: str) -> Verdict:
+    """A verdict sent by a server, validated; junk becomes an ``error`` verdict that says what."""
+    try:
+        verdict = Verdict.from_dict(row)
+    except (KeyError, TypeError, ValueError) as e:
+        return Verdict.error(f"{source} sent a malformed verdict: {type(e).__name__}: {e}", invalid_verdict=repr(row)[:300])
+    return validate_verdict(verdict, source)
+
+
+def _turns_to_wire(turns: Sequence[Turn]) -> list[dict[str, str]]:
+    return [t.to_dict() for t in turns]
+
+
+class RemoteEnvironment(Environment):
+    """An environment served by ``rlvr envs serve`` (see the module docstring).
+
+    Args:
+        url: The server's base URL.
+        token: Its bearer token (default ``$RLVR_ENV_TOKEN``).
+        timeout_s: Seconds one call may take (the server bounds each verification itself; this
+            bounds the round trip).
+    """
+
+    def __init__(self, url: str, token: str | None = None, timeout_s: float = 60.0):
+        self.endpoint = Endpoint(url, token if token is not None else os.environ.get(TOKEN_ENV), timeout_s)
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
+
+    def format_prompt(self, problem: Problem):
+        try:
+            return self.endpoint.call("POST", "/prompt", {"problem": problem.to_dict()})["prompt"]
+        except (RemoteError, KeyError):
+            return problem.prompt
+
+    def verify(self, problem: Problem, completion: str) -> Verdict:
+        return self.verify_many([problem], [completion])[0]
+
+    def verify_many(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
+        if len(problems) != len(completions):
+            raise ValueError(f"verify_many: {len(problems)} problems but {len(completions)} completions")
+        try:
+            answer = self.endpoint.call("POST", "/verify", {"problems": [p.to_dict() for p in problems], "completions": list(completions)})
+        except RemoteError as e:
+            return [failed_verdict(e, self.url, self.endpoint.timeout_s) for _ in problems]
+        rows = answer.get("verdicts")
+        if not isinstance(rows, list) or len(rows) != len(problems):
+            got = f"{len(rows)} verdicts" if isinstance(rows, list) else f"no verdict list ({sorted(answer)[:5]})"
+            return [Verdict.error(f"{self.url}/verify sent {got} for {len(problems)} completions", remote=self.url) for _ in problems]
+        return [verdict_from_wire(r, f"{self.url}/verify") for r in rows]
+
+    def info(self) -> dict[str, Any]:
+        """The server's ``GET /info``."""
+        return self.endpoint.call("GET", "/info")
+
+
+class RemoteMultiTurnEnvironment(RemoteEnvironment, MultiTurnEnvironment):
+    """A multi-turn environment served by ``rlvr envs serve``: each step and the final verdict are
+    calls to the server (which holds no state between them: every call carries the transcript)."""
+
+    def __init__(self, url: str, token: str | None = None, timeout_s: float = 60.0, stop: Sequence[str] = (),
+                 limits: dict[str, Any] | None = None, observation_role: str = "tool"):
+        super().__init__(url, token, timeout_s)
+        self.stop = tuple(stop)
+        self.limits = EpisodeLimits(**(limits or {}))
+        self.observation_role = observation_role
+
+    def step(self, problem: Problem, turns: Sequence[Turn]) -> StepResult:
+        # a remote failure raises: the episode then ends with an error verdict naming it
+        answer = self.endpoint.call("POST", "/step", {"problem": problem.to_dict(), "turns": _turns_to_wire(turns)})
+        if answer.get("error"):
+            raise RemoteError(f"{self.url}/step: {answer['error']}")
+        observation = answer.get("observation")
+        if observation is not None and not isinstance(observation, str):
+            raise RemoteError(f"{self.url}/step sent an observation of type {type(observation).__name__}")
+        try:
+            calls = tuple(ToolCall(**c) for c in answer.get("calls") or ())
+            rewards = tuple(StepReward.from_dict(r) for r in answer.get("rewards") or ())
+        except (TypeError, KeyError) as e:
+            raise RemoteError(f"{self.url}/step sent malformed calls or rewards: {e}") from None
+        return StepResult(observation, calls, rewards)
+
+    def verify_episode(self, problem: Problem, episode: Episode) -> Verdict:
+        if episode.end in (End.STEP_ERROR, End.STEP_TIMEOUT):
+            return super().verify_episode(problem, episode)
+        try:
+            answer = self.endpoint.call("POST", "/verify_episode", {"problem": problem.to_dict(), "turns": _turns_to_wire(episode.turns),
+                                                                    "end": episode.end.value})
+        except RemoteError as e:
+            return failed_verdict(e, self.url, self.endpoint.timeout_s)
+        return verdict_from_wire(answer.get("verdict"), f"{self.url}/verify_episode")
+
+
+def connect(url: str, token: str | None = None, timeout_s: float = 60.0) -> RemoteEnvironment:
+    """The environment served at ``url``: multi-turn when the server says so (``GET /info``).
+    Registered as ``remote-v1``."""
+    env = RemoteEnvironment(url, token, timeout_s)
+    try:
+        info = env.info()
+    except RemoteError as e:
+        raise ValueError(f"cannot reach the environment server: {e}") from None
+    if info.get("multi_turn"):
+        return RemoteMultiTurnEnvironment(url, env.endpoint.token, timeout_s, stop=info.get("stop") or (),
+                                          limits=info.get("limits") or None, observation_role=info.get("observation_role", "tool"))
+    return env

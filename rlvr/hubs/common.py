@@ -1,0 +1,144 @@
+"""What every export shares: the request (environment, task, splits), the frozen problem files with
+their checksums, and the result to print.
+
+Each exported split is one JSONL file of problems (``Problem.to_dict``) and the manifest
+(``rlvr_export.json``) records the environment id and keyword arguments, the task and its config,
+each split's size and sha256 (`tasks.problems_checksum`) and which splits are held out, so the hub
+side can check that it reads the data rlvr wrote and that train and test do not overlap.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import envs
+from envs.episode import MultiTurnEnvironment
+from envs.types import Problem
+from rlvr.hubs import HubError
+
+MANIFEST = "rlvr_export.json"
+DEFAULT_UNBOUNDED_LIMIT = 1000
+
+
+@dataclass
+class ExportRequest:
+    """An export to do (built by `rlvr.hubs.export`).
+
+    Attributes:
+        hub: The hub's name.
+        env_id: The environment's registered id.
+        env: The environment, built once (its kind decides single- or multi-turn).
+        task: The task whose problems are exported, or None (the environment's ``examples()``).
+        out: The folder to write.
+        splits: ``{split: problems}``.
+        name: A Python identifier for the package or server.
+    """
+
+    hub: str
+    env_id: str
+    env_kwargs: dict[str, Any]
+    env: envs.Environment
+    task: Any
+    out: Path
+    splits: dict[str, list[Problem]]
+    name: str
+
+    @property
+    def multi_turn(self) -> bool:
+        return isinstance(self.env, MultiTurnEnvironment)
+
+    @classmethod
+    def make(cls, hub: str, env_id: str, task, out, *, splits: list[str] | None = None, limit: int | None = None,
+             name: str | None = None) -> ExportRequest:
+        out = Path(out)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise HubError(f"--out {out} exists and is not an empty folder; choose a new one")
+        if limit is not None and limit < 1:
+            raise HubError(f"--limit must be >= 1, got {limit}")
+        if task is not None:
+            env, env_kwargs = task.env, dict(task.env_kwargs)
+            chosen = splits or list(task.splits)
+            data = {}
+            for split in chosen:
+                task.check_split(split)
+                size = task.size(split)
+                n = limit if limit is not None else (DEFAULT_UNBOUNDED_LIMIT if size is None else size)
+                data[split] = task.problems(split, limit=n)
+        else:
+            env, env_kwargs = envs.make(env_id), {}
+            examples = env.examples()
+            if not examples:
+                raise HubError(f"{env_id} has no task bound to it and no examples(): pass --task")
+            if splits and splits != ["test"]:
+                raise HubError(f"{env_id} without a task has only its examples, written as split 'test'")
+            data = {"test": examples[:limit] if limit else examples}
+        default = re.sub(r"\W+", "_", f"rlvr_{envs.parse_id(env_id).name}_{task.id if task is not None else 'examples'}").strip("_").lower()
+        name = name or default
+        if not name.isidentifier():
+            raise HubError(f"--name must be a Python identifier (letters, digits, _), got {name!r}")
+        return cls(hub, env_id, env_kwargs, env, task, out, data, name)
+
+    def manifest(self) -> dict[str, Any]:
+        from tasks import problems_checksum
+
+        heldout = list(self.task.heldout_splits) if self.task is not None else ["test"]
+        return {
+            "format": 1, "hub": self.hub, "env": self.env_id, "env_kwargs": self.env_kwargs,
+            "task": self.task.id if self.task is not None else None,
+            "task_config": self.task.config if self.task is not None else {},
+            "multi_turn": self.multi_turn,
+            "splits": {s: {"size": len(ps), "checksum": problems_checksum(ps), "heldout": s in heldout} for s, ps in self.splits.items()},
+        }
+
+    def write_data(self, folder: Path) -> list[Path]:
+        """The split files and the manifest in ``folder``."""
+        folder.mkdir(parents=True, exist_ok=True)
+        written = []
+        for split, problems in self.splits.items():
+            path = folder / f"{split}.jsonl"
+            path.write_text("".join(json.dumps(p.to_dict(), ensure_ascii=False, sort_keys=True) + "\n" for p in problems))
+            written.append(path)
+        path = folder / MANIFEST
+        path.write_text(json.dumps(self.manifest(), indent=2, sort_keys=True) + "\n")
+        return [*written, path]
+
+
+@dataclass
+class ExportResult:
+    """What an export wrote, and how to run it."""
+
+    hub: str
+    out: Path
+    files: list[Path] = field(default_factory=list)
+    run: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"wrote {len(self.files)} files for {self.hub} to {self.out}"]
+        if self.run:
+            lines.append("run it:")
+            lines += [f"  {line}" for line in self.run]
+        return "\n".join(lines)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def read_split(folder: Path, split: str) -> list[Problem]:
+    """The problems an export wrote for ``split``, checked against the manifest's checksum."""
+    from tasks import problems_checksum
+
+    manifest = json.loads((folder / MANIFEST).read_text())
+    if split not in manifest["splits"]:
+        raise HubError(f"{folder}: no split {split!r}; exported splits: {', '.join(manifest['splits'])}")
+    problems = [Problem.from_dict(json.loads(line)) for line in (folder / f"{split}.jsonl").read_text().splitlines() if line.strip()]
+    want = manifest["splits"][split]["checksum"]
+    if problems_checksum(problems) != want:
+        raise HubError(f"{folder}/{split}.jsonl does not match its checksum in {MANIFEST}: the exported data was changed")
+    return problems

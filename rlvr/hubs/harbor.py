@@ -1,0 +1,198 @@
+"""Harbor task folders: rlvr problems exported as Harbor tasks, and Harbor tasks run as rlvr problems.
+
+Harbor (Python >= 3.12, not installable here) runs a task folder: ``instruction.md`` for the agent,
+``task.toml``, ``environment/`` (its image), ``solution/solve.sh`` (the oracle) and
+``tests/test.sh``, which writes the reward to ``/logs/verifier/reward.txt``. Both directions follow
+that layout and are tested by running ``tests/test.sh`` in a bubblewrap sandbox with ``/app``,
+``/tests`` and ``/logs`` mounted as the format prescribes; Harbor's own package did not run them.
+
+Export (``rlvr envs export ID --to harbor``): one folder per problem. The agent writes its final
+response to ``/app/response.txt``; ``tests/test.sh`` judges it with rlvr's verifier
+(``python3 -m rlvr.hubs.harbor``, rlvr installed in the image) against ``tests/problem.json``.
+
+Import (``task.id=harbor:DIR``, `tasks.hubs`): a folder of task folders (or one task) becomes a
+task; a completion is the agent's shell commands (its last ```bash block, else the whole text), run
+in ``/app``, then the task's own ``tests/test.sh`` gives the reward. The gold completion is
+``solution/solve.sh``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from envs.types import Problem, Verdict
+from rlvr.hubs import HubError
+from rlvr.hubs.common import ExportRequest, ExportResult, write
+
+RESPONSE = "/app/response.txt"
+
+TEST_SH = """#!/bin/bash
+# rlvr's verifier judges the agent's response (/app/response.txt) against /tests/problem.json and
+# writes the reward to /logs/verifier/reward.txt (its verdict, with the reason, to verdict.json).
+mkdir -p /logs/verifier
+"${RLVR_PYTHON:-python3}" -m rlvr.hubs.harbor /tests/problem.json /app/response.txt /logs/verifier
+"""
+
+TASK_TOML = """version = "1.0"
+
+[metadata]
+author_name = "rlvr export"
+category = "{category}"
+tags = ["rlvr", "{env}"]
+rlvr_env = "{env}"
+rlvr_problem = "{pid}"
+
+[verifier]
+timeout_sec = {verify_timeout}
+
+[agent]
+timeout_sec = 600.0
+
+[environment]
+build_timeout_sec = 600.0
+cpus = 1
+memory_mb = 2048
+"""
+
+DOCKERFILE = """FROM python:3.11-slim
+# rlvr judges the response inside the task's image: install it (from PyPI or your copy of its source)
+RUN pip install --no-cache-dir rlvr
+WORKDIR /app
+"""
+
+
+def export(request: ExportRequest) -> ExportResult:
+    out = request.out
+    files = request.write_data(out / "rlvr_data")
+    category = "code" if "code" in request.env_id else "math"
+    for split, problems in request.splits.items():
+        for index, problem in enumerate(problems):
+            folder = out / f"{request.name}-{split}-{index}".replace("_", "-")
+            prompt = problem.prompt if isinstance(problem.prompt, str) else "\n\n".join(m["content"] for m in problem.prompt)
+            instruction = request.env.answer_instruction(problem)
+            files.append(write(folder / "instruction.md", prompt.rstrip() + "\n\n" + (instruction + "\n\n" if instruction else "")
+                               + f"Write your final response to `{RESPONSE}`.\n"))
+            files.append(write(folder / "task.toml", TASK_TOML.format(category=category, env=request.env_id, pid=problem.id,
+                                                                      verify_timeout=60.0)))
+            files.append(write(folder / "environment" / "Dockerfile", DOCKERFILE))
+            files.append(write(folder / "tests" / "problem.json", json.dumps(
+                {"env": request.env_id, "env_kwargs": request.env_kwargs, "problem": problem.to_dict()}, indent=1) + "\n"))
+            files.append(write(folder / "tests" / "test.sh", TEST_SH))
+            gold = request.env.gold_completion(problem)
+            if gold is not None:
+                files.append(write(folder / "solution" / "solve.sh",
+                                   f"#!/bin/bash\ncat > {RESPONSE} <<'RLVR_GOLD'\n{gold}\nRLVR_GOLD\n"))
+            for script in folder.rglob("*.sh"):
+                script.chmod(0o755)
+    return ExportResult("harbor", out, files, [f"harbor run --agent oracle --path {out}/<task>   # Python >= 3.12",
+                                               "or, without Harbor: bash tests/test.sh with /app, /tests and /logs mounted"])
+
+
+def judge_response(problem_file: str, response_file: str, logs: str, timeout_s: float = 60.0) -> Verdict:
+    """What ``tests/test.sh`` runs: rlvr's verdict on the response, written to ``logs``."""
+    from envs.pool import VerifierPool
+
+    import envs
+
+    spec = json.loads(Path(problem_file).read_text())
+    problem = Problem.from_dict(spec["problem"])
+    try:
+        response = Path(response_file).read_text(errors="replace")
+    except OSError:
+        response = ""
+    env = envs.make(spec["env"], **spec.get("env_kwargs", {}))
+    with VerifierPool(env, workers=1, kind="thread", timeout_s=timeout_s) as pool:
+        verdict = pool.verify([problem], [response])[0]
+    Path(logs).mkdir(parents=True, exist_ok=True)
+    (Path(logs) / "reward.txt").write_text(f"{verdict.reward:g}\n")
+    (Path(logs) / "verdict.json").write_text(json.dumps(verdict.to_dict(), default=str) + "\n")
+    return verdict
+
+
+# -- running a task folder the way the format prescribes ---------------------------------------
+
+
+def run_task_script(task_dir: Path, app: Path, logs: Path, script: Path, *, timeout_s: float = 120.0,
+                    python: str | None = None) -> subprocess.CompletedProcess:
+    """Run ``script`` in a bubblewrap sandbox with the task's ``tests/`` at /tests, ``app`` at /app
+    and ``logs`` at /logs (read-only system, no network, its own process namespace)."""
+    from sandboxes.bwrap import find_bwrap
+
+    bwrap, why = find_bwrap()
+    if bwrap is None:
+        raise HubError(f"harbor tasks run in bubblewrap, which is not available here: {why}")
+    args = [bwrap, "--die-with-parent", "--unshare-net", "--unshare-pid", "--tmpfs", "/", "--proc", "/proc", "--dev", "/dev",
+            "--tmpfs", "/tmp"]
+    for path in ("/usr", "/etc", "/opt", "/work", str(Path(sys.prefix).resolve()), str(Path(sys.base_prefix).resolve())):
+        if os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for link in ("bin", "lib", "lib64", "sbin"):
+        target = Path("/") / link
+        if target.is_symlink():
+            args += ["--symlink", os.readlink(target), f"/{link}"]
+        elif target.is_dir():
+            args += ["--ro-bind", str(target), f"/{link}"]
+    args += ["--bind", str(app), "/app", "--bind", str(logs), "/logs", "--ro-bind", str(task_dir / "tests"), "/tests"]
+    if (task_dir / "solution").is_dir():
+        args += ["--ro-bind", str(task_dir / "solution"), "/solution"]
+    env = {"PATH": f"{Path(python or sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
+           "RLVR_PYTHON": python or sys.executable, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([*args, "--chdir", "/app", "bash", str(script)], env=env, capture_output=True, text=True, timeout=timeout_s)
+
+
+def read_reward(logs: Path) -> float:
+    """The reward ``tests/test.sh`` wrote (``reward.txt``, else ``reward.json``'s ``reward``)."""
+    text = (logs / "verifier" / "reward.txt")
+    if text.is_file():
+        return float(text.read_text().strip())
+    data = logs / "verifier" / "reward.json"
+    if data.is_file():
+        return float(json.loads(data.read_text())["reward"])
+    raise HubError("tests/test.sh wrote no /logs/verifier/reward.txt or reward.json")
+
+
+_BASH = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)```", re.S)
+
+
+def commands_of(completion: str) -> str:
+    """The shell commands in a completion: its last fenced bash block, else the whole text."""
+    blocks = _BASH.findall(completion)
+    return blocks[-1] if blocks else completion
+
+
+def run_harbor_task(task_dir: Path, commands: str, timeout_s: float = 120.0) -> tuple[float, dict]:
+    """Run ``commands`` as the agent in ``/app`` (its script alone at /tests: the agent never sees
+    the task's tests), then the task's own ``tests/test.sh``; (reward, info)."""
+    with tempfile.TemporaryDirectory(prefix="rlvr-harbor-") as tmp:
+        root = Path(tmp)
+        app, logs, agent = root / "app", root / "logs", root / "agent"
+        app.mkdir()
+        (logs / "verifier").mkdir(parents=True)
+        (agent / "tests").mkdir(parents=True)
+        (agent / "tests" / "agent.sh").write_text(commands)
+        solve = run_task_script(agent, app, logs, Path("/tests/agent.sh"), timeout_s=timeout_s)
+        tests = run_task_script(Path(task_dir), app, logs, Path("/tests/test.sh"), timeout_s=timeout_s)
+        info = {"agent_exit": solve.returncode, "tests_exit": tests.returncode, "tests_output": (tests.stdout + tests.stderr)[-500:]}
+        return read_reward(logs), info
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR`` (what tests/test.sh runs)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 3:
+        print("usage: python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR", file=sys.stderr)
+        return 2
+    verdict = judge_response(*argv)
+    print(f"reward {verdict.reward:g} ({verdict.status.value}{': ' + str(verdict.info.get('error')) if verdict.info.get('error') else ''})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

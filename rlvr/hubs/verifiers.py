@@ -1,0 +1,81 @@
+"""Export to verifiers (v1): a taskset package that ``vf-eval NAME`` and prime-rl load
+(``rlvr envs export ID --to verifiers --out DIR``).
+
+Written::
+
+    DIR/pyproject.toml
+    DIR/NAME/__init__.py       __all__ = [the Taskset (and, multi-turn, the Env)]
+    DIR/NAME/taskset.py        subclasses of rlvr.hubs.verifiers_runtime bound to this export's data
+    DIR/NAME/data/SPLIT.jsonl  the frozen problems; rlvr_export.json their checksums
+
+The split is the taskset's config (``--env.taskset.split train``); the reward is rlvr's verdict.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rlvr.hubs import require
+from rlvr.hubs.common import ExportRequest, ExportResult, write
+
+TASKSET = '''"""{env} on {task}, exported by rlvr as a verifiers taskset. Rewards come from rlvr's own
+verifier (install rlvr beside verifiers)."""
+
+from pathlib import Path
+
+import verifiers.v1 as vf
+
+from rlvr.hubs.verifiers_runtime import RlvrEpisodeEnv, RlvrTask, RlvrTaskConfig, RlvrTaskset, RlvrTasksetConfig
+
+
+class {cls}TaskConfig(RlvrTaskConfig):
+    env: str = {env_id!r}
+    env_kwargs: dict = {env_kwargs}
+
+
+class {cls}Config(RlvrTasksetConfig):
+    data_dir: str = str(Path(__file__).parent / "data")
+    split: str = {split!r}
+    task: {cls}TaskConfig = {cls}TaskConfig()
+
+
+class {cls}Taskset(RlvrTaskset, vf.Taskset[RlvrTask, {cls}Config]):
+    """{env} on {task} (splits: {splits})."""
+
+
+class {cls}Env(RlvrEpisodeEnv):
+    """Multi-turn episodes: each tool call's output is the next user turn."""
+'''
+
+
+def export(request: ExportRequest) -> ExportResult:
+    require("verifiers.v1", "verifiers")
+    out, name = request.out, request.name
+    package = out / name
+    files = request.write_data(package / "data")
+    cls = "".join(part.capitalize() for part in name.split("_"))
+    split = "test" if "test" in request.splits else next(iter(request.splits))
+    files.append(write(package / "taskset.py", TASKSET.format(
+        env=request.env_id, task=request.task.id if request.task else "examples", cls=cls, env_id=request.env_id,
+        env_kwargs=json.dumps(request.env_kwargs), split=split, splits=", ".join(request.splits))))
+    exported = [f"{cls}Taskset"] + ([f"{cls}Env"] if request.multi_turn else [])
+    files.append(write(package / "__init__.py", f"from {name}.taskset import {', '.join(exported)}\n\n__all__ = {exported!r}\n"))
+    files.append(write(out / "pyproject.toml", f'''[project]
+name = "{name.replace("_", "-")}"
+version = "0.1.0"
+description = "An rlvr environment exported as a verifiers taskset"
+requires-python = ">=3.11"
+dependencies = ["rlvr", "verifiers>=0.4"]
+
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[tool.setuptools]
+packages = ["{name}"]
+
+[tool.setuptools.package-data]
+{name} = ["data/*"]
+'''))
+    return ExportResult("verifiers", out, files, [f"pip install -e {out}",
+                                                  f"vf-eval {name} --model MODEL --client.base-url URL --env.agent.harness.id null -n 10"])

@@ -1,0 +1,153 @@
+"""Exports run by the hubs' own packages: SkyRL-Gym builds and steps the exported environment
+(``skyrl_gym.make``), verifiers evaluates the exported taskset with its own ``vf-eval`` against a
+scripted model; every reward equals rlvr's verdict on the same completion. Formats that cannot say
+something are refused naming it."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tasks
+from rlvr.hubs import HubError, export, require
+
+HERE = Path(__file__).parent
+PYTHON_BIN = Path(sys.executable).parent
+
+CASES = [  # (environment, task): math, code in the sandbox, and a multi-turn tool episode
+    ("math-v1", "arithmetic-v1"),
+    ("code-v1", "program-synthesis-v1"),
+    ("math-code-v1", "tool-products-v1"),
+]
+
+
+def completions_for(task, problem) -> list[list[str]]:
+    """Scripted episodes (lists of model turns): the gold one, wrong ones, an empty one, an echo."""
+    env = task.env
+    gold = env.scripted_turns(problem) if hasattr(env, "scripted_turns") else [env.gold_completion(problem)]
+    return [gold, *([w] for w in env.wrong_completions(problem)[:2]), [""], [problem.prompt if isinstance(problem.prompt, str) else ""]]
+
+
+def local_verdict(task, problem, turns: list[str]):
+    """rlvr's own verdict on the scripted turns (an episode for a multi-turn environment)."""
+    from envs.episode import MultiTurnEnvironment, play
+
+    env = task.env
+    if isinstance(env, MultiTurnEnvironment):
+        episode = play(env, problem, lambda seen: turns[sum(t.role.value == "model" for t in seen)] if
+                       sum(t.role.value == "model" for t in seen) < len(turns) else "")
+        return env.verify_episode(problem, episode)
+    return env.verify(problem, turns[0])
+
+
+@pytest.fixture(autouse=True)
+def _fresh_imports():
+    """Each test imports its exported packages from its own folder."""
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name.startswith("rlvr_"):
+            del sys.modules[name]
+
+
+@pytest.mark.parametrize("env_id,task_id", CASES)
+def test_skyrl_gym_steps_the_export_with_rlvr_rewards(tmp_path, env_id, task_id, monkeypatch):
+    import pyarrow.parquet as pq
+    import skyrl_gym
+
+    task = tasks.make(task_id)
+    result = export("skyrl-gym", env_id, task, tmp_path / "out", splits=["train", "test"], limit=4)
+    name = next(p.name for p in (tmp_path / "out").iterdir() if p.is_dir())
+    monkeypatch.syspath_prepend(str(tmp_path / "out"))
+    package = importlib.import_module(name)
+    rows = pq.read_table(tmp_path / "out" / name / "data" / "test.parquet").to_pylist()
+    assert len(rows) == 4 and rows[0]["env_class"] == name and any(str(f).endswith("train.parquet") for f in result.files)
+    manifest = json.loads((tmp_path / "out" / name / "data" / "rlvr_export.json").read_text())
+    assert manifest["splits"]["test"]["heldout"] and not manifest["splits"]["train"]["heldout"]
+    assert package.rows("test")[0]["extra_info"]["rlvr_problem"] == json.loads(rows[0]["extra_info"]["rlvr_problem"])
+    for row, problem in zip(rows, task.problems("test", limit=4)):
+        for turns in completions_for(task, problem):
+            env = skyrl_gym.make(name, extras=row)  # what SkyRL's generator does per sample
+            prompt, _ = env.init(row["prompt"])
+            assert prompt == row["prompt"] or task.env.format_prompt(problem) != problem.prompt
+            out = None
+            for turn in turns:
+                out = env.step(turn)
+                if out["done"]:
+                    break
+                assert out["observations"][0]["role"] == "user"
+            want = local_verdict(task, problem, turns)
+            assert out["done"] and out["reward"] == want.reward, (turns, out, want)
+            assert out["metadata"]["rlvr_verdict"]["status"] == want.status.value
+
+
+def run_vf_eval(tmp_path: Path, env_id: str, task, script: dict[str, list[str]], n: int) -> list[dict]:
+    """Export ``env_id`` on ``task`` to verifiers and evaluate its test split with verifiers' own
+    ``vf-eval`` (null harness, subprocess runtime) against the scripted model; the traces."""
+    sys.path.insert(0, str(HERE))
+    from scripted_chat import ScriptedChat
+
+    export("verifiers", env_id, task, tmp_path / "pkg", splits=["test"], limit=n)
+    name = next(p.name for p in (tmp_path / "pkg").iterdir() if p.is_dir())
+    chat = ScriptedChat(script)
+    try:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "pkg"), os.environ.get("PYTHONPATH", "")]),
+               "SCRIPTED_KEY": "unused", "PATH": f"{PYTHON_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+        proc = subprocess.run([str(PYTHON_BIN / "vf-eval"), name, "-m", "scripted", "--client.base-url", chat.base_url,
+                               "--client.api-key-var", "SCRIPTED_KEY", "--env.agent.harness.id", "null",
+                               "--env.agent.runtime.type", "subprocess", "-n", str(n), "--no-push", "-o", str(tmp_path / "runs")],
+                              env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    finally:
+        chat.close()
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    episodes = [json.loads(line) for f in (tmp_path / "runs").rglob("traces.jsonl") for line in f.read_text().splitlines()]
+    assert len(episodes) == n and all(len(e["traces"]) == 1 for e in episodes), proc.stdout[-2000:]
+    return [e["traces"][0] for e in episodes]  # one agent per episode
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id,task_id", CASES)
+def test_vf_eval_runs_the_export_with_rlvr_rewards(tmp_path, env_id, task_id):
+    task = tasks.make(task_id)
+    problems = task.problems("test", limit=3)
+    episodes = [completions_for(task, p) for p in problems]
+    chosen = [episodes[0][0], episodes[1][1], episodes[2][0]]  # gold, wrong, gold
+    prompts = [task.env.format_prompt(p) for p in problems]
+    script = {(p if isinstance(p, str) else p[-1]["content"]): turns for p, turns in zip(prompts, chosen)}
+    traces = run_vf_eval(tmp_path, env_id, task, script, 3)
+    by_id = {t["task"]["data"]["rlvr_problem"]["id"]: t for t in traces}
+    for problem, turns in zip(problems, chosen):
+        trace = by_id[problem.id]
+        want = local_verdict(task, problem, turns)
+        assert trace["rewards"]["rlvr"]["score"] == want.reward, (problem.id, trace["rewards"], want)
+        assert trace["metrics"]["rlvr_passed"] == float(want.passed) and trace["metrics"]["rlvr_verify_failed"] == 0.0
+    assert [by_id[p.id]["rewards"]["rlvr"]["score"] for p in problems] == [1.0, 0.0, 1.0]
+
+
+def test_formats_without_turns_refuse_multi_turn_and_missing_packages_name_the_extra(tmp_path):
+    task = tasks.make("tool-products-v1")
+    with pytest.raises(HubError, match="cannot express multi-turn episodes"):
+        export("harbor", "math-code-v1", task, tmp_path / "harbor")
+    with pytest.raises(HubError, match=r"pip install 'rlvr\[hubs\]'"):
+        require("verifiers_not_installed_here", "verifiers")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(HubError, match="not an empty folder"):
+        export("skyrl-gym", "math-v1", tasks.make("arithmetic-v1"), tmp_path / "full")
+
+
+def test_cli_export_names_what_it_wrote(tmp_path, capsys):
+    from rlvr.cli import main
+
+    assert main(["envs", "export", "math-v1", "--task", "arithmetic-v1", "--to", "verifiers", "--split", "test", "--limit", "2",
+                 "--out", str(tmp_path / "vf")]) == 0
+    out = capsys.readouterr().out
+    assert "wrote" in out and "vf-eval rlvr_math_arithmetic_v1" in out
+    assert main(["envs", "export", "math-code-v1", "--task", "tool-products-v1", "--to", "harbor", "--out", str(tmp_path / "h")]) == 2
+    assert "multi-turn" in capsys.readouterr().err
