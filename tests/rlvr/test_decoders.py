@@ -254,6 +254,28 @@ def test_the_compiled_step_equals_the_eager_step(trained, monkeypatch):
     _assert_same(*_eager_and(static.CompiledDecoder(), model, request), atol=1e-4)
 
 
+class FailingCapture(static.StepRunner):
+    def __init__(self, batch):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+
+class FailingCaptureDecoder(static.StaticDecoder):
+    name = "failing"
+    runner = FailingCapture
+
+
+def test_a_step_that_fails_to_capture_decodes_eagerly_with_one_warning(trained):
+    """A shape whose capture fails (the probe's small shape passed) is decoded with eager steps: the
+    same samples, a warning naming the shape, never a crash mid-run."""
+    model, tok = trained
+    request = DecodeRequest([tok(p)["input_ids"] for p in PROMPTS], 12, (tok.eos_token_id,), tok.pad_token_id, temperature=0.9)
+    with pytest.warns(RuntimeWarning, match=r"decode=failing: capturing the step of a 4 x 64 batch failed .*eager steps"):
+        torch.manual_seed(2)
+        fallen = FailingCaptureDecoder().decode(model, request)
+    torch.manual_seed(2)
+    _assert_same(static.StaticDecoder().decode(model, request), fallen)
+
+
 def test_shapes_are_bucketed_so_that_captured_steps_repeat():
     assert [static.bucket_rows(n) for n in (1, 2, 3, 5, 16, 17, 64, 65, 256, 257)] == [1, 2, 4, 8, 16, 32, 64, 80, 256, 272]
     assert [static.bucket_columns(n) for n in (1, 32, 33, 100)] == [32, 32, 64, 128]

@@ -26,6 +26,7 @@ decoders: the same distribution and the same log-probs; greedy decoding gives th
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
@@ -214,7 +215,8 @@ class CudaGraphStep(StepRunner):
                 batch.step()
         torch.cuda.current_stream().wait_stream(stream)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        # thread_local: a trainer updating weights in another thread (rollout.overlap) does not break the capture
+        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             batch.step()
 
     def __call__(self) -> None:
@@ -285,7 +287,15 @@ class StaticDecoder(Decoder):
         cached = self._shapes.get(shape)
         if cached is None or cached.weights != weights or cached.batch.model is not model:
             batch = StaticBatch(model, shape, cache, pad_id)
-            cached = _Cached(batch, self.runner(batch), weights)
+            try:
+                runner = self.runner(batch)
+            except Exception as e:  # noqa: BLE001 - a shape the probe's did not cover failed to capture: decode it eagerly
+                warnings.warn(f"rollout.hf.decode={self.name}: capturing the step of a {shape.rows} x {shape.columns} batch failed "
+                              f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}); this shape decodes "
+                              "with eager steps (same samples, slower). Please report it.", RuntimeWarning, stacklevel=3)
+                batch = StaticBatch(model, shape, cache, pad_id)  # fresh state: a failed capture may have left its own behind
+                runner = StepRunner(batch)
+            cached = _Cached(batch, runner, weights)
             self._shapes[shape] = cached
             while len(self._shapes) > KEEP_SHAPES:
                 self._shapes.popitem(last=False)
