@@ -306,10 +306,11 @@ def test_auto_measures_the_candidates_chooses_one_and_samples_what_the_chosen_de
     first = auto.generate(PROMPTS, 4, sampling)
     choice = auto.choice
     speed = choice.tokens_per_s
-    assert choice.device == "cpu" and set(speed) == {"kv", "static", "generate"} and not choice.rejected
+    assert choice.device == "cpu" and set(speed) == {"kv", "static"} and not choice.rejected  # generate: not on a CPU
     assert choice.name in speed and auto.decoder_name == choice.name
-    best_own = max(("kv", "static"), key=speed.__getitem__)  # rlvr's sampler: the fastest of these is taken
-    assert choice.name == ("generate" if speed["generate"] >= choice_module.MARGIN * speed[best_own] else best_own)
+    assert choice.name == max(speed, key=speed.__getitem__)  # rlvr's sampler: the fastest of them is taken
+    # on CUDA generate is measured too, and taken only when MARGIN times faster than the best of rlvr's
+    assert choice_module.CANDIDATES["cuda"] == ("cuda_graph", "static", "kv", "generate") and choice_module.MARGIN > 1
     assert choice.name in choice.summary() and "tokens/s" in choice.summary()
     named = HFGenerateEngine(model, tok, decode=choice.name).generate(PROMPTS, 4, sampling)  # measuring left the random state alone
     assert [c.token_ids for c in first] == [c.token_ids for c in named]

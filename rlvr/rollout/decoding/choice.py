@@ -27,13 +27,15 @@ from rlvr.rollout.decoding.forward import model_device
 from rlvr.rollout.decoding.probe import probe_decoder
 
 CANDIDATES: dict[str, tuple[str, ...]] = {
-    "cpu": ("kv", "static", "generate"),
+    "cpu": ("kv", "static"),
     "cuda": ("cuda_graph", "static", "kv", "generate"),
 }
 """Decoders measured by ``auto``, by device type, the default first. Left out, to be named when
-wanted: ``compiled`` (its compilation takes longer than most runs gain from it) and ``continuous``
+wanted: ``compiled`` (its compilation takes longer than most runs gain from it), ``continuous``
 (transformers builds and tears down its scheduler on every call: 12-20 s of overhead per call on a
-CPU, measured on a two-layer model)."""
+CPU, measured on a two-layer model), and on a CPU ``generate``: slower there than kv (about half its
+tokens/s on the embedded model), and drawing from another random stream, so a measurement that
+picked it on a busy machine would change a seeded run's samples."""
 
 FALLBACK = ("kv", "generate")
 """Candidates on a device not listed in `CANDIDATES`."""

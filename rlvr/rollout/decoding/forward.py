@@ -4,8 +4,9 @@ positions, a custom 4-D mask and a cache of rlvr's, and prefilling each distinct
 from __future__ import annotations
 
 import inspect
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -18,6 +19,23 @@ def full_precision(model: torch.nn.Module) -> Callable:
     ``prepare`` and `rlvr.train.harness.Harness.autocast_forward` keep the original as
     ``_original_forward``)."""
     return getattr(model, "_original_forward", model)
+
+
+@contextmanager
+def weights_precision(model: torch.nn.Module) -> Iterator[None]:
+    """Within the block, ``model``'s own forward runs without the mixed-precision autocast a run put
+    around it (`full_precision`), so Hugging Face's ``generate``, which calls ``model(...)``, decodes
+    in the weights' precision as rlvr's decoders do (a sharded model keeps its wrapper)."""
+    original = getattr(model, "_original_forward", None)
+    if original is None or "forward" not in vars(model):
+        yield
+        return
+    wrapped = model.forward
+    model.forward = original
+    try:
+        yield
+    finally:
+        model.forward = wrapped
 
 
 def cache_keyword(model: torch.nn.Module) -> str:

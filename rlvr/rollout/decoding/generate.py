@@ -13,7 +13,7 @@ import torch
 
 from rlvr.algos.correction import truncated_logprobs
 from rlvr.rollout.decoding.base import DECODERS, Decoded, DecodeRequest, Decoder
-from rlvr.rollout.decoding.forward import model_device
+from rlvr.rollout.decoding.forward import model_device, weights_precision
 from rlvr.rollout.decoding.stops import StopStrings
 from rlvr.rollout.text import first_stop
 
@@ -48,12 +48,13 @@ class GenerateDecoder(Decoder):
             input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             attention_mask[row, width - len(ids):] = 1
         stops = request.stops.fresh(width) if request.stops is not None else None
-        result = model.generate(
-            input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **_sampling_kwargs(request),
-            max_new_tokens=request.max_new_tokens, pad_token_id=request.pad_id, eos_token_id=list(request.eos_ids) or None,
-            stopping_criteria=[stops] if stops else None,
-            output_logits=True, return_dict_in_generate=True, synced_gpus=self.synced,
-        )
+        with weights_precision(model):
+            result = model.generate(
+                input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **_sampling_kwargs(request),
+                max_new_tokens=request.max_new_tokens, pad_token_id=request.pad_id, eos_token_id=list(request.eos_ids) or None,
+                stopping_criteria=[stops] if stops else None,
+                output_logits=True, return_dict_in_generate=True, synced_gpus=self.synced,
+            )
         new_tokens = result.sequences[:, width:]  # [B, steps]
         logits = torch.stack(result.logits, dim=1)  # [B, steps, V], before any processing
         # the distribution each token was drawn from: tempered, then top-k/top-p truncated and renormalised
@@ -101,9 +102,10 @@ class ContinuousDecoder(Decoder):
         config = GenerationConfig(**_sampling_kwargs(request), max_new_tokens=request.max_new_tokens, pad_token_id=request.pad_id,
                                   eos_token_id=list(request.eos_ids) or None)
         seed = int(torch.randint(0, 2**31 - 1, (1,)))  # from torch's generator: a seeded run stays reproducible
-        outputs = model.generate_batch([list(p) for p in request.prompts], generation_config=config,
-                                       continuous_batching_config=ContinuousBatchingConfig(return_logprobs=True, seed=seed),
-                                       progress_bar=False, warmup=False)
+        with weights_precision(model):
+            outputs = model.generate_batch([list(p) for p in request.prompts], generation_config=config,
+                                           continuous_batching_config=ContinuousBatchingConfig(return_logprobs=True, seed=seed),
+                                           progress_bar=False, warmup=False)
         # requests come back keyed by id; the order they were added in is the order of the prompts
         results = list(outputs.values())
         if len(results) != len(request.prompts) or any(r.error for r in results):
