@@ -143,24 +143,45 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
+VALIDATION_ROWS = 200
+"""At most this many training rows (and a tenth of them) become the validation split of an import
+whose data has none, chosen by a hash of each row: disjoint from train, the same on every load."""
+
+
 class RowsTask(Task):
     """Problems from dataset rows, one file per split; ``test`` (and ``validation``) are held out.
     Two splits read from the same file share their data (`Task.data_sets`), so training on one
-    while the other is held out is refused."""
+    while the other is held out is refused. Rows with a train file but no validation file get a
+    ``validation`` split carved from the train rows (`VALIDATION_ROWS`), so every built-in config,
+    which evaluates on ``validation``, works with them."""
 
     scheme = ""
 
     def __init__(self, name: str, files: dict[str, Path]):
         self.name = name
         self.files = files
-        self.splits = tuple(files)
-        self.heldout_splits = tuple(s for s in files if s in ("test", "validation"))
+        self.carved = "train" in files and "validation" not in files
+        self.splits = (*files, "validation") if self.carved else tuple(files)
+        self.heldout_splits = tuple(s for s in self.splits if s in ("test", "validation"))
         self._rows: dict[str, list[dict[str, Any]]] = {}
+
+    def source(self, split: str) -> Path:
+        """The file ``split``'s rows come from (a carved validation split: the train file)."""
+        return self.files["train" if split == "validation" and self.carved else split]
 
     def rows(self, split: str) -> list[dict[str, Any]]:
         self.check_split(split)
         if split not in self._rows:
-            self._rows[split] = read_rows(self.files[split], f"{self.scheme}:{self.name} split {split!r}")
+            if self.carved and split in ("train", "validation"):
+                rows = read_rows(self.files["train"], f"{self.scheme}:{self.name} split 'train'")
+                size = min(VALIDATION_ROWS, len(rows) // 10) or (1 if len(rows) > 1 else 0)
+                order = sorted(range(len(rows)), key=lambda i: stable_hash("validation-from-train", self.scheme, self.name,
+                                                                           json.dumps(rows[i], sort_keys=True, default=str)))
+                held = set(order[:size])
+                self._rows["validation"] = [r for i, r in enumerate(rows) if i in held]
+                self._rows["train"] = [r for i, r in enumerate(rows) if i not in held]
+            else:
+                self._rows[split] = read_rows(self.files[split], f"{self.scheme}:{self.name} split {split!r}")
         return self._rows[split]
 
     def size(self, split: str) -> int:
@@ -168,6 +189,8 @@ class RowsTask(Task):
 
     def data_sets(self, split: str) -> frozenset[str]:
         self.check_split(split)
+        if self.carved and split == "validation":  # rows of the train file that train does not read
+            return frozenset({f"{self.scheme}:{file_digest(self.files['train'])}/validation-slice"})
         return frozenset({f"{self.scheme}:{file_digest(self.files[split])}"})
 
 
@@ -203,10 +226,10 @@ class SkyRLGymTask(RowsTask):
 
             text = text_prompt(prompt)
         else:
-            raise TaskError(f"skyrl-gym:{self.name}: row {index} of {self.files[split]} has no prompt (chat messages or text)")
+            raise TaskError(f"skyrl-gym:{self.name}: row {index} of {self.source(split)} ({split}) has no prompt (chat messages or text)")
         env_class = row.get("env_class")
         if env_class not in (None, self.name):
-            raise TaskError(f"skyrl-gym:{self.name}: row {index} of {self.files[split]} is for environment {env_class!r}; "
+            raise TaskError(f"skyrl-gym:{self.name}: row {index} of {self.source(split)} ({split}) is for environment {env_class!r}; "
                             f"use task id skyrl-gym:{env_class}")
         return Problem(id=f"{split}/{index}", prompt=text, reference={"row": row}, metadata={"skyrl_env": self.name})
 
@@ -223,28 +246,31 @@ class VerifiersTask(Task):
 
     Splits: ``splits`` maps each split to taskset config overrides (``{train: {dataset_split:
     train}, test: {dataset_split: test}}``); without it the taskset's tasks are split by a hash of
-    each prompt, ``test_fraction`` of them held out as ``test``. At most ``limit`` tasks are read
-    (an infinite taskset needs it)."""
+    each prompt, ``test_fraction`` of them held out as ``test`` and ``validation_fraction`` as
+    ``validation``. At most ``limit`` tasks are read (an infinite taskset needs it)."""
 
     env_id = "hubs/verifiers-v1"
 
     def __init__(self, name: str, taskset: dict[str, Any] | None = None, splits: dict[str, dict[str, Any]] | None = None,
                  test_fraction: float = 0.2, limit: int = 1000, imports: list[str] | None = None, timeout_s: float = 60.0,
-                 pass_reward: float = 1.0, gold: str | None = None):
+                 pass_reward: float = 1.0, gold: str | None = None, validation_fraction: float = 0.1):
         if splits is not None and (not isinstance(splits, dict) or not splits or not all(isinstance(v, dict) for v in splits.values())):
             raise TaskError(f"verifiers:{name}: splits must map each split to taskset config overrides, e.g. {{train: {{}}, test: {{...}}}}")
         if splits and any("task" in v for v in splits.values()):
             raise TaskError(f"verifiers:{name}: the task section is shared by every split: set it under taskset, not splits")
         if not 0 < test_fraction < 1:
             raise TaskError(f"verifiers:{name}: test_fraction must be in (0, 1), got {test_fraction}")
+        if not 0 <= validation_fraction < 1 - test_fraction:
+            raise TaskError(f"verifiers:{name}: validation_fraction must be in [0, {1 - test_fraction:g}), got {validation_fraction}")
         if limit < 1:
             raise TaskError(f"verifiers:{name}: limit must be >= 1, got {limit}")
         self.name = name
         self.taskset = dict(taskset or {})
         self.split_overrides = splits
         self.test_fraction = test_fraction
+        self.validation_fraction = validation_fraction
         self.limit = limit
-        self.splits = tuple(splits) if splits else ("train", "test")
+        self.splits = tuple(splits) if splits else ("train", "test", "validation") if validation_fraction else ("train", "test")
         self.heldout_splits = tuple(s for s in self.splits if s in ("test", "validation"))
         self.env_kwargs = {"taskset": name, "taskset_config": self.taskset, "imports": list(imports or []), "timeout_s": timeout_s,
                            "pass_reward": pass_reward, "gold": gold}
@@ -252,7 +278,8 @@ class VerifiersTask(Task):
 
     @property
     def config(self) -> dict[str, Any]:
-        return {"taskset": self.taskset, "splits": self.split_overrides, "test_fraction": self.test_fraction, "limit": self.limit,
+        return {"taskset": self.taskset, "splits": self.split_overrides, "test_fraction": self.test_fraction,
+                "validation_fraction": self.validation_fraction, "limit": self.limit,
                 **{k: v for k, v in self.env_kwargs.items() if k not in ("taskset", "taskset_config")}}
 
     def _load(self, overrides: dict[str, Any]) -> list[Problem]:
@@ -281,8 +308,13 @@ class VerifiersTask(Task):
                 problems = self._load(self.split_overrides[split])
             else:
                 everything = self._load({})
-                cut = int(self.test_fraction * 2**64)
-                problems = [p for p in everything if (stable_hash(canonical_text(self.canonical_question(p))) < cut) == (split == "test")]
+                test_cut, validation_cut = int(self.test_fraction * 2**64), int((self.test_fraction + self.validation_fraction) * 2**64)
+
+                def which(p: Problem) -> str:
+                    h = stable_hash(canonical_text(self.canonical_question(p)))
+                    return "test" if h < test_cut else "validation" if h < validation_cut else "train"
+
+                problems = [p for p in everything if which(p) == split]
             self._problems[split] = [Problem(f"{split}/{p.id}", p.prompt, p.reference, p.metadata) for p in problems]
         return self._problems[split]
 

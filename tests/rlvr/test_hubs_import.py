@@ -104,7 +104,10 @@ def test_skyrl_gym_environments_import_with_their_own_rewards(tmp_path, env_clas
 
     data = skyrl_rows(tmp_path, env_class, answer_key)
     task = tasks.make(f"skyrl-gym:{env_class}", data=data, gold=gold)
-    assert task.splits == ("train", "test") and task.heldout_splits == ("test",)
+    # no validation file: one carved from the train rows, disjoint from them, so built-in configs work
+    assert task.splits == ("train", "test", "validation") and task.heldout_splits == ("test", "validation")
+    train, validation = task.problems("train"), task.problems("validation")
+    assert validation and not {json.dumps(p.reference, sort_keys=True) for p in train} & {json.dumps(p.reference, sort_keys=True) for p in validation}
     problem = task.get("test", 0)
     row = json.loads(Path(data["test"]).read_text().splitlines()[0])
     assert problem.prompt == row["prompt"][0]["content"]

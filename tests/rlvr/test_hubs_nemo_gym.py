@@ -50,10 +50,10 @@ def config_of(folder):
 def test_verify_requests_the_nemo_gym_way_give_rlvr_rewards(nemo_server):
     server, task, folder = nemo_server
     imported = tasks.make(f"nemo-gym:{config_of(folder)}", url=server.url, token=TOKEN)
-    assert imported.splits == ("train", "test") and imported.heldout_splits == ("test",)
+    assert imported.splits == ("train", "test", "validation") and imported.heldout_splits == ("test", "validation")
     vf_task = tasks.make("verifiers:nemo_gym", taskset={"dataset": str(folder / "data" / "test.jsonl"),
                                                         "task": {"resources_url": server.url, "headers": {"Authorization": f"Bearer {TOKEN}"}}})
-    assert vf_task.size("train") + vf_task.size("test") == 3
+    assert sum(vf_task.size(s) for s in vf_task.splits) == 3
     vf_problems = {p.reference["data"]["row"]["rlvr_problem"]["id"]: p for s in vf_task.splits for p in vf_task.problems(s)}
     for i, problem in enumerate(task.problems("test", limit=3)):
         mine = imported.get("test", i)

@@ -30,7 +30,8 @@ class DecodeRequest:
         eos_ids: Token ids that end a row (eos, a chat template's end of turn); may be empty.
         pad_id: Filler id for padding.
         temperature / top_p / top_k / greedy: How tokens are drawn (greedy: argmax).
-        stops: Stop strings to end rows on (None: none).
+        stops: Stop strings to end rows on (None: none); a decoder scans with its own
+            `StopStrings.fresh` copy, so one request can be decoded again (as ``auto`` does).
     """
 
     prompts: Sequence[list[int]]
@@ -71,6 +72,9 @@ class Decoder(ABC):
     name: ClassVar[str]
     warms_up: ClassVar[bool] = False
     """Its first call of a shape pays a one-time cost (graph capture, compilation) that timing must skip."""
+    rlvr_sampler: ClassVar[bool] = False
+    """It draws with `rlvr.rollout.decoding.sampler` (counter-based uniforms): every such decoder
+    samples the same tokens from the same logits, so choosing among them changes only the speed."""
 
     def unsupported(self, model: torch.nn.Module) -> str | None:
         """Why this decoder cannot run ``model`` where it is (its device, attention kernel, class),

@@ -6,9 +6,12 @@ synchronisation, and the static decoder replayed as a CUDA graph wins. Rather th
 measures: at its first generation, each candidate for the model's device that passes its probe
 (`rlvr.rollout.decoding.probe.probe_decoder`) decodes the first batch's prompts for a few tokens
 (after an untimed warm-up that captures or compiles what it needs), and the fastest is used from then
-on. The device's default candidate is kept unless another is at least `MARGIN` times faster, so
-near-ties do not make a run's choice depend on the machine's load of the moment. The random state
-is restored after measuring: a run samples the same tokens as with the chosen decoder named outright.
+on. rlvr's own decoders (kv, static, cuda_graph, compiled) draw with one counter-based sampler
+(`rlvr.rollout.decoding.sampler`): they sample the same tokens from the same logits, so the fastest
+of them is taken, whatever the machine's load made it. Hugging Face's ``generate`` samples a
+different random stream, so it is chosen only when it is at least `MARGIN` times faster than the
+best of them. The random state is restored after measuring: a run samples the same tokens as with
+the chosen decoder named outright.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ FALLBACK = ("kv", "generate")
 """Candidates on a device not listed in `CANDIDATES`."""
 
 MARGIN = 1.15
-"""How much faster than the device's default another decoder must be measured to be chosen."""
+"""How much faster than the best of rlvr's own decoders ``generate`` must be measured to be chosen."""
 
 MEASURE_TOKENS = 16
 """Tokens each candidate decodes in the timed run."""
@@ -126,10 +129,11 @@ def choose_decoder(get: Callable[[str], Decoder], model: torch.nn.Module, reques
         if saved[1] is not None:
             torch.cuda.set_rng_state(saved[1], device)
     if choice.tokens_per_s:
-        fastest = max(choice.tokens_per_s, key=choice.tokens_per_s.__getitem__)
-        default = next((n for n in names if n in choice.tokens_per_s), fastest)
-        faster = choice.tokens_per_s[fastest] >= MARGIN * choice.tokens_per_s[default]
-        choice.name = fastest if faster else default
+        speed = choice.tokens_per_s
+        fastest = max(speed, key=speed.__getitem__)
+        own = [n for n in speed if get(n).rlvr_sampler]
+        best_own = max(own, key=speed.__getitem__) if own else None
+        choice.name = fastest if best_own is None or speed[fastest] >= MARGIN * speed[best_own] else best_own
     for name in choice.tokens_per_s:
         if name != choice.name:
             get(name).release()  # graphs and buffers of decoders not chosen

@@ -47,7 +47,7 @@ class GenerateDecoder(Decoder):
         for row, ids in enumerate(prompts):  # left padding: generation appends on the right
             input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             attention_mask[row, width - len(ids):] = 1
-        stops = StopStrings(request.stops.tokenizer, request.stops.stops, width) if request.stops is not None else None
+        stops = request.stops.fresh(width) if request.stops is not None else None
         result = model.generate(
             input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **_sampling_kwargs(request),
             max_new_tokens=request.max_new_tokens, pad_token_id=request.pad_id, eos_token_id=list(request.eos_ids) or None,

@@ -32,7 +32,7 @@ from envs import faults
 from rlvr.models.attention import model_mask
 from rlvr.rollout.decoding.base import DECODERS, Decoded, DecodeRequest, Decoder
 from rlvr.rollout.decoding.forward import cache_keyword, end_ids_tensor, full_precision, model_device, prefill, supports_own_decoding
-from rlvr.rollout.decoding.sampler import sample_next
+from rlvr.rollout.decoding.sampler import counter_uniforms, draw_key, sample_next
 
 COMPACT_AT = 0.25  # share of the active rows finished before they are dropped: copying the cache is not free
 
@@ -122,10 +122,11 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
     active = torch.arange(B, device=device)  # original rows still in the batch
     done = torch.zeros(B, dtype=torch.bool, device=device)  # per active row
 
+    key = draw_key(device)  # the call's key: a row's draws depend on it, the row and the position only
     steps = 0
     for t in range(max_new_tokens):
         faults.reached("generate")
-        token, logp = sample_next(logits, temperature, top_p, top_k, greedy)
+        token, logp = sample_next(logits, temperature, top_p, top_k, greedy, None if greedy else counter_uniforms(key, active, t))
         tokens[active, t] = token
         logprobs[active, t] = logp
         steps = t + 1
@@ -160,12 +161,13 @@ class KVDecoder(Decoder):
     """`decode` as a `Decoder`: stop strings checked after every token."""
 
     name = "kv"
+    rlvr_sampler = True
 
     def unsupported(self, model: torch.nn.Module) -> str | None:
         return None if supports_own_decoding(model) else "the model is not a Hugging Face decoder on sdpa/eager attention"
 
     def decode(self, model: torch.nn.Module, request: DecodeRequest) -> Decoded:
-        stops = request.stops
+        stops = request.stops.fresh() if request.stops is not None else None
         return decode(model, request.prompts, max_new_tokens=request.max_new_tokens, eos_id=request.eos_ids or None,
                       pad_id=request.pad_id, temperature=request.temperature, top_p=request.top_p, top_k=request.top_k,
                       greedy=request.greedy,

@@ -26,6 +26,7 @@ decoders: the same distribution and the same log-probs; greedy decoding gives th
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
@@ -38,7 +39,7 @@ from rlvr.models.attention import model_mask
 from rlvr.rollout.decoding.base import DECODERS, Decoded, DecodeRequest, Decoder
 from rlvr.rollout.decoding.forward import cache_keyword, end_ids_tensor, full_precision, model_device, prefill, supports_own_decoding
 from rlvr.rollout.decoding.kv import KVBuffers
-from rlvr.rollout.decoding.sampler import sample_next
+from rlvr.rollout.decoding.sampler import counter_uniforms, draw_key, sample_next
 
 SYNC_EVERY = 8
 """Tokens between two looks of the host at a decoding batch (`StaticDecoder.sync_every`)."""
@@ -125,6 +126,8 @@ class StaticBatch:
         self.token = torch.zeros(R, dtype=torch.long, device=device)
         self.position = torch.zeros(R, dtype=torch.long, device=device)
         self.generated = torch.zeros(1, dtype=torch.long, device=device)  # tokens drawn so far
+        self.key = torch.zeros(1, dtype=torch.long, device=device)  # the call's sampling key (`counter_uniforms`)
+        self.rows = torch.arange(R, device=device)
         self.tokens = torch.zeros((R, N), dtype=torch.long, device=device)
         self.logprobs = torch.zeros((R, N), dtype=torch.float32, device=device)
         self.lengths = torch.zeros(R, dtype=torch.long, device=device)
@@ -134,7 +137,7 @@ class StaticBatch:
 
     def state_tensors(self) -> list[Tensor]:
         """Every tensor a step reads or writes besides the model's weights."""
-        return [*self.keys, *self.values, self.write_at, self.key_ok, self.token, self.position, self.generated, self.tokens,
+        return [*self.keys, *self.values, self.write_at, self.key_ok, self.token, self.position, self.generated, self.key, self.rows, self.tokens,
                 self.logprobs, self.lengths, self.done, self.ended, *([self.ends] if self.ends is not None else [])]
 
     def start(self, cache: KVBuffers, pre: Any, rows: int, max_new_tokens: int) -> None:
@@ -155,10 +158,11 @@ class StaticBatch:
         self.done[rows:] = True
         self.ended.zero_()
         self.generated.zero_()
+        self.key.copy_(draw_key(self.key.device))
         self.token.fill_(self.pad_id)
         logits = torch.zeros((s.rows, pre.logits.shape[1]), dtype=pre.logits.dtype, device=pre.logits.device)
         logits[:rows] = pre.logits
-        self._record(*sample_next(logits, s.temperature, s.top_p, s.top_k, s.greedy))
+        self._record(*self._sample(logits))
 
     def step(self) -> None:
         """Feed the newest token, draw the next: device work only (no host synchronisation)."""
@@ -169,7 +173,12 @@ class StaticBatch:
         out = self.forward(input_ids=self.token.unsqueeze(1), attention_mask=model_mask(self.model, self.key_ok[:, None, None, :]),
                            position_ids=self.position.unsqueeze(1), **{self.cache_arg: self.cache}, use_cache=True)
         self.position.add_(1)
-        self._record(*sample_next(out.logits[:, -1], s.temperature, s.top_p, s.top_k, s.greedy))
+        self._record(*self._sample(out.logits[:, -1]))
+
+    def _sample(self, logits: Tensor) -> tuple[Tensor, Tensor]:
+        s = self.shape
+        uniforms = None if s.greedy else counter_uniforms(self.key, self.rows, self.generated)
+        return sample_next(logits, s.temperature, s.top_p, s.top_k, s.greedy, uniforms)
 
     def _record(self, token: Tensor, logp: Tensor) -> None:
         self.tokens.index_copy_(1, self.generated, token.unsqueeze(1))
@@ -206,7 +215,8 @@ class CudaGraphStep(StepRunner):
                 batch.step()
         torch.cuda.current_stream().wait_stream(stream)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        # thread_local: a trainer updating weights in another thread (rollout.overlap) does not break the capture
+        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             batch.step()
 
     def __call__(self) -> None:
@@ -251,6 +261,7 @@ class StaticDecoder(Decoder):
     """
 
     name = "static"
+    rlvr_sampler = True
     runner: ClassVar[type[StepRunner]] = StepRunner
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
 
@@ -276,7 +287,15 @@ class StaticDecoder(Decoder):
         cached = self._shapes.get(shape)
         if cached is None or cached.weights != weights or cached.batch.model is not model:
             batch = StaticBatch(model, shape, cache, pad_id)
-            cached = _Cached(batch, self.runner(batch), weights)
+            try:
+                runner = self.runner(batch)
+            except Exception as e:  # noqa: BLE001 - a shape the probe's did not cover failed to capture: decode it eagerly
+                warnings.warn(f"rollout.hf.decode={self.name}: capturing the step of a {shape.rows} x {shape.columns} batch failed "
+                              f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}); this shape decodes "
+                              "with eager steps (same samples, slower). Please report it.", RuntimeWarning, stacklevel=3)
+                batch = StaticBatch(model, shape, cache, pad_id)  # fresh state: a failed capture may have left its own behind
+                runner = StepRunner(batch)
+            cached = _Cached(batch, runner, weights)
             self._shapes[shape] = cached
             while len(self._shapes) > KEEP_SHAPES:
                 self._shapes.popitem(last=False)
@@ -295,7 +314,7 @@ class StaticDecoder(Decoder):
         batch, run = cached.batch, cached.runner
         batch.start(cache, pre, rows, T)
         del cache, pre
-        stops = request.stops
+        stops = request.stops.fresh() if request.stops is not None else None
         stop_strings: dict[int, str] = {}
         running = list(range(rows))  # rows not finished at the host's last look
         looked = 0  # tokens drawn at the host's last look

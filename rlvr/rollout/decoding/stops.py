@@ -37,6 +37,10 @@ class StopStrings(StoppingCriteria):
         self.window = stop_window(stops)
         self.hits: dict[int, tuple[int, str]] = {}
 
+    def fresh(self, prompt_width: int = 0) -> StopStrings:
+        """The same stop strings with no hits recorded: each decoding call scans with its own."""
+        return StopStrings(self.tokenizer, self.stops, prompt_width)
+
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
         steps = input_ids.shape[1] - self.prompt_width
         self.scan(range(input_ids.shape[0]), input_ids[:, max(self.prompt_width, input_ids.shape[1] - self.window):], steps)
