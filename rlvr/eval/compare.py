@@ -131,7 +131,7 @@ class Arm:
 @dataclass(frozen=True)
 class ArmSummary:
     """An arm's accuracy on the shared problems: one value per seed, their mean and its 95% Student-t
-    interval across seeds (None with one seed)."""
+    interval across seeds, clipped to [0, 1] (None with one seed)."""
 
     label: str
     accuracies: tuple[float, ...]
@@ -177,7 +177,9 @@ def compare_arms(arms: list[Arm], reference: str | None = None, draws: int = 200
     summaries = []
     for a in arms:
         accuracies = tuple(sum(r.passed[k] for k in shared) / len(shared) for r in a.runs)
-        summaries.append(ArmSummary(a.label, accuracies, *mean_t_interval(accuracies)))
+        mean, lo, hi = mean_t_interval(accuracies)
+        # an accuracy lies in [0, 1]: so does its interval (two seeds give a wide one)
+        summaries.append(ArmSummary(a.label, accuracies, mean, None if lo is None else max(0.0, lo), None if hi is None else min(1.0, hi)))
     diffs = []
     for a in arms:
         if a is ref:

@@ -142,3 +142,7 @@ def test_compare_arms_refuse_what_cannot_be_paired(tmp_path, capsys):
     assert main(["compare"]) != 0
     assert main(["compare", "--arm", f"x={a[0]}"]) == 0  # one arm, one seed: its accuracy, no interval, no difference
     assert "— (one seed)" in capsys.readouterr().out
+    low = [write_eval(tmp_path / f"low{i}", "arithmetic-v1", [i == 0, False]) for i in range(2)]  # 0.5 and 0.0: a wide interval
+    assert main(["compare", "--arm", f"low={low[0]},{low[1]}", "--json"]) == 0
+    arm = json.loads(capsys.readouterr().out)["arms"][0]
+    assert arm["mean"] == 0.25 and arm["lo"] == 0.0 and arm["hi"] == 1.0  # clipped to what an accuracy can be
