@@ -273,6 +273,17 @@ def dump_yaml(cfg: Any, path: Path) -> None:
 yaml.SafeDumper.add_multi_representer(dict, yaml.representer.SafeRepresenter.represent_dict)
 
 
+def renamed_keys(cls: type, prefix: str = "") -> dict[str, str]:
+    """Old spellings of the keys of ``cls`` and of its nested sections (each class's ``RENAMED`` map),
+    dotted, with their current spelling: ``{"rollout.hf_decode": "rollout.hf.decode"}``."""
+    out = {f"{prefix}{old}": f"{prefix}{new}" for old, new in getattr(cls, "RENAMED", {}).items()}
+    hints = get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            out |= renamed_keys(hints[f.name], f"{prefix}{f.name}.")
+    return out
+
+
 def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
     """(key, default, help) for every field, nested keys dotted."""
     rows = []
@@ -289,4 +300,4 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
 
 
 __all__ = ["ConfigError", "apply_overrides", "check_bounds", "describe", "dump_yaml", "from_dict", "help_field", "load_config",
-           "read_config", "resolve_config_path", "to_dict"]
+           "read_config", "renamed_keys", "resolve_config_path", "to_dict"]

@@ -157,6 +157,10 @@ class Task(ABC):
         base = envs.parse_id(self.id).base if self.id else type(self).__name__
         return frozenset({f"{base}/{split}"})
 
+    def data_description(self) -> str:
+        """Where the problems come from, in a line (the task reference, docs/reference/tasks.md)."""
+        return ""
+
     def describe(self) -> dict[str, Any]:
         """What a report records about the task."""
         return {"id": self.id, "env": self.env_id, "config": self.config, "splits": list(self.splits)}

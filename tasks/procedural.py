@@ -78,6 +78,14 @@ class ProceduralTask(Task):
     def config(self) -> dict[str, Any]:
         return dict(self._config)
 
+    def data_description(self) -> str:
+        frozen = ", ".join(sorted(self.frozen))
+        return self.generated_by() + (f"; {frozen} frozen (a checked-in file with a checksum)" if frozen else "")
+
+    def generated_by(self) -> str:
+        """What generates the items, for `data_description`."""
+        return "generated"
+
     @property
     def splits(self) -> tuple[str, ...]:  # type: ignore[override]
         return tuple(self.split_sizes)

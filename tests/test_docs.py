@@ -5,6 +5,8 @@
 - every fenced ```yaml block parses, and a block that is a training config uses only real keys;
 - every `rlvr ...` command line in a fenced shell block parses with rlvr's own argument parser, and
   its `key=value` overrides name keys of a config class;
+- no shipped config (rlvr/configs/*.yaml) and no config block, command line or inline ``key=value`` of
+  the docs uses an old key spelling the config system still reads (`rlvr.train.recipes.legacy_keys`);
 - the README's links into docs/ resolve to files;
 - the generated configuration reference and preset tables match the code;
 - the separate-package example of docs/environments/own-package.md installs its entry points and
@@ -47,8 +49,8 @@ def blocks(path: Path, languages: set[str]) -> list[tuple[int, str, str]]:
 
 def test_there_are_pages():
     names = {p.relative_to(DOCS).as_posix() for p in PAGES}
-    assert {"index.md", "getting-started.md", "concepts.md", "algorithms.md", "reference/config.md",
-            "environments/own-package.md", "benchmarks.md", "where-run.md"} <= names
+    assert {"index.md", "getting-started.md", "concepts.md", "algorithms.md", "reference/config.md", "reference/configs.md",
+            "reference/tasks.md", "reference/metrics.md", "environments/own-package.md", "benchmarks.md", "where-run.md"} <= names
 
 
 def test_site_builds_strictly(tmp_path):
@@ -203,6 +205,85 @@ def test_the_command_check_catches_mistakes():
     assert parse_rlvr(["train", "quickstart", "--resume", "optim.lr=1e-5"]).overrides == ["optim.lr=1e-5"]
 
 
+# -- current key spellings only ---------------------------------------------------------------------
+
+INLINE_OVERRIDE = re.compile(r"`([a-z_]+(?:\.[a-z0-9_]+)+)=([^`]*)`")
+
+
+def _dotted(data: dict, prefix: str = "") -> list[str]:
+    """Every key of a config mapping, nested ones dotted (a task's own config is not a config key)."""
+    keys = []
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        keys.append(key)
+        if isinstance(v, dict) and key not in ("task.config", "task.env_kwargs"):
+            keys += _dotted(v, f"{key}.")
+    return keys
+
+
+def _override_keys(item: str, prefix: str = "") -> list[str]:
+    """The keys a ``key=value`` override sets: the key, and those of a mapping value (``algo.kl={mode: off}``)."""
+    key, _, raw = item.partition("=")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = None
+    return [prefix + key, *(_dotted(value, f"{prefix}{key}.") if isinstance(value, dict) else [])]
+
+
+def legacy_spellings(keys: list[str]) -> list[str]:
+    """``"old (now new)"`` for each key that is, or lies under, an old spelling."""
+    from rlvr.train.recipes import legacy_keys
+
+    legacy = legacy_keys()
+    return [f"{k} (now {legacy[old]})" for k in keys for old in legacy if k == old or k.startswith(old + ".")]
+
+
+def old_spellings_on(path: Path) -> list[str]:
+    """Old key spellings in a page's config blocks, `rlvr` command lines and inline ``key=value`` code."""
+    found = []
+    for line, _, body in blocks(path, {"yaml", "yml"}):
+        data = yaml.safe_load(body)
+        if isinstance(data, dict):
+            found += [f"{path.name}:{line}: {k}" for k in legacy_spellings(_dotted(data))]
+    for line, argv in command_lines(path):
+        try:
+            args = parse_rlvr(argv)
+        except AssertionError:
+            continue  # test_rlvr_command_lines_parse reports it
+        keys = [k for o in getattr(args, "overrides", None) or [] for k in _override_keys(o)]
+        keys += [k for o in getattr(args, "rollout", None) or [] for k in _override_keys(o, "rollout.")]
+        found += [f"{path.name}:{line}: {k}" for k in legacy_spellings(keys)]
+    text = path.read_text()
+    for m in INLINE_OVERRIDE.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        found += [f"{path.name}:{line}: {k}" for k in legacy_spellings(_override_keys(f"{m.group(1)}={m.group(2)}"))]
+    return found
+
+
+def test_shipped_configs_and_the_docs_use_current_key_spellings():
+    from rlvr.config import CONFIG_DIR
+
+    problems = []
+    for path in sorted(CONFIG_DIR.glob("*.yaml")):
+        problems += [f"rlvr/configs/{path.name}: {k}" for k in legacy_spellings(_dotted(yaml.safe_load(path.read_text()) or {}))]
+    for path in [*PAGES, ROOT / "README.md"]:
+        problems += old_spellings_on(path)
+    assert not problems, "old key spellings:\n" + "\n".join(problems)
+
+
+def test_the_spelling_check_finds_old_keys(tmp_path):
+    assert legacy_spellings(["algo.kl.mode", "algo.kl_mode", "algo.advantage_kwargs.eps", "rollout.hf.decode"]) == [
+        "algo.kl_mode (now algo.kl.mode)", "algo.advantage_kwargs.eps (now algo.advantage (the estimator's arguments))"]
+    page = tmp_path / "page.md"
+    page.write_text("Set `algo.correction.kind=tis` here.\n\n```yaml\nalgo:\n  kl_mode: \"off\"\nrollout:\n  hf_decode: kv\n```\n\n"
+                    "```bash\nrlvr train quickstart algo.clip_high=0.3 'algo.correction={kind: mis}'\n"
+                    "rlvr eval --model m --task arithmetic-v1 --rollout max_batch_sequences=64\n```\n")
+    found = old_spellings_on(page)
+    assert [f.split(": ", 1)[1].split(" (")[0] for f in found] == [
+        "algo.kl_mode", "rollout.hf_decode", "algo.clip_high", "algo.correction.kind", "rollout.max_batch_sequences", "algo.correction.kind"]
+
+
 # -- links ------------------------------------------------------------------------------------------
 
 def test_readme_links_into_docs_resolve():
@@ -216,16 +297,35 @@ def test_readme_links_into_docs_resolve():
 
 # -- generated pages --------------------------------------------------------------------------------
 
-def test_generated_reference_is_up_to_date():
+def _generator():
     spec = importlib.util.spec_from_file_location("gen_config_reference", ROOT / "scripts" / "gen_config_reference.py")
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
+    return gen
+
+
+def test_generated_reference_is_up_to_date():
+    gen = _generator()
     for path, text in gen.generated().items():
         assert path.read_text() == text, f"{path.relative_to(ROOT)} is out of date: run python scripts/gen_config_reference.py"
     from rlvr.algos.presets import PRESETS
 
     shown = {n for names in re.findall(r"<!-- presets: ([a-z_,]+) -->", (DOCS / "algorithms.md").read_text()) for n in names.split(",")}
     assert shown == set(PRESETS), f"docs/algorithms.md does not show presets {sorted(set(PRESETS) - shown)}"
+
+
+def test_every_builtin_config_says_what_it_is_for_and_dates_its_measured_times(tmp_path):
+    from rlvr.config import CONFIG_DIR
+
+    gen = _generator()
+    for path in sorted(CONFIG_DIR.glob("*.yaml")):
+        purpose, measured = gen.config_header(path)
+        assert len(purpose) > 20 and purpose.endswith("."), f"{path.name}: the header comment starts with what the config is for"
+        for line in measured:
+            assert re.search(r"\(\d{4}-\d\d-\d\d", line), f"{path.name}: '# Measured: {line}' names the date it was measured (YYYY-MM-DD)"
+    header = "# GRPO on X, from Y.yaml: more.\n# Measured: 12 s on one core (2026-01-02)\n#   rlvr train x\nname: x\n"
+    (tmp_path / "x.yaml").write_text(header)
+    assert gen.config_header(tmp_path / "x.yaml") == ("GRPO on X, from Y.yaml: more.", ["12 s on one core (2026-01-02)"])
 
 
 # -- the separate package example -------------------------------------------------------------------

@@ -8,6 +8,11 @@ independent intervals when the models agree on most problems.
 The usual use is before / after / control: the base model, the trained model and a format-only
 control trained at the same budget (``verify.reward=format``). after - before is the gain,
 control - before the gain that format alone explains, and after - control the gain beyond format.
+
+Several seeds per configuration are *arms* (`compare_arms`): each arm's accuracy is the mean over
+its seeds with a 95% Student-t interval across seeds, and its difference to a reference arm is
+paired twice: by problem within a seed (seed i of the arm against seed i of the reference), then
+averaged over seeds, with a two-level bootstrap interval (seeds resampled, then problems).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr import UserError
-from rlvr.eval.metrics import paired_difference_interval, wilson_interval
+from rlvr.eval.metrics import mean_t_interval, paired_difference_interval, two_level_bootstrap, wilson_interval
 
 
 @dataclass(frozen=True)
@@ -71,16 +76,22 @@ class Difference:
         return self.lo > 0 or self.hi < 0
 
 
-def compare(results: list[GreedyResult]) -> tuple[list[str], list[Difference]]:
-    """The shared problem ids and every pairwise difference (later minus earlier)."""
-    if len(results) < 2:
-        raise UserError("compare needs at least two evaluation directories")
+def shared_problems(results: list[GreedyResult]) -> list[str]:
+    """The problem ids every result has; refuses results of different tasks or splits, or none shared."""
     tasks = {(r.task, r.split) for r in results}
     if len(tasks) > 1:
         raise UserError("these evaluations are of different tasks or splits: " + ", ".join(f"{r.label}: {r.task} {r.split}" for r in results))
     shared = sorted(set.intersection(*(set(r.passed) for r in results)))
     if not shared:
         raise UserError("these evaluations share no problem ids")
+    return shared
+
+
+def compare(results: list[GreedyResult]) -> tuple[list[str], list[Difference]]:
+    """The shared problem ids and every pairwise difference (later minus earlier)."""
+    if len(results) < 2:
+        raise UserError("compare needs at least two evaluation directories")
+    shared = shared_problems(results)
     diffs = []
     for i, a in enumerate(results):
         for b in results[i + 1:]:
@@ -104,4 +115,95 @@ def render(results: list[GreedyResult], shared: list[str], diffs: list[Differenc
     for d in diffs:
         mark = "" if d.excludes_zero else " (interval includes 0)"
         lines.append(f"| {d.second} − {d.first} | {d.diff:+.3f} | {d.lo:+.3f} to {d.hi:+.3f}{mark} | {d.only_first} | {d.only_second} |")
+    return "\n".join(lines)
+
+
+# -- several seeds per arm ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Arm:
+    """One configuration evaluated after several training runs: ``runs[i]`` is seed i's evaluation."""
+
+    label: str
+    runs: tuple[GreedyResult, ...]
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    """An arm's accuracy on the shared problems: one value per seed, their mean and its 95% Student-t
+    interval across seeds, clipped to [0, 1] (None with one seed)."""
+
+    label: str
+    accuracies: tuple[float, ...]
+    mean: float
+    lo: float | None
+    hi: float | None
+
+    @property
+    def seeds(self) -> int:
+        return len(self.accuracies)
+
+
+@dataclass(frozen=True)
+class ArmDifference:
+    """``arm - reference`` accuracy, paired by problem within each seed and averaged over seeds, with
+    its two-level bootstrap 95% interval; ``per_seed`` holds each seed's paired difference."""
+
+    reference: str
+    arm: str
+    n: int
+    diff: float
+    lo: float
+    hi: float
+    per_seed: tuple[float, ...]
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.lo > 0 or self.hi < 0
+
+
+def compare_arms(arms: list[Arm], reference: str | None = None, draws: int = 2000) -> tuple[list[str], list[ArmSummary], list[ArmDifference]]:
+    """The shared problem ids, each arm's summary, and each other arm's difference to ``reference``
+    (default: the first arm). Seeds are paired by position: an arm must have as many runs as the reference."""
+    if not arms or any(not a.runs for a in arms):
+        raise UserError("every arm needs at least one evaluation directory")
+    labels = [a.label for a in arms]
+    if len(set(labels)) != len(labels):
+        raise UserError(f"arm names repeat: {', '.join(labels)}")
+    ref = next((a for a in arms if a.label == (reference or labels[0])), None)
+    if ref is None:
+        raise UserError(f"--reference {reference!r} is not an arm (arms: {', '.join(labels)})")
+    shared = shared_problems([r for a in arms for r in a.runs])
+    summaries = []
+    for a in arms:
+        accuracies = tuple(sum(r.passed[k] for k in shared) / len(shared) for r in a.runs)
+        mean, lo, hi = mean_t_interval(accuracies)
+        # an accuracy lies in [0, 1]: so does its interval (two seeds give a wide one)
+        summaries.append(ArmSummary(a.label, accuracies, mean, None if lo is None else max(0.0, lo), None if hi is None else min(1.0, hi)))
+    diffs = []
+    for a in arms:
+        if a is ref:
+            continue
+        if len(a.runs) != len(ref.runs):
+            raise UserError(f"arm {a.label} has {len(a.runs)} seeds and the reference {ref.label} {len(ref.runs)}: differences are paired "
+                            "by seed, so give both the same seeds in the same order")
+        table = [[float(r.passed[k]) - float(q.passed[k]) for k in shared] for r, q in zip(a.runs, ref.runs)]
+        mean, lo, hi = two_level_bootstrap(table, draws=draws)
+        diffs.append(ArmDifference(ref.label, a.label, len(shared), mean, lo, hi, tuple(sum(row) / len(row) for row in table)))
+    return shared, summaries, diffs
+
+
+def render_arms(first: GreedyResult, shared: list[str], summaries: list[ArmSummary], diffs: list[ArmDifference]) -> str:
+    """Markdown tables: each arm's accuracy over seeds, and each difference to the reference."""
+    lines = [f"{first.task} ({first.split}), {len(shared)} shared problems, greedy; accuracy: mean over seeds with its 95% t-interval "
+             "across seeds; differences: paired by problem within a seed, mean over seeds, 95% two-level bootstrap (seeds, then problems)",
+             "", "| arm | seeds | accuracy | 95% CI across seeds | per seed |", "|---|---:|---:|---|---|"]
+    for s in summaries:
+        ci = f"{s.lo:.3f}–{s.hi:.3f}" if s.lo is not None else "— (one seed)"
+        lines.append(f"| {s.label} | {s.seeds} | {s.mean:.3f} | {ci} | {', '.join(f'{a:.3f}' for a in s.accuracies)} |")
+    if diffs:
+        lines += ["", "| difference | value | 95% CI | per seed |", "|---|---:|---|---|"]
+        for d in diffs:
+            mark = "" if d.excludes_zero else " (interval includes 0)"
+            lines.append(f"| {d.arm} − {d.reference} | {d.diff:+.3f} | {d.lo:+.3f} to {d.hi:+.3f}{mark} | {', '.join(f'{x:+.3f}' for x in d.per_seed)} |")
     return "\n".join(lines)

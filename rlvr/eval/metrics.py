@@ -5,7 +5,11 @@
 - mean@k: mean accuracy over the k samples of each problem, averaged over problems.
 - maj@k: a problem counts as solved when the most frequent extracted answer among its k samples
   is correct (ties broken by first occurrence); samples without an answer do not vote.
-- Confidence intervals (95%): the Wilson score interval. Greedy accuracy: over problems. mean@k:
+- Across seeds (several training runs of one configuration): the mean with a 95% Student-t
+  interval (`mean_t_interval`), and for paired differences a two-level bootstrap that resamples
+  seeds, then problems (`two_level_bootstrap`), so both training noise and the choice of problems
+  are in the interval.
+- Confidence intervals (95%) over problems: the Wilson score interval. Greedy accuracy: over problems. mean@k:
   over problems, each problem scored by the mean of its k samples (``successes`` = sum of those
   means). A score in [0, 1] with mean p has variance at most p(1-p), so treating each problem's
   mean as one Bernoulli trial is conservative, and unlike a normal interval of the per-problem
@@ -17,6 +21,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from typing import Sequence
+
+import numpy as np
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -92,3 +98,57 @@ def paired_difference_interval(a: Sequence[bool], b: Sequence[bool], z: float = 
     lower = d - math.sqrt(max((p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2, 0.0))
     upper = d + math.sqrt(max((u2 - p2) ** 2 - 2 * phi * (u2 - p2) * (p1 - l1) + (p1 - l1) ** 2, 0.0))
     return (d, max(-1.0, lower), min(1.0, upper))
+
+
+# two-sided 95% quantiles of Student's t, by degrees of freedom
+_T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+          2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t_quantile_975(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom: tabulated up to 30, then the
+    Cornish-Fisher expansion around the normal quantile (within 0.001 of the exact value)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if df <= len(_T_975):
+        return _T_975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def mean_t_interval(values: Sequence[float]) -> tuple[float, float | None, float | None]:
+    """``(mean, lo, hi)``: the mean of ``values`` (e.g. one accuracy per seed) with its 95% Student-t
+    interval; ``lo`` and ``hi`` are None for a single value (no spread to measure)."""
+    n = len(values)
+    if n == 0:
+        raise ValueError("no values")
+    mean = sum(values) / n
+    if n == 1:
+        return mean, None, None
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t_quantile_975(n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def two_level_bootstrap(diffs: Sequence[Sequence[float]], draws: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """``(mean, lo, hi)`` of per-problem differences ``diffs`` ``[seeds][problems]`` (the same
+    problems for every seed): the mean over seeds of each seed's mean difference, and a 95%
+    percentile interval from a two-level bootstrap: each draw resamples the seeds, then the
+    problems (the same problems for every seed of the draw). With one seed it is a bootstrap over
+    problems alone."""
+    d = np.asarray(diffs, dtype=np.float64)
+    if d.ndim != 2 or d.size == 0:
+        raise ValueError(f"expected a [seeds][problems] table of differences, got shape {d.shape}")
+    seeds, problems = d.shape
+    rng = np.random.default_rng(seed)
+    stats = np.empty(draws)
+    for start in range(0, draws, 256):  # in chunks: [chunk, problems] at a time
+        k = min(256, draws - start)
+        chosen = rng.integers(0, seeds, size=(k, seeds))
+        weights = np.zeros((k, seeds))
+        np.add.at(weights, (np.arange(k)[:, None], chosen), 1.0 / seeds)
+        by_problem = weights @ d  # [k, problems]: each draw's mean over its resampled seeds
+        picks = rng.integers(0, problems, size=(k, problems))
+        stats[start:start + k] = np.take_along_axis(by_problem, picks, axis=1).mean(axis=1)
+    lo, hi = np.quantile(stats, [0.025, 0.975])
+    return float(d.mean()), float(lo), float(hi)

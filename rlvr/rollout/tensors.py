@@ -112,7 +112,7 @@ def generation_metrics(report: SamplingReport, group_size: int) -> dict[str, flo
     verdicts = [v for g in report.generated for v in g.verdicts]
     completions = [c for g in report.generated for c in g.completions]
     if not verdicts:
-        return {"sampling/prompts": 0.0, "sampling/budget_exhausted": float(report.budget_exhausted)}
+        return {"sampling/prompts": 0.0, "sampling/completions": 0.0, "sampling/budget_exhausted": float(report.budget_exhausted)}
     rewards = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)
     passed = torch.tensor([v.passed for v in verdicts], dtype=torch.float32)
     lengths = torch.tensor([len(c.token_ids) for c in completions], dtype=torch.float32)
@@ -131,6 +131,7 @@ def generation_metrics(report: SamplingReport, group_size: int) -> dict[str, flo
         "verify/timeouts": float(sum(v.status is Status.TIMEOUT for v in verdicts)),
         "verify/steps_per_completion": sum(len(v.steps) for v in verdicts) / len(verdicts),
         "sampling/prompts": float(report.prompts_generated),
+        "sampling/completions": float(len(completions)),
         "sampling/extra_prompts": float(max(0, report.prompts_generated - report.target)),  # the cost of refilling
         "sampling/kept_groups": float(len(report.kept)),
         "sampling/yield": report.yield_,

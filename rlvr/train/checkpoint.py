@@ -1,5 +1,5 @@
 """Checkpoint folders of a run: ``checkpoints/step-N/`` holds one sub-folder per component and
-``trainer_state.pt`` (step, recipe state); `HarnessCheckpoints` (part of
+``trainer_state.pt`` (step, recipe state, what the run has spent); `HarnessCheckpoints` (part of
 `rlvr.train.harness.Harness`) writes and reads them. A checkpoint is written as ``step-N.tmp``
 and renamed when complete, so a ``.tmp`` folder is always a partial write (a kill or a full disk)
 and is removed."""
@@ -16,6 +16,7 @@ import torch
 
 from envs import faults
 from rlvr import TrainingError, UserError
+from rlvr.train.budget import Spent
 from rlvr.train.common import rng_state, set_rng_state
 from rlvr.train.trainable import Component, TrainableModel
 
@@ -107,6 +108,7 @@ class HarnessCheckpoints:
     checkpoint_dir: Path
     resume_from: Path | None
     components: dict[str, Component]
+    spent: Spent
 
     def checkpoint(self, step: int, recipe: Recipe) -> Path:
         """Save every component, the recipe's state and each process's RNG as ``step-N``
@@ -142,7 +144,7 @@ class HarnessCheckpoints:
         self.accel.wait_for_everyone()
         if self.is_main:
             torch.save({"step": step, "components": list(self.components), "processes": self.num_processes,
-                        "recipe": recipe_state}, tmp / STATE_FILE)
+                        "recipe": recipe_state, "spent": self.spent.state_dict()}, tmp / STATE_FILE)
             shutil.rmtree(final, ignore_errors=True)
             tmp.rename(final)
             prune_checkpoints(self.checkpoint_dir, self.cfg.log.keep_checkpoints)
@@ -185,6 +187,7 @@ class HarnessCheckpoints:
         for name, component in self.components.items():
             component.load(self.resume_from / name)
         recipe.load_state_dict(state["recipe"])
+        self.spent = Spent.from_state(state.get("spent"))  # (a checkpoint written before budgets: nothing counted yet)
         set_rng_state(torch.load(self.resume_from / f"rng-{self.rank}.pt", weights_only=False))
         self.print(f"resumed from {self.resume_from} (step {state['step']})")
         return int(state["step"])

@@ -17,6 +17,7 @@ from rlvr.config import help_field
 from rlvr.models.lora import LoraSettings
 from rlvr.rollout.config import RolloutConfig
 from rlvr.rollout.prompts import PromptConfig
+from rlvr.train.budget import BudgetConfig
 
 
 @dataclass
@@ -101,7 +102,7 @@ class EvalConfig:
 
 @dataclass
 class RunConfig:
-    """The header of every run: where it lives, how it starts, what it trains."""
+    """The header of every run: where it lives, how it starts, what it trains, what it may spend."""
 
     name: str = help_field("run", "Run name: the run directory is output_dir/name")
     recipe: str | None = help_field(None, "Training recipe (`rlvr.train.recipes`): None = the one algo.preset names (policy_gradient, or preference for dpo/online_dpo/kto); sft for supervised warm-up")
@@ -120,6 +121,7 @@ class RunConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
 
     @property
     def run_dir(self) -> Path:
@@ -144,7 +146,7 @@ class VerifyConfig:
 class UpdateConfig:
     """How each rollout batch is turned into optimizer steps."""
 
-    steps: int = help_field(100, "Training steps (rollout batches)", ge=0)
+    steps: int = help_field(100, "Training steps (rollout batches); a budget (budget.*) may stop the run earlier", ge=0)
     epochs_per_batch: int | None = help_field(None, "Passes over each rollout batch (PPO's epochs; None = the preset's: 2 for ppo, 1 otherwise)", gt=0)
     minibatches: int | None = help_field(None, "Optimizer steps per pass: the batch is split into this many minibatches (None = the preset's: 2 for ppo, 1 otherwise)", gt=0)
     micro_batch_size: int = help_field(64, "Sequences per forward/backward (gradient accumulation inside a minibatch)", gt=0)

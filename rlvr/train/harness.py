@@ -16,7 +16,9 @@ One `Harness` per run owns
   name (``checkpoints/step-N/NAME/``), the RNG of every process and the recipe's own state, and
   resuming from them (`Harness.source` says where a component's weights come from);
 - the **loop** (`Harness.run`, here): progress bar, periodic evaluation, logging, periodic and
-  final checkpoints, SIGINT/SIGTERM (finish the step, save, stop), and a checkpoint on failure.
+  final checkpoints, SIGINT/SIGTERM (finish the step, save, stop), a checkpoint on failure, and
+  what the run has spent (`rlvr.train.budget`: completions, optimizer steps, seconds), which stops
+  it when ``budget.*`` is reached.
 
 A recipe (`rlvr.train.recipes`) only says what one step does.
 """
@@ -41,6 +43,7 @@ from rlvr.models.device import OOM_HINT, is_out_of_memory
 from rlvr.runs import RunDir
 from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.accumulation import HarnessAccumulation
+from rlvr.train.budget import Spent
 from rlvr.train.checkpoint import CheckpointError, HarnessCheckpoints, list_checkpoints, remove_partial_checkpoints
 from rlvr.train.common import seed_everything, set_threads
 from rlvr.train.config import RunConfig
@@ -125,6 +128,7 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
         self._recorded: list[weakref.ref] = []
         self.start_step = 0
         self.stop_requested = False
+        self.spent = Spent()  # restored with a checkpoint
         self.notes: dict[str, Any] = {}  # what the run's parts report once (e.g. the decoder chosen), kept in resources.json
 
     # -- device ---------------------------------------------------------------------------------
@@ -228,6 +232,11 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
             return [n]
         return [int(v) for v in self.accel.gather(torch.tensor([n], device=self.device)).cpu()]
 
+    @property
+    def current_step(self) -> int:
+        """The last step completed (resumed steps included)."""
+        return self.start_step + getattr(self, "steps_done", 0)
+
     def print(self, msg: str) -> None:
         if self.is_main:
             tqdm.write(msg)
@@ -261,23 +270,28 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
         restore_signals = self._install_signal_handlers()
         bar = tqdm(total=recipe.total_steps, initial=step, desc=recipe.title, unit="step",
                    disable=not (cfg.log.progress and self.is_main), dynamic_ncols=True)
+        spent_by = self._budget_reached()
         try:
             if cfg.eval.at_start and step == 0:
                 self.log(0, recipe.evaluate())
-            while step < recipe.total_steps and not self.stop_requested:
+            while step < recipe.total_steps and not self.stop_requested and spent_by is None:
                 t0 = time.perf_counter()
                 metrics = recipe.step(step + 1)
                 step += 1
                 self.steps_done += 1
                 metrics["time/step"] = time.perf_counter() - t0
+                metrics |= self._charge(metrics)
+                spent_by = self._budget_reached()
                 if cfg.eval.every and step % cfg.eval.every == 0:
                     metrics |= recipe.evaluate()
                 self.log(step, metrics)
                 bar.set_postfix({k.split("/")[-1]: f"{metrics[k]:.3f}" for k in ("reward/mean", "reward/accuracy", "sft/loss") if k in metrics})
                 bar.update(1)
-                if cfg.log.checkpoint_every and step % cfg.log.checkpoint_every == 0 and step < recipe.total_steps:
+                if cfg.log.checkpoint_every and step % cfg.log.checkpoint_every == 0 and step < recipe.total_steps and spent_by is None:
                     self._checkpoint_and_plot(step, recipe)
-            status = "completed" if step >= recipe.total_steps else "interrupted"
+            if spent_by is not None:
+                self.print(f"{spent_by} reached at step {step} ({self._spent_summary()}): the run is complete")
+            status = "completed" if step >= recipe.total_steps or spent_by is not None else "interrupted"
             self._checkpoint_and_plot(step, recipe)
             final = recipe.save_final() if status == "completed" else None
             tally = recipe.verification()
@@ -304,13 +318,39 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
             restore_signals()
             recipe.close()
             try:  # on a full disk these fail too: the error that stopped the run is the one to report
-                self.rundir.write_state(status=status, step=step)
+                self.rundir.write_state(status=status, step=step, spent=self.spent.state_dict(), stopped_by=spent_by)
                 self.rundir.write_json("resources.json", self.resources())
                 if cfg.log.plot:
                     self.rundir.plot(title=recipe.title)
             except OSError as e:
                 self.print(f"could not write the run's summary files: {e}")
             self.rundir.close()
+
+    # -- what the run spends ---------------------------------------------------------------------
+
+    def _charge(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Add one step to `spent` (completions from the step's ``sampling/completions``, summed over
+        processes; the policy's optimizer steps; ``time/step``) and return the ``spent/*`` metrics."""
+        completions = float(self.reduce_sum(torch.tensor([float(metrics.get("sampling/completions", 0.0))], dtype=torch.float64))[0])
+        policy = self.components.get("policy")
+        self.spent.charge(completions, int(getattr(policy, "updates", 0)), metrics["time/step"])
+        return self.spent.metrics()
+
+    def _budget_reached(self) -> str | None:
+        """The ``budget.*`` limit the run has reached, decided the same on every process (seconds
+        differ between processes: any process that reached its limit stops them all), or None."""
+        budget = self.cfg.budget
+        if not budget.active:
+            return None
+        reached = self.spent.exhausted(budget)
+        if self.num_processes > 1:
+            anyone = float(self.reduce_sum(torch.tensor([float(reached is not None)]))[0]) > 0
+            reached = reached or (f"budget.seconds={budget.seconds:g} (on another process)" if anyone else None)
+        return reached
+
+    def _spent_summary(self) -> str:
+        s = self.spent
+        return f"{s.completions:.0f} completions, {s.optimizer_steps} optimizer steps, {s.seconds:.0f} s"
 
     def _checkpoint_and_plot(self, step: int, recipe: Recipe) -> None:
         self.checkpoint(step, recipe)

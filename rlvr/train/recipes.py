@@ -35,6 +35,20 @@ def recipe_name(data: dict[str, Any]) -> str:
     return preset_settings(preset).get("recipe", AlgoConfig.recipe)
 
 
+def legacy_keys() -> dict[str, str]:
+    """Every old config-key spelling rlvr still recognises, dotted, with its current spelling: the
+    ``RENAMED`` maps of every recipe's config classes (`rlvr.config.renamed_keys`) and the
+    algorithm's old flat keys (`rlvr.algos.presets.legacy_keys`). Shipped configs and the docs use
+    none of them (tests/test_docs.py)."""
+    from rlvr.algos.presets import legacy_keys as algo_legacy_keys
+    from rlvr.config import renamed_keys
+
+    out = algo_legacy_keys()
+    for name in RECIPES.ids():
+        out |= renamed_keys(config_class(name))
+    return out
+
+
 def config_class(name: str) -> type:
     if name not in RECIPES:
         raise ConfigError(f"unknown recipe {name!r}; recipes: {', '.join(RECIPES.ids())}")

@@ -135,12 +135,12 @@ class SFTRecipe:
         """The model in ``final/``, its held-out accuracy logged at the last step (evaluated now
         unless the loop just did)."""
         final = self.harness.save_model(self.policy, self.cfg.run_dir / "final")
-        every = self.cfg.eval.every
-        if not (every and self.total_steps % every == 0):  # every process: a sharded model generates in step
-            self.harness.log(self.total_steps, self.evaluate())
+        every, last = self.cfg.eval.every, self.harness.current_step  # (before total_steps when a budget stopped the run)
+        if not (every and last % every == 0):  # every process: a sharded model generates in step
+            self.harness.log(last, self.evaluate())
         if self.harness.is_main:
             acc = self.last_eval.get("eval/accuracy", float("nan"))
-            tqdm.write(f"sft: {self.total_steps} steps in {time.perf_counter() - self.t0:.0f} s; "
+            tqdm.write(f"sft: {last} steps in {time.perf_counter() - self.t0:.0f} s; "
                        f"greedy accuracy on {self.cfg.eval.split}: {acc:.3f}; model in {final}")
         return final
 

@@ -18,6 +18,7 @@ import tasks
 from envs.types import Problem
 from rlvr import UserError
 from rlvr.cli import main
+from rlvr.logged_metrics import undeclared
 from rlvr.train import train
 from rlvr.train.pairs import meta_path
 from rlvr.train.recipes import load_run_config
@@ -70,6 +71,7 @@ def test_offline_dpo_raises_heldout_accuracy_with_one_model_in_memory(verified_p
     for key in ("preference/reward_chosen", "preference/reward_rejected", "preference/logp_chosen", "preference/logp_rejected",
                 "optim/grad_norm", "data/epoch", "time/train"):
         assert key in last, key
+    assert undeclared(k for r in metrics(result.run_dir) for k in r) == []
     held = resources(result.run_dir)
     assert held["models_in_memory"] == 1 and [m["role"] for m in held["models"]] == ["policy"] and held["optimizer_state_bytes"]["policy"] > 0
     assert (result.run_dir / "reference_logps.pt").is_file() and json.loads((result.run_dir / "pairs_report.json").read_text())["left_out"] == 0
@@ -107,6 +109,7 @@ def test_online_presets_train_on_the_policys_verified_samples(preset, sft_base, 
     rows = metrics(result.run_dir)
     for r in rows:
         assert {"reward/accuracy", "sampling/prompts", "time/generate", "loss/total", "optim/lr"} <= set(r)
+    assert undeclared(k for r in rows for k in r) == []
     # step 1 reads the policy against its own copy; later steps measure a policy the updates have moved
     # (on fresh samples, so the sign of the rewards is not asserted)
     if preset == "online_dpo":  # dynamic sampling kept only groups with a pass and a fail: each gives its pairs

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.cli import main
+from rlvr.logged_metrics import undeclared
 
 pytestmark = pytest.mark.smoke
 
@@ -24,7 +25,10 @@ ONE_STEP = ("update.steps=1", "optim.warmup_steps=0", "rollout.prompts_per_step=
 
 
 def rows(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    """The run's metrics rows; every name in them is declared in rlvr/logged_metrics.py."""
+    found = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert undeclared(k for r in found for k in r) == [], "declare these in rlvr/logged_metrics.py"
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +38,7 @@ def base(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("smoke")
     assert main(["sft", "sft_quickstart", f"output_dir={out}", "name=base", "tiny.layers=2", "steps=300", "eval.limit=20",
                  *QUIET]) == 0
+    assert rows(out / "base")  # the SFT recipe's metrics are declared too
     return out / "base" / "final"
 
 

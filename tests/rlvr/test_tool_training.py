@@ -16,6 +16,7 @@ import statistics
 import pytest
 
 from rlvr.config import load_config
+from rlvr.logged_metrics import undeclared
 from rlvr.plots import read_metrics
 from rlvr.train import TrainConfig, train
 from rlvr.train.sft import SFTConfig, sft
@@ -47,3 +48,4 @@ def test_grpo_on_episodes_teaches_the_model_to_use_the_tool(tmp_path, rl_overrid
     assert last >= first + 0.05, (first, last)
     assert all(r["episode/observation_tokens"] > 0 for r in steps)  # tool output was in the context ...
     assert sum(r["verify/errors"] + r["verify/timeouts"] for r in steps) == 0  # ... and every episode was graded
+    assert undeclared(k for r in rows for k in r) == []

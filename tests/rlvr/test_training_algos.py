@@ -15,6 +15,7 @@ import torch
 
 from rlvr.algos.presets import PRESETS, resolve_algorithm
 from rlvr.config import load_config
+from rlvr.logged_metrics import undeclared
 from rlvr.train import TrainConfig, train
 from tests.rlvr.gloo import train_in_two_processes
 
@@ -43,6 +44,7 @@ def test_every_policy_gradient_preset_trains_through_the_same_entry_point(preset
     last = rows[-1]
     for key in ALWAYS:
         assert key in last, (preset, key)
+    assert undeclared(k for r in rows for k in r) == [], "declare these in rlvr/logged_metrics.py"
     if resolve_algorithm(cfg.algo).needs_reference:  # KL to the reference is logged whenever one is loaded
         assert "policy/kl" in last
     if preset not in ("gpg",):  # the second minibatch is off-policy: ratios move, clipping is measured on both sides
@@ -240,6 +242,7 @@ def test_a_correct_weight_sync_passes_its_probe_every_step(sft_base, tmp_path, r
     assert [r["rollout/staleness"] for r in rows] == [0.0, 1.0, 1.0]  # the first batch is on-policy, then one step behind
     gaps = [r["sync/logprob_gap_mean"] for r in rows if "sync/logprob_gap_mean" in r]
     assert len(gaps) == 3 and max(gaps) < 1e-5  # when the probe is made, and after each of the two syncs
+    assert undeclared(k for r in rows for k in r) == []
 
 
 def test_overlap_scores_the_frozen_reference_ahead_with_the_same_numbers(sft_base, tmp_path, rl_overrides, monkeypatch):

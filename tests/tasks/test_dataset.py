@@ -53,3 +53,29 @@ def test_missing_file_says_where_it_looked(tmp_path):
     task = QA(tmp_path / "absent.jsonl")
     with pytest.raises(TaskError, match="not found"):
         task.size("train")
+
+
+BUILTIN_DATASETS = ["gsm8k-v1", "hendrycks-math-v1", "math500-v1", "aime24-v1", "aime25-v1", "amc23-v1", "humaneval-v1", "mbpp-v1"]
+
+
+@pytest.mark.parametrize("task_id", BUILTIN_DATASETS)
+def test_the_published_sizes_the_task_reference_shows_are_what_loads(task_id):
+    import tasks
+    from tasks.dataset import DataUnavailable
+
+    task = tasks.make(task_id)
+    assert set(task.published_sizes) == set(task.splits), "published_sizes names every split (docs/reference/tasks.md shows them)"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a data set's own malformed rows are reported elsewhere
+            loaded = {split: task.size(split) for split in task.splits}
+    except DataUnavailable as e:
+        pytest.skip(f"the data is not on this machine: {e}")
+    assert loaded == task.published_sizes
+
+
+def test_every_builtin_dataset_task_is_checked_above():
+    import tasks
+
+    builtin = {s.id for s in tasks.TASKS.specs() if s.source == "rlvr" and isinstance(tasks.make(s.id), DatasetTask)}
+    assert builtin == set(BUILTIN_DATASETS)

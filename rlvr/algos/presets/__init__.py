@@ -399,6 +399,16 @@ LEGACY: dict[str, tuple[str, str | None]] = {
 }
 
 
+def legacy_keys(key: str = "algo") -> dict[str, str]:
+    """The old spellings `AlgoConfig.from_config` still reads, dotted, with where each moved:
+    ``{"algo.kl_mode": "algo.kl.mode", ...}`` (a part given by its bare name, ``algo.ratio=sequence``,
+    is current, not old)."""
+    out = {f"{key}.{old}": f"{key}.{section}" + (f".{sub}" if sub else "") for old, (section, sub) in LEGACY.items() if old != section}
+    out[f"{key}.advantage_kwargs"] = f"{key}.advantage (the estimator's arguments)"
+    out[f"{key}.correction.kind"] = f"{key}.correction.name"
+    return out
+
+
 def _check_keys(value: dict[str, Any], where: str, key: str) -> None:
     """An unknown top-level key is refused with the closest key, old spellings included (named by
     where they moved): ``algo.kl_coeff`` -> did you mean ``algo.kl.coef``?"""
