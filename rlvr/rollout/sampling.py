@@ -103,6 +103,11 @@ class GroupSampler:
         rank / world: This process and the number of processes.
         gather_counts: ``local kept count -> every process's count, by rank`` (one process: ``[n]``).
         yield_estimate: Expected kept/generated, carried between batches to size refills.
+        carried: Partial rollouts (`rlvr.rollout.partial`): ``() -> (problems, completions)`` of the
+            groups started in earlier batches that are complete now; verified first, they count
+            towards the batch but not towards its budget (they were counted when started).
+        hold: Partial rollouts: ``(problems, completions) -> (problems, completions)`` of a generate
+            call's complete groups; the others are kept back (parked) by the hook.
     """
 
     generate: Callable[[list[Problem]], list[Completion]]
@@ -116,6 +121,8 @@ class GroupSampler:
     world: int = 1
     gather_counts: Callable[[int], list[int]] = lambda n: [n]
     yield_estimate: float = 1.0
+    carried: Callable[[], tuple[list[Problem], list[Completion]]] | None = None
+    hold: Callable[[list[Problem], list[Completion]], tuple[list[Problem], list[Completion]]] | None = None
 
     def collect(self, take_prompts: Callable[[int], list[Problem]], target: int) -> SamplingReport:
         """Generate, verify and filter groups until ``target`` are kept (summed over processes:
@@ -133,6 +140,12 @@ class GroupSampler:
         in_flight: deque[_Chunk] = deque()
         kept_global, requested, rounds = 0, 0, 0
         t_gen = t_wait = 0.0
+        if self.carried is not None:
+            t = time.perf_counter()
+            problems, completions = self.carried()
+            t_gen += time.perf_counter() - t
+            if problems:
+                in_flight.append(_Chunk(problems, completions, self._submit(problems, completions)))
         while True:
             pending_prompts = sum(len(c.problems) for c in in_flight) * world
             expected = kept_global + self.yield_estimate * pending_prompts
@@ -145,8 +158,10 @@ class GroupSampler:
                 t = time.perf_counter()
                 completions = self.generate(problems)
                 t_gen += time.perf_counter() - t
-                flat = [p for p in problems for _ in range(self.group_size)]
-                in_flight.append(_Chunk(problems, completions, self.submit(flat, completions)))
+                if self.hold is not None:
+                    problems, completions = self.hold(problems, completions)
+                if problems:
+                    in_flight.append(_Chunk(problems, completions, self._submit(problems, completions)))
                 requested += want
                 rounds += 1
             if in_flight and (len(in_flight) > 1 or not want):  # keep one chunk verifying while the next generates
@@ -169,6 +184,9 @@ class GroupSampler:
             room = max(0, global_target - sum(counts[: self.rank]))  # surplus: earlier processes fill the batch first
             kept = kept[:room]
         return SamplingReport(kept, generated, target, budget, exhausted, rounds, t_gen, t_wait)
+
+    def _submit(self, problems: list[Problem], completions: list[Completion]) -> PendingResult:
+        return self.submit([p for p in problems for _ in range(self.group_size)], completions)
 
     def _keep(self, groups: list[Group]) -> list[bool]:
         rewards = torch.tensor([[v.reward for v in g.verdicts] for g in groups], dtype=torch.float32)
