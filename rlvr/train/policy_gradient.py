@@ -193,6 +193,7 @@ class PolicyGradient(AlgorithmRecipe):
             metrics |= self.update(rollouts, step)
             self._warn_on_mismatch(metrics)
         self._refresh_reference(step, self.algo.ref_update_every, metrics)
+        self.groups.after_update()  # asynchronous generation: the new weights go to the worker now
         self.harness.log_samples(step, sample_rows(report, cfg.log.samples_per_step))
         metrics["throughput/tokens_per_s"] = metrics.get("rollout/tokens", 0.0) / max(time.perf_counter() - t_step, 1e-9)
         return metrics
