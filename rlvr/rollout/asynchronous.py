@@ -115,6 +115,7 @@ class AsyncSettings:
     max_new_tokens: int
     seed: int
     split: str
+    run_dir: str = "RUN"
 
 
 class AsyncRollouts:
@@ -277,7 +278,7 @@ class AsyncRollouts:
             side = f"{worker} is stuck: {self._activity} for {idle:.0f} s"
         return (f"rollout.async: the trainer waited {self.settings.timeout_s:g} s (rollout.async.timeout_s) for the batch of step {wanted} "
                 f"and nothing moved: {side}; raise rollout.async.timeout_s if generation is this slow, else look at the engine; "
-                "the last checkpoint is kept")
+                f"the run keeps its checkpoints (`rlvr train {self.settings.run_dir} --resume`)")
 
     # -- checkpoints ----------------------------------------------------------------------------------
 
@@ -383,8 +384,8 @@ class AsyncRollouts:
                     raise
                 if self.restarts_left <= 0:
                     raise AsyncStalled(f"{e} in round {round_}, and rollout.async.restarts={self.settings.restarts} "
-                                       f"{'is' if self.settings.restarts == 1 else 'are'} spent: the run stops; the last checkpoint is kept "
-                                       "(continue with `rlvr train RUN --resume`)") from None
+                                       f"{'is' if self.settings.restarts == 1 else 'are'} spent: the run stops and keeps its checkpoints "
+                                       f"(continue with `rlvr train {self.settings.run_dir} --resume`)") from None
                 self.restarts_left -= 1
                 restarts += 1
                 self.say(f"warning: {e} in round {round_}; starting it again ({self.settings.restarts - self.restarts_left} of "

@@ -293,7 +293,8 @@ class GroupSource:
             return generate_for(engine, self.task.env, problems, rollout.group_size, sampling, self.style)
 
         plan = AsyncSettings(settings.max_staleness, settings.partial, settings.partial_tokens, settings.timeout_s, settings.restarts,
-                             rollout.group_size, rollout.prompts_per_step, rollout.max_new_tokens, cfg.seed, cfg.task.split)
+                             rollout.group_size, rollout.prompts_per_step, rollout.max_new_tokens, cfg.seed, cfg.task.split,
+                             str(cfg.run_dir))
         return AsyncRollouts(plan, make, weights, in_process, self.sampler, generate, self.sampling, self.task, self.tokenizer,
                              self.harness.print)
 
