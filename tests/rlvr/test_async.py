@@ -5,7 +5,7 @@ end to end are in test_async_training.py."""
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import os
 import signal
 
@@ -15,6 +15,7 @@ import yaml
 
 from envs.types import Problem, Status, Verdict
 from rlvr import UserError
+from rlvr.algos.filters import GroupFilter
 from rlvr.algos.aggregation import Normalizer
 from rlvr.algos.objective import POLICY_LOSSES, ObjectiveInputs, PolicyLossInputs, policy_objective, takes_behaviour
 from rlvr.algos.presets import algo_config
@@ -276,6 +277,21 @@ def test_the_sampler_verifies_carried_groups_first_and_parks_unfinished_ones(sft
         second = sampler.collect(lambda n: [next(stream) for _ in range(n)], 8)
         assert [g.problem.id for g in second.kept[:len(parked)]] == parked  # carried first, in the order they were started
         assert all(len(g.completions) == 2 and len(g.verdicts) == 2 for g in second.kept)
+        # dynamic sampling on groups that finish out of order: a carried group is filtered as a whole, like any other
+        filtering = dataclasses.replace(sampler, group_filter=GroupFilter(drop_zero_variance=True), budget_factor=3.0)
+        for _ in range(3):
+            carried_now = [g.problem.id for g in partial.parked]
+            third = filtering.collect(lambda n: [next(stream) for _ in range(n)], 4)
+            carried = [g for g in third.generated if g.problem.id in carried_now]
+            assert len(carried) == len(carried_now)
+            kept_ids = {g.problem.id for g in third.kept}
+            for g in third.generated:
+                spread = len({v.reward for v in g.verdicts}) > 1
+                if g.problem.id in carried_now:  # kept exactly when its rewards differ (on top of the batch's target)
+                    assert (g.problem.id in kept_ids) == spread
+                elif not spread:
+                    assert g.problem.id not in kept_ids
+            assert len([g for g in third.kept if g.problem.id not in carried_now]) <= 4
     finally:
         pool.close()
 
