@@ -92,7 +92,7 @@ def test_sigkill_with_samples_in_flight_then_resume_ends_as_an_uninterrupted_run
     """Asynchronous generation (rollout.async.max_staleness=2): the trainer is SIGKILLed while
     finished batches wait in the queue behind the one it takes (``queued``: after a checkpoint the
     worker is two batches ahead, so every step from the second reaches it), or while it writes a
-    checkpoint of them, or steps; its worker dies with it. `--resume` puts the checkpointed batches
+    checkpoint of them; its worker dies with it. `--resume` puts the checkpointed batches
     back in the queue and starts a new worker after them: the run ends with the uninterrupted run's
     parameters, optimizer state and curve."""
     args = (*ARGS, "rollout.async.max_staleness=2", "rollout.hf.decode=kv")
@@ -103,7 +103,7 @@ def test_sigkill_with_samples_in_flight_then_resume_ends_as_an_uninterrupted_run
     assert counts.get("queued") == STEPS - 1, counts
     reference = _tensors(tmp_path / "straight" / "run" / "checkpoints" / f"step-{STEPS}")
     curve = [r["reward/mean"] for r in _rows(tmp_path / "straight" / "run")]
-    for kill in ("queued:1", f"queued:{STEPS - 1}", "checkpoint_write:2", "optimizer_step:3"):
+    for kill in ("queued:1", f"queued:{STEPS - 1}", "checkpoint_write:2"):
         out = tmp_path / f"killed-{kill.replace(':', '-')}"
         killed = _rlvr("train", "quickstart", *rl_overrides(out, sft_base, *args), RLVR_KILL_AT=kill)
         assert killed.returncode == -9, f"{kill} was not reached: {killed.stderr[-1000:]}"
