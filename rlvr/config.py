@@ -16,6 +16,9 @@
 - A field may belong to another (``belongs_to="id"``): when an override changes its owner and not
   the field itself, the field falls back to its default (``task.id=gsm8k-v1`` does not keep the
   previous task's ``task.config``).
+- A field whose config key is a Python keyword is spelled with a trailing underscore in Python and
+  declares its key (``async_: AsyncConfig = field(..., metadata={"key": "async"})``): files,
+  overrides, the resolved config and the reference all use the key (``rollout.async.max_staleness``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ class ConfigError(UserError):
 
 _BOUNDS = {"gt": (lambda v, b: v > b, "> {}"), "ge": (lambda v, b: v >= b, ">= {}"),
            "lt": (lambda v, b: v < b, "< {}"), "le": (lambda v, b: v <= b, "<= {}")}
+
+
+def config_key(f: dataclasses.Field) -> str:
+    """The key a config file and an override use for field ``f`` (its name unless it declares one)."""
+    return f.metadata.get("key", f.name)
 
 
 def help_field(default: Any = dataclasses.MISSING, help: str = "", *, gt: float | None = None, ge: float | None = None,
@@ -156,9 +164,9 @@ def _belongs(cls: type, prefix: str = "") -> list[tuple[str, str]]:
     hints = get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if dataclasses.is_dataclass(hints[f.name]):
-            out += _belongs(hints[f.name], f"{prefix}{f.name}.")
+            out += _belongs(hints[f.name], f"{prefix}{config_key(f)}.")
         elif f.metadata.get("belongs_to"):
-            out.append((f"{prefix}{f.metadata['belongs_to']}", f"{prefix}{f.name}"))
+            out.append((f"{prefix}{f.metadata['belongs_to']}", f"{prefix}{config_key(f)}"))
     return out
 
 
@@ -185,7 +193,7 @@ def from_dict(cls: type[C], data: Any, *, where: str = "config", prefix: str = "
     """Build dataclass ``cls`` from a mapping, rejecting unknown keys and mistyped values."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: {prefix or 'top level'} must be a mapping, got {type(data).__name__} {data!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    fields = {config_key(f): f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
     hints = get_type_hints(cls)
     unknown = [k for k in data if k not in fields]
     if unknown:
@@ -196,11 +204,11 @@ def from_dict(cls: type[C], data: Any, *, where: str = "config", prefix: str = "
         close = difflib.get_close_matches(str(key), list(fields), n=1)
         hint = f" (did you mean '{prefix}{close[0]}'?)" if close else f" (known keys: {', '.join(fields)})"
         raise ConfigError(f"{where}: unknown key '{prefix}{key}'{hint}")
-    kwargs = {name: _coerce(hints[name], value, where, f"{prefix}{name}") for name, value in data.items()}
-    for name, value in kwargs.items():
-        check_bounds(f"{prefix}{name}", value, fields[name].metadata.get("bounds", {}), where)
+    values = {key: _coerce(hints[fields[key].name], value, where, f"{prefix}{key}") for key, value in data.items()}
+    for key, value in values.items():
+        check_bounds(f"{prefix}{key}", value, fields[key].metadata.get("bounds", {}), where)
     try:
-        return cls(**kwargs)
+        return cls(**{fields[key].name: value for key, value in values.items()})
     except TypeError as e:  # a required field is missing
         raise ConfigError(f"{where}: {prefix or 'config'}: {e}") from e
     except ValueError as e:  # __post_init__ validation
@@ -261,8 +269,19 @@ def _type_name(tp: Any) -> str:
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
-    """The config as plain data (for the run directory's resolved config)."""
-    return dataclasses.asdict(cfg)
+    """The config as plain data under its config keys (for the run directory's resolved config)."""
+    return _plain(cfg)
+
+
+def _plain(value: Any) -> Any:
+    """``dataclasses.asdict`` with each field under its `config_key`."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {config_key(f): _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return type(value)((_plain(k), _plain(v)) for k, v in value.items())
+    return copy.deepcopy(value)
 
 
 def dump_yaml(cfg: Any, path: Path) -> None:
@@ -289,15 +308,15 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
     rows = []
     hints = get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        tp = hints[f.name]
+        tp, key = hints[f.name], config_key(f)
         if dataclasses.is_dataclass(tp):
-            rows += describe(tp, f"{prefix}{f.name}.")
+            rows += describe(tp, f"{prefix}{key}.")
             continue
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
-        rows.append((f"{prefix}{f.name}", repr(default), f.metadata.get("help", "")))
+        rows.append((f"{prefix}{key}", repr(default), f.metadata.get("help", "")))
     return rows
 
 
-__all__ = ["ConfigError", "apply_overrides", "check_bounds", "describe", "dump_yaml", "from_dict", "help_field", "load_config",
+__all__ = ["ConfigError", "apply_overrides", "check_bounds", "config_key", "describe", "dump_yaml", "from_dict", "help_field", "load_config",
            "read_config", "renamed_keys", "resolve_config_path", "to_dict"]

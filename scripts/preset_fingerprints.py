@@ -26,7 +26,10 @@ from safetensors.torch import load_file
 
 SHORT = ["update.steps=2", "optim.warmup_steps=0", "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.chunk_prompts=4",
          "rollout.max_new_tokens=24", "eval.at_start=false", "eval.every=0", "log.checkpoint_every=0", "log.progress=false",
-         "log.tensorboard=false", "log.plot=false", "threads=1", "seed=0"]
+         "log.tensorboard=false", "log.plot=false", "threads=1", "seed=0",
+         # one decoder named: decode=auto picks by a timing measurement, and on a loaded machine it may pick another
+         # (kv and static sample different tokens from one seed), which would change the numbers between two runs
+         "rollout.hf.decode=kv"]
 # wall-clock and throughput numbers differ between any two runs
 TIMING = ("time", "sec", "per_s", "throughput", "tokens_per", "elapsed", "wall", "rss", "memory", "bytes")
 

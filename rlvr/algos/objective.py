@@ -12,7 +12,14 @@ defaults are the loss's settings; ``algo.policy_loss: {name: NAME, ARG: VALUE}``
   dual clipping of negative advantages (``max(., c A)``, Ye et al. 2020);
 - ``pg``: the plain policy gradient ``-A log pi`` (GPG, Chu et al. 2025; no ratio, no clipping);
 - ``cispo``: CISPO (MiniMax-M1, Chen et al. 2025): ``-sg(clip(r, 1 - eps_low, 1 + eps_high)) A log pi``,
-  the importance weight is clipped and detached, so no token's gradient is ever dropped.
+  the importance weight is clipped and detached, so no token's gradient is ever dropped;
+- ``decoupled``: decoupled PPO (Hilton et al. 2022; AReaL, Fu et al. 2025) for off-policy samples:
+  ``-(pi_prox / pi_behav) min(u A, clip(u, 1 - eps_low, 1 + eps_high) A)`` with ``u = pi / pi_prox``.
+  The behaviour policy (the engine that sampled the token, perhaps several updates ago) only
+  weights the token; the trust region is taken around the proximal policy (the policy before this
+  update), not around the stale behaviour policy. A loss that reads the behaviour policy declares it
+  (``fn.takes_behaviour = True``): it then gets the proximal log-probs as ``old_logp`` and the
+  engine's as ``behaviour_logp``.
 
 A new loss is one registered function, here or in a package that registers it through the
 ``rlvr.algos`` entry-point group; its hyperparameters are its keyword arguments. `policy_objective` aggregates with a `Normalizer` of
@@ -23,6 +30,7 @@ or processes (tested on the whole objective).
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +56,8 @@ class PolicyLossInputs:
         ratio: The importance ratio ``pi / pi_old`` from the ratio registry (with grad).
         advantages: Token advantages.
         mask: 1.0 on completion tokens of valid sequences.
+        behaviour_logp: For a loss that ``takes_behaviour``: the log-probs of the engine that sampled
+            the tokens (no grad); ``old_logp`` is then the proximal policy's. None: the same as ``old_logp``.
     """
 
     logp: Tensor
@@ -55,6 +65,7 @@ class PolicyLossInputs:
     ratio: Tensor
     advantages: Tensor
     mask: Tensor
+    behaviour_logp: Tensor | None = None
 
 
 def _bounds(clip_low: float | None, clip_high: float | None) -> tuple[float, float]:
@@ -113,6 +124,41 @@ def cispo(inp: PolicyLossInputs, clip_low: float | None = None, clip_high: float
     return -weight * inp.advantages * inp.logp, stats
 
 
+@POLICY_LOSSES.register("decoupled")
+def decoupled_clipped(inp: PolicyLossInputs, clip_low: float | None = 0.2, clip_high: float | None = 0.2,
+                      dual_clip: float | None = None, behaviour_cap: float | None = None) -> tuple[Tensor, dict[str, float]]:
+    """Decoupled PPO per token ``[B, T]``: the clipped surrogate of ``u = pi / pi_prox`` (``inp.ratio``,
+    ``old_logp`` = the proximal policy) times the detached behaviour weight ``w = pi_prox / pi_behav``
+    (``behaviour_logp``), truncated at ``behaviour_cap`` (None = not truncated). When behaviour =
+    proximal, ``w = 1`` and this is ``clipped``. Statistics: the clipped surrogate's, and
+    ``behaviour_weight_mean``/``_max`` and ``behaviour_capped_frac`` over the mask."""
+    if behaviour_cap is not None and behaviour_cap <= 0:
+        raise ValueError(f"decoupled behaviour_cap must be > 0 (or None), got {behaviour_cap}")
+    loss, stats = clipped_surrogate(inp, clip_low, clip_high, dual_clip)
+    behaviour = inp.old_logp if inp.behaviour_logp is None else inp.behaviour_logp
+    on = inp.mask.bool()
+    # where(), not a product: padding may hold -inf, and 0 * inf is nan
+    log_w = torch.where(on, (inp.old_logp - behaviour).detach(), torch.zeros_like(inp.mask))
+    capped = torch.zeros_like(on)
+    if behaviour_cap is not None:
+        capped = on & (log_w > math.log(behaviour_cap))
+        log_w = log_w.clamp(max=math.log(behaviour_cap))
+    weight = log_w.exp()
+    n = inp.mask.sum().clamp(min=1)
+    stats |= {"behaviour_weight_mean": float((weight * inp.mask).sum() / n),
+              "behaviour_weight_max": float(weight.masked_fill(~on, float("-inf")).max()) if on.any() else 1.0,
+              "behaviour_capped_frac": float(capped.float().sum() / n)}
+    return weight * loss, stats
+
+
+decoupled_clipped.takes_behaviour = True  # type: ignore[attr-defined]
+
+
+def takes_behaviour(policy_loss: str) -> bool:
+    """Whether the registered policy loss reads the behaviour policy apart from the proximal one."""
+    return bool(getattr(POLICY_LOSSES.get(policy_loss), "takes_behaviour", False))
+
+
 def ObjectiveParts(ratio: str = "token", policy_loss: str = "clipped", clip_low: float | None = 0.2, clip_high: float | None = 0.2,
                    dual_clip: float | None = None, aggregation: str = "token_mean", kl_estimator: str = "k3", kl_coef: float = 0.0,
                    entropy_coef: float = 0.0) -> Any:
@@ -147,6 +193,8 @@ class ObjectiveInputs:
             of the statistics and of a sequence-level ratio, and it stays in ``mask``, so in every
             aggregation mode it keeps its place in the normalisers (token_mean's token count, its
             sequence's token count, and a fully rejected sequence in the sequence count).
+        behaviour_logp: The sampling engine's log-probs (no grad), given to a policy loss that
+            ``takes_behaviour`` (``old_logp`` is then the proximal policy's); None otherwise.
     """
 
     logp: Tensor
@@ -158,6 +206,7 @@ class ObjectiveInputs:
     entropy: Tensor | None = None
     weights: Tensor | None = None
     keep: Tensor | None = None
+    behaviour_logp: Tensor | None = None
 
 
 def policy_objective(inp: ObjectiveInputs, parts: Any) -> tuple[Tensor, dict[str, float]]:
@@ -172,7 +221,8 @@ def policy_objective(inp: ObjectiveInputs, parts: Any) -> tuple[Tensor, dict[str
     mask = inp.mask
     kept = mask if inp.keep is None else mask * inp.keep
     ratio = RATIOS.get(parts.ratio.name)(inp.logp, inp.old_logp, kept, **parts.ratio.params)
-    out = POLICY_LOSSES.get(parts.policy_loss.name)(PolicyLossInputs(inp.logp, inp.old_logp, ratio, inp.advantages, kept), **parts.policy_loss.params)
+    loss_inputs = PolicyLossInputs(inp.logp, inp.old_logp, ratio, inp.advantages, kept, behaviour_logp=inp.behaviour_logp)
+    out = POLICY_LOSSES.get(parts.policy_loss.name)(loss_inputs, **parts.policy_loss.params)
     check_output("policy loss", parts.policy_loss.name, out, tuple(mask.shape), with_stats=True)
     surrogate, stats = out
     if inp.weights is not None:

@@ -65,6 +65,9 @@ class Completion:
             single-turn completions.
         prompt_text: The prompt as the model saw it (after the chat template), when the engine
             rendered it from text or messages ("" for a call with token ids only).
+        versions: Asynchronous runs (``rollout.async``): for each entry of ``token_ids`` the policy
+            version (training steps) whose weights sampled it; a partial rollout continued after a
+            weight push mixes versions. None: the whole batch came from one version (synchronous).
     """
 
     prompt_index: int
@@ -79,6 +82,7 @@ class Completion:
     loss_mask: list[int] | None = None
     episode: Episode | None = None
     prompt_text: str = ""
+    versions: list[int] | None = None
 
 
 def verifier_input(completion: Completion) -> str | Episode:

@@ -13,6 +13,9 @@ recipe and the online preference recipes):
   group filter; this process's place in the prompt stream that all processes share;
 - with ``rollout.overlap``, the next batch generated in a background thread while the recipe
   trains on this one (one step off-policy);
+- with ``rollout.async.max_staleness`` (k >= 1), batches from a generation worker in its own
+  process, up to k steps ahead (`rlvr.rollout.asynchronous`): the recipe calls `GroupSource.after_update`
+  after each training step to push the new weights, and samples older than k are never trained on;
 - the decision to skip a step whose verifications all failed (and to stop after several), and
   held-out evaluation with the same engine.
 """
@@ -20,18 +23,23 @@ recipe and the online preference recipes):
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from typing import Any, Callable, Protocol
 
 import torch
 
+from envs import faults
+from envs.episode import MultiTurnEnvironment
 from envs.pool import VerifierPool
 from envs.types import Problem, Status, Verdict
 from rlvr import TrainingError, UserError
 from rlvr.algos.filters import GroupFilter
 from rlvr.models.lora import MergedWeights, adapters_of
-from rlvr.rollout.base import SamplingParams, verifier_input
+from rlvr.rollout.asynchronous import AsyncRollouts, AsyncSettings
+from rlvr.rollout.base import RolloutEngine, SamplingParams, verifier_input
+from rlvr.rollout.config import RolloutConfig, VLLMConfig
 from rlvr.rollout.engines import make_engine
 from rlvr.rollout.prompts import resolve_style
 from rlvr.rollout.episode_metrics import episode_metrics
@@ -42,6 +50,8 @@ from rlvr.rollout.tensors import generation_metrics
 from rlvr.rollout.reward_signal import reward_signal
 from rlvr.eval.runner import empty_warning
 from rlvr.rollout.sampling import GroupSampler, SamplingReport
+from rlvr.rollout.staleness import oldest_version, staleness_metrics, within_bound
+from rlvr.rollout.worker import ProcessEngine, WeightSlots, WorkerSettings
 from rlvr.rollout.verification_tally import VerificationTally, first_failure_reason
 from tasks.base import Task
 
@@ -104,8 +114,13 @@ class GroupSource:
         if rollout.overlap and harness.num_processes > 1:
             raise UserError("rollout.overlap runs generation in a background thread and needs one process; "
                             "with several, leave it off (or put the engine on other GPUs: rollout.engine=vllm_server)")
-        self.engine = make_engine(rollout, policy.unwrapped, tokenizer, model_path=cfg.model.name_or_path, seed=cfg.seed,
-                                  sharded=harness.sharded, concurrent_updates=rollout.overlap)
+        asynchronous = rollout.async_.max_staleness > 0
+        if asynchronous:
+            check_async(rollout, harness.num_processes, task)
+        # asynchronous: generation runs in the worker; this engine evaluates, with the trainer's own model
+        self.engine = make_engine(_evaluation_settings(rollout) if asynchronous else rollout, policy.unwrapped, tokenizer,
+                                  model_path=cfg.model.name_or_path, seed=cfg.seed, sharded=harness.sharded,
+                                  concurrent_updates=rollout.overlap)
         self.own_weights = self.engine.capabilities.own_weights
         # what a sync sends: an engine with a plain copy (vLLM) gets a LoRA policy's adapters merged into the base weights
         merged = adapters_of(policy.model) is not None and not self.engine.capabilities.takes_adapters
@@ -136,6 +151,8 @@ class GroupSource:
         self.prefetched: SamplingReport | None = None  # rollout.overlap: the next batch, ready
         self._prefetch: threading.Thread | None = None
         self._prefetch_error: BaseException | None = None
+        self.saved_decoder_choice: dict | None = None  # asynchronous: what the worker's decoder measurement chose before a resume
+        self.asynchronous: AsyncRollouts | None = self._async_pipeline() if asynchronous else None
 
     # -- weights --------------------------------------------------------------------------------
 
@@ -173,9 +190,13 @@ class GroupSource:
 
     # -- batches --------------------------------------------------------------------------------
 
+    def _generating_engine(self) -> RolloutEngine | None:
+        """The engine that generates the training batches (asynchronous: the worker's, once started)."""
+        return self.asynchronous.engine if self.asynchronous is not None else self.engine
+
     def _report_decoder(self) -> None:
         """Say once which decoder the engine measured and chose (``rollout.hf.decode=auto``), and keep it in resources.json."""
-        choice = getattr(self.engine, "choice", None)
+        choice = getattr(self._generating_engine(), "choice", None)
         if choice is not None and not self.reported_decoder:
             self.reported_decoder = True
             self.harness.print(choice.summary())
@@ -195,13 +216,16 @@ class GroupSource:
         (every group, kept or not) and what sampling cost. With ``rollout.overlap`` it is the batch
         generated during the previous step (sampled by the weights before that step's update), and
         the one after it starts generating now, from the current weights."""
-        if not self.cfg.rollout.overlap:
+        extra: dict[str, float] = {}
+        if self.asynchronous is not None:
+            report, extra = self._collect_async()
+        elif not self.cfg.rollout.overlap:
             report = self._generate()
         else:
             report = self.wait_prefetch() or self._generate()
             self._start_prefetch()
         self._report_decoder()
-        metrics = generation_metrics(report, self.cfg.rollout.group_size) | {"data/position": float(self.position)} | self.sync_metrics
+        metrics = generation_metrics(report, self.cfg.rollout.group_size) | {"data/position": float(self.position)} | self.sync_metrics | extra
         metrics["rollout/staleness"] = float(self.policy.updates - report.weights_version)
         warning = empty_warning(metrics.get("rollout/empty_frac", 0.0), "chat" if self.style.chat else "raw")
         if warning and not self.warned_empty:  # once a run: every step would say the same
@@ -241,6 +265,76 @@ class GroupSource:
             self.sync_metrics |= self.probe.check(self.engine, self.policy.unwrapped, self.tokenizer.pad_token_id).metrics()
         self._rest()
         return report
+
+    # -- asynchronous generation ------------------------------------------------------------------
+
+    def _async_pipeline(self) -> AsyncRollouts:
+        """The producer and generation worker of ``rollout.async`` (started at the first batch or evaluation)."""
+        cfg, rollout, policy = self.cfg, self.cfg.rollout, self.policy
+        settings = rollout.async_
+        in_process = rollout.engine == "hf"  # the worker is a child process; vllm_server: the server is the worker
+        lora = adapters_of(policy.model) is not None
+        weights = policy.unwrapped if in_process or not lora else MergedWeights(policy.unwrapped)
+        cpus = tuple(settings.worker_cpus)
+        worker = WorkerSettings(rollout.hf.decode, rollout.hf.sync_every, rollout.hf.max_batch_sequences, cpus,
+                                len(cpus) or cfg.threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0), str(self.harness.device))
+
+        def make(slots: WeightSlots, previous: RolloutEngine | None) -> RolloutEngine:
+            if in_process and isinstance(previous, ProcessEngine):
+                previous.restart()  # on the same shared weights
+                return previous
+            if in_process:
+                return ProcessEngine(policy.unwrapped, self.tokenizer, slots, worker, decoder_choice=self.saved_decoder_choice)
+            if previous is not None:
+                previous.close()
+            return make_engine(rollout, policy.unwrapped, self.tokenizer, model_path=cfg.model.name_or_path, seed=cfg.seed)
+
+        def generate(engine: RolloutEngine, problems: list[Problem], sampling: SamplingParams) -> list:
+            return generate_for(engine, self.task.env, problems, rollout.group_size, sampling, self.style)
+
+        plan = AsyncSettings(settings.max_staleness, settings.partial, settings.partial_tokens, settings.timeout_s, settings.restarts,
+                             rollout.group_size, rollout.prompts_per_step, rollout.max_new_tokens, cfg.seed, cfg.task.split,
+                             str(cfg.run_dir))
+        return AsyncRollouts(plan, make, weights, in_process, self.sampler, generate, self.sampling, self.task, self.tokenizer,
+                             self.harness.print)
+
+    def _start_async(self) -> None:
+        if self.asynchronous is not None and not self.asynchronous.started:
+            self.asynchronous.start(self.policy.updates)
+
+    def _collect_async(self) -> tuple[SamplingReport, dict[str, float]]:
+        """The next batch from the generation worker: its samples within ``max_staleness`` of the
+        policy (`within_bound`), its probe scores checked, and the pipeline's metrics."""
+        pipeline = self.asynchronous
+        self._start_async()
+        produced, metrics = pipeline.take()
+        if pipeline.queued_batch_waiting():
+            faults.reached("queued")  # samples are in flight behind this batch
+        report = produced.report
+        if self.probe is None and report.generated:  # a fixed probe from the first batch checks every later version
+            completions = [c for g in report.generated for c in g.completions]
+            self.probe = SyncProbe.from_completions(completions, self.cfg.rollout.probe.max_gap, k=self.cfg.rollout.probe.completions)
+            pipeline.set_probe(self.probe, self.policy.unwrapped, self.tokenizer.pad_token_id)
+        metrics |= pipeline.check_probe(produced)
+        current = pipeline.version
+        kept, dropped = within_bound(report.kept, current, pipeline.k)
+        report.kept = kept
+        metrics |= staleness_metrics(kept, current)
+        metrics["async/dropped_stale"] = float(sum(len(g.completions) for g in dropped))
+        oldest = min((oldest_version(c, produced.version) for g in report.generated for c in g.completions), default=produced.version)
+        report.weights_version = pipeline.updates_of.get(oldest, self.policy.updates)
+        self.position = produced.state.position
+        return report, metrics
+
+    def after_update(self) -> None:
+        """After a training step (asynchronous runs): the policy is a new version; push its weights to
+        the generation side. Nothing to do otherwise (a synchronous engine is synced before it generates)."""
+        if self.asynchronous is not None and self.asynchronous.started:
+            self.asynchronous.advance(self.policy.updates, self.policy.unwrapped, self.tokenizer.pad_token_id)
+
+    def can_checkpoint(self) -> bool:
+        """Whether a checkpoint can hold the rollout side's state now (not after the asynchronous pipeline failed)."""
+        return self.asynchronous is None or self.asynchronous.can_checkpoint
 
     def _start_prefetch(self) -> None:
         self.sync()  # between generations: the engine is idle, so its weights can be replaced
@@ -311,6 +405,7 @@ class GroupSource:
         from rlvr.eval.runner import EvalSettings, evaluate
 
         cfg = self.cfg
+        self._start_async()  # the generation worker starts generating while this evaluation runs
         held = self.wait_prefetch() if cfg.rollout.overlap else None  # the engine is free, and takes the current weights
         self.sync()
         settings = EvalSettings(split=cfg.eval.split, greedy=True, n=0, max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
@@ -327,12 +422,14 @@ class GroupSource:
         for first, so the RNG the harness saves next is the one after it)."""
         state = {"position": self.position, "yield_estimate": self.sampler.yield_estimate, "failed_steps": self.failed_steps,
                  "tally": dataclasses.asdict(self.tally)}
-        choice = getattr(self.engine, "choice", None)
+        choice = getattr(self._generating_engine(), "choice", None)
         if choice is not None:  # a resumed run decodes with the decoder this one measured, not a new measurement
             state["decoder_choice"] = choice.as_dict()
         if self.cfg.rollout.overlap:
             self.prefetched = self.wait_prefetch()
             state["prefetched"] = self.prefetched
+        if self.asynchronous is not None:
+            state["async"] = self.asynchronous.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -341,14 +438,65 @@ class GroupSource:
         self.failed_steps = state.get("failed_steps", 0)
         self.tally = VerificationTally(**state.get("tally", {}))
         self.prefetched = state.get("prefetched")
-        if state.get("decoder_choice") and hasattr(self.engine, "restore_choice"):
+        saved_async = state.get("async")
+        if (saved_async is not None) != (self.asynchronous is not None):
+            raise UserError(f"this checkpoint was written with rollout.async.max_staleness={'>= 1' if saved_async is not None else 0}: "
+                            "resume with the run's own setting (a run cannot switch between synchronous and asynchronous generation)")
+        if self.asynchronous is not None:
+            self.asynchronous.load_state_dict(saved_async)
+            self.saved_decoder_choice = state.get("decoder_choice")
+        elif state.get("decoder_choice") and hasattr(self.engine, "restore_choice"):
             self.engine.restore_choice(state["decoder_choice"])
 
     def close(self) -> None:
         if self._prefetch is not None:
             self._prefetch.join()
+        if self.asynchronous is not None:
+            self.asynchronous.close()
         self.pool.close()
         self.engine.close()
 
 
-__all__ = ["GroupSource"]
+def _evaluation_settings(rollout: RolloutConfig) -> RolloutConfig:
+    """Asynchronous runs evaluate with an hf engine on the trainer's own model (no copy, no sync):
+    the generation worker keeps generating with an older version meanwhile."""
+    if rollout.engine == "hf":
+        return rollout
+    return dataclasses.replace(rollout, engine="hf", vllm=VLLMConfig())
+
+
+ASYNC_ENGINES = ("hf", "vllm_server")
+
+
+def check_async(rollout: RolloutConfig, processes: int, task: Task) -> None:
+    """Refuse, in one line naming the settings, an asynchronous run that cannot work."""
+    k = rollout.async_.max_staleness
+    where = f"rollout.async.max_staleness={k}"
+    if rollout.overlap:
+        raise UserError(f"{where} and rollout.overlap=true both generate ahead of training: rollout.async replaces overlap "
+                        "(max_staleness=1 is its one-step-ahead schedule, in a worker process); drop rollout.overlap")
+    if processes > 1:
+        raise UserError(f"{where} runs one generation worker for one training process; this run has {processes}: "
+                        "train in one process, or drop rollout.async")
+    if rollout.engine not in ASYNC_ENGINES:
+        raise UserError(f"{where} with rollout.engine={rollout.engine}: the generation worker runs {' or '.join(ASYNC_ENGINES)} "
+                        "(hf in a process of its own; vllm_server, `rlvr rollout serve` on other GPUs); colocated vllm shares the "
+                        "trainer's GPU and process")
+    if rollout.engine == "vllm_server" and rollout.vllm.weight_transfer != "http":
+        raise UserError(f"{where} with rollout.vllm.weight_transfer={rollout.vllm.weight_transfer}: the generation side pushes the "
+                        "versions it needs over http; set rollout.vllm.weight_transfer=http")
+    if rollout.async_.partial and k < 2:
+        raise UserError(f"rollout.async.partial=true with {where}: a generation continued after one weight push is 2 versions old "
+                        "when it is trained; set rollout.async.max_staleness >= 2")
+    if rollout.async_.partial and isinstance(task.env, MultiTurnEnvironment):
+        raise UserError(f"rollout.async.partial=true with the multi-turn environment of {task.id}: an episode's turns are cut at "
+                        "tool calls already; drop rollout.async.partial")
+    cpus = rollout.async_.worker_cpus
+    available = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    missing = [c for c in cpus if c < 0 or c >= (os.cpu_count() or 1)]
+    if missing:
+        raise UserError(f"rollout.async.worker_cpus={list(cpus)}: this machine has no core {missing[0]} (cores 0-{(os.cpu_count() or 1) - 1}; "
+                        f"this process may use {sorted(available)})")
+
+
+__all__ = ["GroupSource", "check_async"]

@@ -45,7 +45,8 @@ class SamplingReport:
     """What one call of `GroupSampler.collect` produced and what it cost.
 
     Attributes:
-        kept: The groups of the training batch (at most ``target``), in generation order.
+        kept: The groups of the training batch (at most ``target``, plus the partial rollouts
+            carried from earlier batches that finished in this one, which come first), in generation order.
         generated: Every group generated for this batch, kept or not (for metrics).
         target: Groups this process was asked for.
         budget_prompts: The most it was allowed to generate.
@@ -85,6 +86,7 @@ class _Chunk:
     problems: list[Problem]
     completions: list[Completion]
     pending: PendingResult
+    carried: bool = False  # partial rollouts begun in an earlier batch
 
 
 @dataclass
@@ -103,6 +105,13 @@ class GroupSampler:
         rank / world: This process and the number of processes.
         gather_counts: ``local kept count -> every process's count, by rank`` (one process: ``[n]``).
         yield_estimate: Expected kept/generated, carried between batches to size refills.
+        carried: Partial rollouts (`rlvr.rollout.partial`): ``() -> (problems, completions)`` of the
+            groups started in earlier batches that are complete now; verified and filtered first,
+            they join the batch on top of its ``target`` and count neither towards it nor towards its
+            budget (they were counted when started), so every batch starts its own new prompts and the
+            pipeline stays full.
+        hold: Partial rollouts: ``(problems, completions) -> (problems, completions)`` of a generate
+            call's complete groups; the others are kept back (parked) by the hook.
     """
 
     generate: Callable[[list[Problem]], list[Completion]]
@@ -116,6 +125,8 @@ class GroupSampler:
     world: int = 1
     gather_counts: Callable[[int], list[int]] = lambda n: [n]
     yield_estimate: float = 1.0
+    carried: Callable[[], tuple[list[Problem], list[Completion]]] | None = None
+    hold: Callable[[list[Problem], list[Completion]], tuple[list[Problem], list[Completion]]] | None = None
 
     def collect(self, take_prompts: Callable[[int], list[Problem]], target: int) -> SamplingReport:
         """Generate, verify and filter groups until ``target`` are kept (summed over processes:
@@ -129,12 +140,19 @@ class GroupSampler:
         world = self.world if filtering else 1
         global_target = target * world
         kept: list[Group] = []
+        carried_kept: list[Group] = []
         generated: list[Group] = []
         in_flight: deque[_Chunk] = deque()
         kept_global, requested, rounds = 0, 0, 0
         t_gen = t_wait = 0.0
+        if self.carried is not None:
+            t = time.perf_counter()
+            problems, completions = self.carried()
+            t_gen += time.perf_counter() - t
+            if problems:
+                in_flight.append(_Chunk(problems, completions, self._submit(problems, completions), carried=True))
         while True:
-            pending_prompts = sum(len(c.problems) for c in in_flight) * world
+            pending_prompts = sum(len(c.problems) for c in in_flight if not c.carried) * world
             expected = kept_global + self.yield_estimate * pending_prompts
             want = 0
             if requested < budget and expected < global_target:
@@ -145,8 +163,10 @@ class GroupSampler:
                 t = time.perf_counter()
                 completions = self.generate(problems)
                 t_gen += time.perf_counter() - t
-                flat = [p for p in problems for _ in range(self.group_size)]
-                in_flight.append(_Chunk(problems, completions, self.submit(flat, completions)))
+                if self.hold is not None:
+                    problems, completions = self.hold(problems, completions)
+                if problems:
+                    in_flight.append(_Chunk(problems, completions, self._submit(problems, completions)))
                 requested += want
                 rounds += 1
             if in_flight and (len(in_flight) > 1 or not want):  # keep one chunk verifying while the next generates
@@ -158,6 +178,9 @@ class GroupSampler:
                                 verdicts[i * self.group_size:(i + 1) * self.group_size]) for i, p in enumerate(chunk.problems)]
                 generated += groups
                 keep = self._keep(groups) if filtering else [True] * len(groups)
+                if chunk.carried:
+                    carried_kept += [g for g, k in zip(groups, keep) if k]
+                    continue
                 kept += [g for g, k in zip(groups, keep) if k]
                 kept_global = sum(self.gather_counts(len(kept))) if filtering else len(kept)
             elif not want and not in_flight:
@@ -168,7 +191,10 @@ class GroupSampler:
             self.yield_estimate = min(1.0, max(sum(counts) / max(requested * world, 1), 0.05))
             room = max(0, global_target - sum(counts[: self.rank]))  # surplus: earlier processes fill the batch first
             kept = kept[:room]
-        return SamplingReport(kept, generated, target, budget, exhausted, rounds, t_gen, t_wait)
+        return SamplingReport(carried_kept + kept, generated, target, budget, exhausted, rounds, t_gen, t_wait)
+
+    def _submit(self, problems: list[Problem], completions: list[Completion]) -> PendingResult:
+        return self.submit([p for p in problems for _ in range(self.group_size)], completions)
 
     def _keep(self, groups: list[Group]) -> list[bool]:
         rewards = torch.tensor([[v.reward for v in g.verdicts] for g in groups], dtype=torch.float32)

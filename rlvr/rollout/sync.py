@@ -89,11 +89,24 @@ class SyncProbe:
         completions = [tokenizer(c, add_special_tokens=False).input_ids for _, c in pairs]
         return cls(prompts, completions, max_gap)
 
+    def trainer_logprobs(self, model: torch.nn.Module, pad_id: int = 0) -> torch.Tensor:
+        """The trainer's log-probs of the probe ``[N]`` (flat over probe tokens)."""
+        return torch.tensor([x for row in trainer_logprobs(model, self.prompt_ids, self.completion_ids, pad_id) for x in row],
+                            dtype=torch.float64)
+
+    def engine_logprobs(self, engine: ScoringEngine) -> list[list[float]]:
+        """The engine's log-probs of the probe, per sequence (what `compare` takes)."""
+        return engine.score(self.prompt_ids, self.completion_ids)
+
     def measure(self, engine: ScoringEngine, model: torch.nn.Module, pad_id: int = 0) -> tuple[ProbeResult, torch.Tensor]:
         """The comparison without judging it, and the trainer's log-probs ``[N]`` (flat over probe tokens)."""
-        engine_lp = torch.tensor([x for row in engine.score(self.prompt_ids, self.completion_ids) for x in row], dtype=torch.float64)
-        trainer_lp = torch.tensor([x for row in trainer_logprobs(model, self.prompt_ids, self.completion_ids, pad_id) for x in row],
-                                  dtype=torch.float64)
+        return self.compare(self.engine_logprobs(engine), self.trainer_logprobs(model, pad_id))
+
+    def compare(self, engine_rows: list[list[float]], trainer_lp: torch.Tensor) -> tuple[ProbeResult, torch.Tensor]:
+        """`measure` from log-probs computed apart: the engine's (`engine_logprobs`) and the trainer's
+        (`trainer_logprobs`) for the same weights, e.g. a generation worker's score of version v and
+        the trainer's taken when it pushed v."""
+        engine_lp = torch.tensor([x for row in engine_rows for x in row], dtype=torch.float64)
         gap = (engine_lp - trainer_lp).abs()
         moved = previous_gap = None
         if self._previous is not None:
@@ -103,7 +116,11 @@ class SyncProbe:
 
     def check(self, engine: ScoringEngine, model: torch.nn.Module, pad_id: int = 0) -> ProbeResult:
         """Measure and judge; raises `WeightSyncError` (naming the setting) when the sync failed."""
-        result, trainer_lp = self.measure(engine, model, pad_id)
+        return self.judge(*self.measure(engine, model, pad_id))
+
+    def judge(self, result: ProbeResult, trainer_lp: torch.Tensor) -> ProbeResult:
+        """Raise `WeightSyncError` when a comparison (`measure`, `compare`) shows a failed sync; else
+        remember the trainer's log-probs for the next staleness check and return the result."""
         if result.mean_gap > self.max_gap:
             raise WeightSyncError(
                 f"engine and trainer disagree on the sync probe: mean |log-prob gap| {result.mean_gap:.3g} "

@@ -89,6 +89,10 @@ class Recipe(Protocol):
     def verification(self) -> VerificationTally | None:
         """Failed verifications so far (None: the recipe verifies nothing)."""
 
+    def can_checkpoint(self) -> bool:
+        """Optional: False when the recipe's state cannot be saved consistently now (e.g. its
+        asynchronous generation failed with work in flight): a failure then keeps the last checkpoint."""
+
     def close(self) -> None: ...
 
 
@@ -302,7 +306,8 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
             return TrainResult(self.run_dir, step, final, status)
         except BaseException as e:
             status = f"failed: {type(e).__name__}: {e}"
-            if step > self.start_step and not isinstance(e, CheckpointError):
+            consistent = getattr(recipe, "can_checkpoint", lambda: True)()
+            if step > self.start_step and not isinstance(e, CheckpointError) and consistent:
                 if is_out_of_memory(e):
                     torch.cuda.empty_cache()  # room to write the checkpoint
                 try:  # keep what was learned; the run can resume from here

@@ -24,7 +24,7 @@ from rlvr import UserError
 from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs, lambda_returns
 from rlvr.algos.aggregation import Normalizer
 from rlvr.algos.kl import KL_ESTIMATORS
-from rlvr.algos.objective import ObjectiveInputs, policy_objective
+from rlvr.algos.objective import ObjectiveInputs, policy_objective, takes_behaviour
 from rlvr.algos.correction import CORRECTIONS, mismatch_warning
 from rlvr.algos.parts import Part, check_output
 from rlvr.algos.presets import AlgoConfig, CorrectionConfig
@@ -49,13 +49,16 @@ from rlvr.models.scoring import frozen_logprobs
 class PolicyObjective:
     """`rlvr.algos.objective.policy_objective` over micro-batches of a rollout batch.
 
-    The behaviour policy (the ``old`` of the importance ratio) is ``old_logp`` when the update
-    takes several optimizer steps (the policy before them, computed once), the engine's own
-    ``rollout_logp`` when the batch was sampled by older weights than the policy's (one step
-    off-policy, `rollout.overlap`), and otherwise the current forward's own log-probs, detached:
-    a single on-policy step needs no extra forward. A mismatch correction (``correction``,
-    `rlvr.algos.correction`) reweights or rejects tokens by the trainer/engine ratio of the
-    behaviour log-probs (a rejected token's loss is 0 and it still counts in the normalisers, which
+    The ``old`` of the importance ratio is ``old_logp`` when the update takes several optimizer
+    steps (the policy before them, computed once), the engine's own ``rollout_logp`` when the batch
+    was sampled by older weights than the policy's (``rollout.overlap``, ``rollout.async``) and
+    nothing else corrects for that, and otherwise the proximal policy: the current forward's own
+    log-probs, detached (a single step needs no extra forward). A mismatch correction
+    (``correction``, `rlvr.algos.correction`) reweights or rejects tokens by the ratio of that
+    ``old`` to the engine's log-probs (off-policy batches: proximal over behaviour, so the weight
+    covers both the staleness and the engine's numerics); a policy loss that reads the behaviour
+    policy itself (``decoupled``) gets the proximal ``old`` and the engine's log-probs as the
+    behaviour (a rejected token's loss is 0 and it still counts in the normalisers, which
     come from ``mask`` before any forward: see `rlvr.algos.objective.ObjectiveInputs.keep`);
     ``top_p``/``top_k`` score tokens under the sampler's truncated distribution.
     """
@@ -87,16 +90,20 @@ class PolicyObjective:
         logp, entropy = token_logprobs(self.model, sub, s.temperature, entropy=True, entropy_grad=self.parts.entropy_coef != 0,
                                        top_p=s.top_p, top_k=s.top_k, pack=self.pack)
         rollout = self.rollout_logp[rows, :width].to(self.device)
+        behaviour_loss = takes_behaviour(self.parts.policy_loss.name)
         if self.old_logp is not None:
             old = self.old_logp[rows, :width].to(self.device)
+        elif self.stale and self.correction.name == "none" and not behaviour_loss:
+            old = rollout  # the engine's log-probs are the behaviour policy's: the ratio is taken against them
         else:
-            old = rollout if self.stale else logp.detach()
+            old = logp.detach()  # the proximal policy: the weights before this update (one optimizer step: this forward's)
         corrected = CORRECTIONS.get(self.correction.name)(old, rollout, m, **self.correction.params)
         ref = None if self.ref_logp is None else self.ref_logp[rows, :width].to(self.device)
         norm = Normalizer(sequences=float(totals[0]), tokens=float(totals[1]), max_len=self.max_len)
         # rejected tokens (MIS) keep their place in the loss mask: zero-loss tokens under the batch's normalisers
         inputs = ObjectiveInputs(logp, old, self.advantages[rows, :width].to(self.device), m, norm, ref, entropy,
-                                 corrected.weights if self.correction.name != "none" else None, keep=corrected.mask)
+                                 corrected.weights if self.correction.name != "none" else None, keep=corrected.mask,
+                                 behaviour_logp=rollout if behaviour_loss else None)
         loss, stats = policy_objective(inputs, self.parts)
         stats |= {f"mismatch_{k}": v for k, v in corrected.stats.items()}
         if self.old_logp is None and not self.stale:  # the trainer's log-probs beside the engine's, same weights
@@ -186,6 +193,7 @@ class PolicyGradient(AlgorithmRecipe):
             metrics |= self.update(rollouts, step)
             self._warn_on_mismatch(metrics)
         self._refresh_reference(step, self.algo.ref_update_every, metrics)
+        self.groups.after_update()  # asynchronous generation: the new weights go to the worker now
         self.harness.log_samples(step, sample_rows(report, cfg.log.samples_per_step))
         metrics["throughput/tokens_per_s"] = metrics.get("rollout/tokens", 0.0) / max(time.perf_counter() - t_step, 1e-9)
         return metrics

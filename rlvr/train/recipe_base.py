@@ -102,6 +102,9 @@ class AlgorithmRecipe:
     def verification(self) -> VerificationTally | None:
         return self.groups.tally
 
+    def can_checkpoint(self) -> bool:
+        return self.groups.can_checkpoint()
+
     def close(self) -> None:
         self.groups.close()
 

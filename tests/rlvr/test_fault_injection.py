@@ -85,3 +85,33 @@ def test_running_out_of_gpu_memory_names_the_settings_to_lower_and_keeps_the_che
     resumed = _rlvr("train", str(out / "run"), "--resume")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert [r["step"] for r in _rows(out / "run")] == list(range(1, STEPS + 1))
+
+
+@pytest.mark.slow
+def test_sigkill_with_samples_in_flight_then_resume_ends_as_an_uninterrupted_run(sft_base, tmp_path, rl_overrides):
+    """Asynchronous generation (rollout.async.max_staleness=2): the trainer is SIGKILLed while
+    finished batches wait in the queue behind the one it takes (``queued``: after a checkpoint the
+    worker is two batches ahead, so every step from the second reaches it), or while it writes a
+    checkpoint of them; its worker dies with it. `--resume` puts the checkpointed batches
+    back in the queue and starts a new worker after them: the run ends with the uninterrupted run's
+    parameters, optimizer state and curve."""
+    args = (*ARGS, "rollout.async.max_staleness=2", "rollout.hf.decode=kv")
+    counts_file = tmp_path / "counts.json"
+    straight = _rlvr("train", "quickstart", *rl_overrides(tmp_path / "straight", sft_base, *args), RLVR_FAULT_COUNTS=str(counts_file))
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    counts = json.loads(counts_file.read_text())
+    assert counts.get("queued") == STEPS - 1, counts
+    reference = _tensors(tmp_path / "straight" / "run" / "checkpoints" / f"step-{STEPS}")
+    curve = [r["reward/mean"] for r in _rows(tmp_path / "straight" / "run")]
+    for kill in ("queued:1", f"queued:{STEPS - 1}", "checkpoint_write:2"):
+        out = tmp_path / f"killed-{kill.replace(':', '-')}"
+        killed = _rlvr("train", "quickstart", *rl_overrides(out, sft_base, *args), RLVR_KILL_AT=kill)
+        assert killed.returncode == -9, f"{kill} was not reached: {killed.stderr[-1000:]}"
+        resumed = _rlvr("train", str(out / "run"), "--resume")
+        assert resumed.returncode == 0, f"{kill}: {resumed.stderr[-2000:]}"
+        run = out / "run"
+        assert [r["step"] for r in _rows(run)] == list(range(1, STEPS + 1)), kill
+        assert [r["reward/mean"] for r in _rows(run)] == curve, kill
+        after = _tensors(run / "checkpoints" / f"step-{STEPS}")
+        assert after.keys() == reference.keys()
+        assert not [k for k in reference if not torch.equal(reference[k], after[k])], kill

@@ -356,3 +356,24 @@ def test_a_server_killed_mid_run_ends_it_with_an_error_naming_the_engine_and_res
         result = train(_train_config(sft_base, tmp_path, "rollout.engine=vllm_server", f"rollout.vllm.server_url={url}", "resume=true",
                                      f"update.steps={kept[-1] + 1}", "eval.every=0", "eval.at_start=false", "log.checkpoint_every=0"))
     assert result.status == "completed" and result.steps == kept[-1] + 1
+
+
+def test_asynchronous_training_against_the_server_keeps_the_bound_and_proves_every_version(sft_base, tmp_path):
+    """rollout.async with the server as the generation worker: the producer sends each version over
+    HTTP before the batch that needs it, the server scores the probe after every load, and no sample
+    older than k is trained on; evaluation runs on the trainer's own model meanwhile."""
+    from rlvr.plots import read_metrics
+    from rlvr.train import train
+
+    k = 2
+    with rollout_server(sft_base) as url:
+        result = train(_train_config(sft_base, tmp_path, "rollout.engine=vllm_server", f"rollout.vllm.server_url={url}",
+                                     f"rollout.async.max_staleness={k}", "update.steps=6", "eval.every=6", "eval.limit=32",
+                                     "eval.at_start=false", "log.checkpoint_every=0", "rollout.prompts_per_step=8"))
+    assert result.status == "completed"
+    rows = read_metrics(result.run_dir / "metrics.jsonl")
+    assert [r["async/staleness_max"] for r in rows] == [float(min(k, r["step"] - 1)) for r in rows]
+    assert all(r["async/dropped_stale"] == 0 for r in rows)
+    gaps = [r["sync/logprob_gap_mean"] for r in rows if "sync/logprob_gap_mean" in r]
+    assert len(gaps) >= 2 and max(gaps) < TOL  # the server holds exactly the version the trainer pushed
+    assert "eval/accuracy" in rows[-1]

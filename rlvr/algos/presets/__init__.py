@@ -294,9 +294,13 @@ class AlgoConfig:
             raise ConfigError(f"algo.sampling_budget is a multiple of rollout.prompts_per_step and must be >= 1, got {self.sampling_budget}")
         if not 0.0 <= self.overlong_buffer_frac < 1.0:
             raise ConfigError(f"algo.overlong_buffer_frac must be in [0, 1), got {self.overlong_buffer_frac}")
+        if loss is not None and loss.name == "decoupled" and self.correction.name != "none":
+            raise ConfigError(f"algo.policy_loss=decoupled already weights each token by proximal/behaviour, which "
+                              f"algo.correction={self.correction.name} would apply a second time: drop the correction "
+                              "(algo.policy_loss.behaviour_cap truncates the decoupled weight as tis would)")
         if loss is not None and (loss.get("dual_clip") or 0) and loss["dual_clip"] <= 1:
             raise ConfigError(f"algo.policy_loss.dual_clip must be > 1 (or 0 to turn it off), got {loss['dual_clip']}")
-        if loss is not None and loss.name == "clipped" and loss.get("clip_low") is not None and loss["clip_low"] >= 1:
+        if loss is not None and loss.name in ("clipped", "decoupled") and loss.get("clip_low") is not None and loss["clip_low"] >= 1:
             raise ConfigError(f"algo.policy_loss.clip_low must be < 1 for the clipped surrogate (the ratio's lower bound is 1 - clip_low), got {loss['clip_low']}")
         if self.is_preference:
             self._check_preference()

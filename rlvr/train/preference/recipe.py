@@ -77,6 +77,7 @@ class PreferenceRecipe(AlgorithmRecipe):
         if examples is not None:
             metrics |= self.update(*examples)
         self._refresh_reference(step, self.algo.ref_update_every if self.source.refreshes_reference else 0, metrics)
+        self.groups.after_update()  # asynchronous generation: the new weights go to the worker now
         metrics["time/train"] = time.perf_counter() - t0 - metrics.get("time/generate", 0.0) - metrics.get("time/verify_wait", 0.0)
         return metrics
 

@@ -195,6 +195,10 @@ class OfflinePairSource:
 
     @staticmethod
     def check(cfg: PreferenceTrainConfig) -> None:
+        if cfg.rollout.async_.max_staleness:
+            raise UserError(f"rollout.async.max_staleness={cfg.rollout.async_.max_staleness} with algo.preset={cfg.algo.preset}: "
+                            "offline pairs (algo.preference.source=pairs) are fixed data, not samples of the policy, so there is "
+                            "nothing to generate asynchronously; drop rollout.async.max_staleness, or use algo.preset=online_dpo")
         if not cfg.pairs.path:
             raise UserError(f"algo.preset={cfg.algo.preset} trains on a pairs file: set pairs.path=FILE "
                             "(build one with `rlvr pairs build --model M --task T --out pairs.jsonl`), or use algo.preset=online_dpo")

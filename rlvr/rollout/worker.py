@@ -1,0 +1,306 @@
+"""A Hugging Face rollout engine in a process of its own: the generation worker of ``rollout.async``
+with ``rollout.engine=hf``.
+
+The child process (torch.multiprocessing, spawned) holds its own copy of the policy and decodes with
+rlvr's decoders (`rlvr.rollout.hf.HFGenerateEngine`; ``rollout.hf.decode=auto`` measures the decoders
+there, on the worker's own cores). Weights travel through shared memory: `WeightSlots` are copies of
+the policy's state dict in shared memory; the trainer writes a new version into a slot (a memory
+copy) and the worker copies the slot into its model when told to (`ProcessEngine.load_weights` with
+a slot). Commands (generate, score, load) go over a pipe, one at a time; the results come back the
+same way.
+
+`ProcessEngine` is an ordinary `RolloutEngine` (own weights, proven by `rlvr.rollout.sync.SyncProbe`
+like any other). A worker that dies (killed, crashed in native code) is reported as a `WorkerDied`
+naming its pid and signal; `ProcessEngine.restart` starts a new one on the same shared weights. The
+worker also exits when the trainer's process dies (the pipe closes; on Linux it is killed with it).
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import os
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from rlvr.rollout.base import Completion, EngineCapabilities, EngineError, RolloutEngine, SamplingParams
+from rlvr.rollout.weights import Weights, named_weights
+
+
+class WorkerDied(EngineError):
+    """The generation worker's process ended while work was asked of it; the message names it."""
+
+
+class WeightSlots:
+    """``n`` copies of the policy's weights in shared memory, by name.
+
+    Args:
+        weights: The policy (a module: its ``state_dict``, so that a module copy loads it strictly)
+            or a mapping of names to tensors (e.g. `rlvr.models.lora.MergedWeights`).
+        n: Slots; version v of the policy is staged in slot ``v % n`` by the caller.
+        full_state: A module's whole ``state_dict`` (tied and buffer entries included; for a
+            `ProcessEngine`) rather than its parameters by name (what a vLLM server loads).
+    """
+
+    def __init__(self, weights: Weights, n: int, full_state: bool = True):
+        first = self._read(weights, full_state)
+        self.full_state = full_state
+        self.slots: list[dict[str, torch.Tensor]] = [
+            {name: t.detach().to("cpu", copy=True).share_memory_() for name, t in first.items()} for _ in range(n)]
+
+    @staticmethod
+    def _read(weights: Weights, full_state: bool) -> Mapping[str, torch.Tensor]:
+        if full_state and isinstance(weights, torch.nn.Module):
+            return weights.state_dict()
+        return dict(named_weights(weights))
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return self.slots[i]
+
+    def stage(self, i: int, weights: Weights) -> None:
+        """Copy ``weights`` into slot ``i`` (same names and shapes as the first)."""
+        target = self.slots[i]
+        with torch.no_grad():
+            for name, tensor in self._read(weights, self.full_state).items():
+                target[name].copy_(tensor.detach())
+
+    def index(self, weights: Any) -> int | None:
+        """Which slot ``weights`` is (by identity), or None."""
+        return next((i for i, s in enumerate(self.slots) if s is weights), None)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes one slot holds (what one push copies)."""
+        return sum(t.numel() * t.element_size() for t in self.slots[0].values())
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """How the child process runs its engine (`rlvr.rollout.config.HFEngineConfig` and ``rollout.async``).
+
+    Attributes:
+        decode / sync_every / max_batch_sequences: The hf engine's settings.
+        cpus: Cores to pin the worker to (empty: not pinned).
+        threads: Torch threads in the worker (0: torch's default).
+        device: Where the worker's copy runs (the trainer's device).
+    """
+
+    decode: str = "auto"
+    sync_every: int = 8
+    max_batch_sequences: int = 256
+    cpus: tuple[int, ...] = ()
+    threads: int = 0
+    device: str = "cpu"
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when the process that started it dies (PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # elsewhere the closed pipe ends the worker at its next command
+
+
+def _worker_main(conn: Any, model: torch.nn.Module, tokenizer: Any, slots: list[dict[str, torch.Tensor]], settings: WorkerSettings,
+                 first_start: bool, decoder_choice: dict | None) -> None:
+    """The child process: build the engine, then serve commands until ``close`` or the trainer is gone."""
+    from envs import faults
+
+    faults.configure_worker(first_start)
+    _die_with_parent()
+    if settings.cpus:
+        os.sched_setaffinity(0, settings.cpus)
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    from rlvr.rollout.hf import HFGenerateEngine
+
+    model = model.to(settings.device)
+    engine = HFGenerateEngine(model, tokenizer, settings.max_batch_sequences, decode=settings.decode, sync_every=settings.sync_every)
+    if decoder_choice:
+        engine.restore_choice(decoder_choice)
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            command, args = conn.recv()
+        except (EOFError, OSError):  # the trainer is gone
+            return
+        try:
+            if command == "close":
+                conn.send(("ok", None))
+                return
+            if command == "load":
+                with torch.no_grad():
+                    model.load_state_dict(slots[args[0]])
+                answer: Any = None
+            elif command == "generate":
+                answer = (engine.generate_ids(*args), engine.choice.as_dict() if engine.choice is not None else None)
+            elif command == "score":
+                answer = engine.score(*args)
+            elif command == "describe":
+                answer = engine.describe()
+            else:
+                raise ValueError(f"unknown command {command!r}")
+            conn.send(("ok", answer))
+        except Exception as e:  # reported to the trainer, which raises it
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is None:
+        return "it stopped answering"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class ProcessEngine(RolloutEngine):
+    """`RolloutEngine` whose Hugging Face model and decoders run in a child process.
+
+    Args:
+        model: The policy (copied once into shared memory for the child; later weights come
+            through ``slots``).
+        tokenizer: Its tokenizer (prompts are tokenized here; the child decodes completions).
+        slots: The shared `WeightSlots` the trainer stages versions in; the last slot is this
+            engine's own, used by `load_weights` with weights that are not a slot.
+        settings: `WorkerSettings`.
+        decoder_choice: What ``auto`` chose in an earlier run (a resume decodes as it did).
+    """
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, slots: WeightSlots, settings: WorkerSettings,
+                 decoder_choice: dict | None = None):
+        self.capabilities = EngineCapabilities(own_weights=True, takes_adapters=True)
+        self.tokenizer = tokenizer
+        self.slots = slots
+        self.settings = settings
+        self.choice: Any = None
+        self._saved_choice = decoder_choice
+        self._context = _context_length(model)
+        self._model = copy.deepcopy(model).to("cpu").requires_grad_(False).share_memory()
+        self._lock = threading.Lock()
+        self.starts = 0
+        self._start()
+
+    # -- the child process --------------------------------------------------------------------
+
+    def _start(self) -> None:
+        ctx = torch.multiprocessing.get_context("spawn")
+        self._conn, child_conn = ctx.Pipe()
+        self._process = ctx.Process(target=_worker_main, name="rlvr-generation-worker", daemon=False,
+                                    args=(child_conn, self._model, self.tokenizer, self.slots.slots, self.settings, self.starts == 0,
+                                          self._choice_dict()))
+        self._process.start()
+        child_conn.close()
+        self.starts += 1
+        kind, pid = self._receive()
+        self.pid = pid
+
+    def _choice_dict(self) -> dict | None:
+        return self.choice.as_dict() if self.choice is not None else self._saved_choice
+
+    @property
+    def alive(self) -> bool:
+        return self._process.is_alive()
+
+    def restart(self) -> None:
+        """Start a new worker on the same shared weights (after a death); it holds no version until
+        the next `load_weights`."""
+        self._stop(wait_s=5)
+        self._start()
+
+    def _died(self) -> WorkerDied:
+        self._process.join(timeout=5)
+        return WorkerDied(f"the generation worker (pid {self._process.pid}, hf engine) died: {_exit_reason(self._process.exitcode)}")
+
+    def _receive(self) -> tuple[str, Any]:
+        while not self._conn.poll(0.5):
+            if not self._process.is_alive():
+                raise self._died()
+        try:
+            status, answer = self._conn.recv()
+        except (EOFError, OSError):
+            raise self._died() from None
+        if status == "error":
+            raise EngineError(f"the generation worker (pid {self._process.pid}) failed: {answer}")
+        return status, answer
+
+    def _call(self, command: str, *args: Any) -> Any:
+        with self._lock:
+            try:
+                self._conn.send((command, args))
+            except (BrokenPipeError, OSError):
+                raise self._died() from None
+            return self._receive()[1]
+
+    # -- the engine contract ----------------------------------------------------------------------
+
+    def generate_ids(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingParams) -> list[Completion]:
+        completions, choice = self._call("generate", [list(p) for p in prompt_ids], n, sampling)
+        if choice is not None and self.choice is None:
+            from rlvr.rollout.decoding import DecoderChoice
+
+            self.choice = DecoderChoice(choice["name"], choice.get("device", ""), dict(choice.get("tokens_per_s", {})),
+                                        dict(choice.get("rejected", {})), tuple(choice.get("shape", (0, 0, 0))), choice.get("seconds", 0.0))
+        return completions
+
+    def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]:
+        return self._call("score", prompt_ids, completion_ids)
+
+    def load_weights(self, model: Any) -> None:
+        """Take weights: a slot of `slots` is loaded by the worker from shared memory as it is;
+        anything else is first copied into this engine's own slot (the last one)."""
+        index = self.slots.index(model)
+        if index is None:
+            index = len(self.slots) - 1
+            self.slots.stage(index, model)
+        self._call("load", index)
+
+    def restore_choice(self, saved: dict) -> None:
+        """Decode with the decoder an earlier run chose (passed to the worker when it starts next)."""
+        self._saved_choice = saved
+
+    @property
+    def context_length(self) -> int | None:
+        return self._context
+
+    def describe(self) -> dict[str, Any]:
+        return {**self._call("describe"), "process": "generation worker", "pid": self._process.pid}
+
+    def close(self) -> None:
+        self._stop(wait_s=10)
+
+    def _stop(self, wait_s: float) -> None:
+        # a command in flight holds the lock (a worker hung in a decoder never answers): then it is killed
+        if self._process.is_alive() and self._lock.acquire(timeout=1.0):
+            try:
+                self._conn.send(("close", ()))
+                self._process.join(timeout=wait_s)
+            except (BrokenPipeError, OSError):
+                pass
+            finally:
+                self._lock.release()
+        if self._process.is_alive():  # stuck (e.g. hung in a decoder): it cannot finish what it was doing anyway
+            self._process.kill()
+            self._process.join(timeout=wait_s)
+        self._conn.close()
+
+
+def _context_length(model: torch.nn.Module) -> int | None:
+    config = getattr(model, "config", None)
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+__all__ = ["ProcessEngine", "WeightSlots", "WorkerDied", "WorkerSettings"]

@@ -1,0 +1,185 @@
+"""Asynchronous runs end to end on the quickstart's SFT base (``rollout.async``): the staleness bound
+holds every step, partial rollouts mix versions within it, PPO's critic and PRIME's reward model train
+on the batches the policy does, a sync that does not arrive stops the run, a generation worker that
+dies is started again and its round regenerated (the run ends as an uninterrupted one) or the run
+stops naming it, and a stuck side is named. SIGKILL with samples in flight and --resume is in
+test_fault_injection.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlvr.config import load_config
+from rlvr.rollout.sync import WeightSyncError
+from rlvr.train import TrainConfig, train
+from tests.rlvr.test_resume import _rows, _tensors
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = ("rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.chunk_prompts=4", "rollout.max_new_tokens=32", "eval.every=0",
+         "eval.at_start=false", "log.tensorboard=false", "log.plot=false", "optim.warmup_steps=0")
+
+pytestmark = pytest.mark.slow
+
+
+def _cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("RLVR_KILL_AT", "RLVR_WORKER_", "RLVR_STALL_AT"))}
+    return subprocess.run([sys.executable, "-m", "rlvr.cli", *argv], cwd=REPO, env={**environ, "OMP_NUM_THREADS": "1", **env},
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_an_asynchronous_run_never_trains_a_sample_older_than_k(sft_base, tmp_path, rl_overrides):
+    k, steps = 2, 6
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, f"update.steps={steps}", f"rollout.async.max_staleness={k}",
+                                                              *SMALL))
+    assert train(cfg).status == "completed"
+    rows = _rows(tmp_path / "run")
+    assert [r["step"] for r in rows] == list(range(1, steps + 1))
+    for r in rows:
+        n = r["step"]
+        assert r["async/staleness_max"] <= k and r["async/dropped_stale"] == 0
+        assert r["async/staleness_max"] == min(k, n - 1)  # the worker runs k batches ahead as soon as it can
+        hist = {int(key.rsplit("/", 1)[1]): v for key, v in r.items() if key.startswith("async/staleness_hist/")}
+        assert hist == {min(k, n - 1): 16.0}  # 4 prompts x 4 completions, all of one version
+        assert r["async/version"] == max(0, n - 1 - k) and r["async/round"] == n
+        assert 0 <= r["async/queue_depth"] <= k and 0 <= r["async/trainer_idle_frac"] <= 1 and r["async/samples_per_s"] > 0
+    gaps = [r["sync/logprob_gap_mean"] for r in rows if "sync/logprob_gap_mean" in r]
+    assert len(gaps) >= steps - k - 1 and max(gaps) < 1e-5  # every version the worker loaded was proven
+    assert [r["rollout/staleness"] for r in rows] == [float(min(k, r["step"] - 1)) for r in rows]  # the policy's optimizer steps
+    resources = json.loads((tmp_path / "run" / "resources.json").read_text())
+    assert resources.get("decoder", {}).get("name")  # the worker measured its decoders and reported the choice
+
+
+def test_partial_rollouts_mix_versions_within_the_bound(sft_base, tmp_path, rl_overrides):
+    """With a 16-token budget the worked answers (25 to 30 tokens) are cut and continued after the
+    next push; they finish one round later, with the tokens of two versions, and are still within k."""
+    k = 2
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "update.steps=5", f"rollout.async.max_staleness={k}",
+                                                              "rollout.async.partial=true", "rollout.async.partial_tokens=16", *SMALL))
+    assert train(cfg).status == "completed"
+    rows = _rows(tmp_path / "run")
+    assert all(r.get("async/staleness_max", 0) <= k and r["async/dropped_stale"] == 0 for r in rows)
+    assert any(r.get("async/mixed_version_frac", 0) > 0 for r in rows[2:])  # continued generations: their tokens carry two versions
+    assert any(r["async/parked_groups"] > 0 for r in rows)
+    # every batch starts its own prompts: after the first, whose long groups all wait, each step trains on something
+    assert all(r.get("batch/groups", 0) > 0 for r in rows[1:])
+    assert all(r["async/version"] == max(0, r["step"] - 2) for r in rows)  # one round ahead of the trainer
+    samples = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert any(len(s["completion"]) > 16 for s in samples)  # long answers made it through, whole
+
+
+@pytest.mark.parametrize("preset", ["ppo", "prime"])
+def test_learned_scorers_train_on_the_asynchronous_batches(sft_base, tmp_path, rl_overrides, preset):
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, f"algo.preset={preset}", "update.steps=3",
+                                                              "rollout.async.max_staleness=1", *SMALL))
+    assert train(cfg).status == "completed"
+    rows = _rows(tmp_path / "run")
+    scorer = "critic/value_loss" if preset == "ppo" else "prm/token_reward_mean"
+    for r in rows:  # the scorer's numbers come from the very batch the policy trained on, one version stale after step 1
+        if r.get("train/skipped"):
+            continue
+        assert scorer in r and r["async/staleness_max"] == min(1, r["step"] - 1)
+
+
+def test_a_version_that_does_not_reach_the_worker_stops_the_run(sft_base, tmp_path, rl_overrides, monkeypatch):
+    """Break the push on purpose (the shared-memory slot keeps the old weights): the probe the worker
+    scores after loading a version disagrees with the trainer's log-probs of it and the run stops."""
+    from rlvr.rollout.worker import WeightSlots
+
+    real_stage = WeightSlots.stage
+    staged = []
+
+    def stage_only_the_first(self, i, weights):
+        if not staged:
+            real_stage(self, i, weights)
+        staged.append(i)
+
+    monkeypatch.setattr(WeightSlots, "stage", stage_only_the_first)
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "update.steps=6", "rollout.async.max_staleness=1",
+                                                              "optim.lr=1e-3", *SMALL))
+    with pytest.raises(WeightSyncError, match="did not arrive|rollout.probe.max_gap"):
+        train(cfg)
+    assert len(_rows(tmp_path / "run")) < 6
+    assert json.loads((tmp_path / "run" / "run_state.json").read_text())["status"].startswith("failed: WeightSyncError")
+
+
+# kv named: the worker's token count (where RLVR_WORKER_KILL_AT strikes) must not depend on which decoder auto measures fastest;
+# these runs decode about 33 tokens a batch (166 over the 5 batches of a straight run)
+ARGS = ("update.steps=4", "log.checkpoint_every=1", "rollout.hf.decode=kv", *SMALL)
+
+
+def test_a_worker_that_dies_is_started_again_and_the_run_ends_as_an_uninterrupted_one(sft_base, tmp_path, rl_overrides):
+    common = ("rollout.async.max_staleness=1", *ARGS)
+    straight = _cli("train", "quickstart", *rl_overrides(tmp_path / "straight", sft_base, *common))
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    # the worker SIGKILLs itself at its 40th decoded token (its second or third round); once: the new one runs clean
+    died = _cli("train", "quickstart", *rl_overrides(tmp_path / "died", sft_base, *common), RLVR_WORKER_KILL_AT="generate:40")
+    assert died.returncode == 0, died.stderr[-2000:]
+    said = died.stdout + died.stderr
+    assert "died: killed by SIGKILL in round" in said and "starting it again (1 of rollout.async.restarts=1)" in said, said[-2000:]
+    rows = _rows(tmp_path / "died" / "run")
+    assert sum(r["async/worker_restarts"] for r in rows) == 1
+    assert [r["reward/mean"] for r in rows] == [r["reward/mean"] for r in _rows(tmp_path / "straight" / "run")]
+    a, b = _tensors(tmp_path / "straight" / "run" / "checkpoints" / "step-4"), _tensors(tmp_path / "died" / "run" / "checkpoints" / "step-4")
+    assert a.keys() == b.keys() and not [k for k in a if not torch.equal(a[k], b[k])]
+
+
+def test_a_worker_that_dies_past_its_restarts_stops_the_run_naming_it(sft_base, tmp_path, rl_overrides):
+    # token 120 is in batch 4 or 5: a checkpoint or two are written before (the one after step s waits for batch s + 1)
+    out = _cli("train", "quickstart", *rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=1", "rollout.async.restarts=0", *ARGS),
+               RLVR_WORKER_KILL_AT="generate:120")
+    assert out.returncode == 1, out.stderr[-2000:]
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, out.stderr[-2000:]
+    assert "the generation worker (pid" in errors[0] and "died: killed by SIGKILL in round" in errors[0]
+    run = tmp_path / "run"
+    assert "rollout.async.restarts=0" in errors[0] and f"continue with `rlvr train {run} --resume`" in errors[0]
+    assert "could not save" not in out.stdout + out.stderr and json.loads((run / "run_state.json").read_text())["status"].startswith("failed")
+    last = max(int(p.name.split("-")[1]) for p in (run / "checkpoints").iterdir() if not p.name.endswith(".tmp"))
+    assert not list((run / "checkpoints").glob("*.tmp"))
+    # the checkpoint after step last + 1 waited for batch last + 2, whose worker died: nothing was written after the death
+    assert f"died: killed by SIGKILL in round {last + 2}" in errors[0] and len(_rows(run)) == last + 1
+    resumed = _cli("train", str(run), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert [r["step"] for r in _rows(run)] == [1, 2, 3, 4]
+
+
+def test_a_stuck_worker_is_named_when_the_queue_stays_empty(sft_base, tmp_path, rl_overrides):
+    out = _cli("train", "quickstart", *rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=1", "rollout.async.timeout_s=15", *ARGS),
+               RLVR_WORKER_STALL_AT="generate:60")
+    assert out.returncode == 1, out.stderr[-2000:]
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "rollout.async.timeout_s" in errors[0], out.stderr[-2000:]
+    assert "the generation worker (pid" in errors[0] and "is stuck: generating round" in errors[0]
+
+
+def test_a_stuck_trainer_is_named_by_the_waiting_worker(sft_base, tmp_path, rl_overrides):
+    """The trainer hangs in its second optimizer step: the generation side, waiting for that
+    version, says after the timeout which side is stuck (the run itself cannot say it: it hangs)."""
+    argv = [sys.executable, "-m", "rlvr.cli", "train", "quickstart",
+            *rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=1", "rollout.async.timeout_s=10", *ARGS)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RLVR_KILL_AT", "RLVR_WORKER_"))}
+    proc = subprocess.Popen(argv, cwd=REPO, env={**env, "OMP_NUM_THREADS": "1", "RLVR_STALL_AT": "optimizer_step:2"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline and proc.poll() is None and not any("the trainer is stuck" in line for line in lines):
+            time.sleep(0.5)
+    finally:
+        proc.kill()  # it hangs by design
+        proc.wait()
+    warning = [line for line in lines if "the trainer is stuck" in line]
+    assert warning, "".join(lines)[-2000:]
+    assert "waited" in warning[0] and "for the weights of version 2" in warning[0] and "rollout.async.timeout_s=10" in warning[0]
+    assert "stuck in step 2" in warning[0]
