@@ -55,6 +55,7 @@ _EPISODE_ENDS = {
     "step_timeout": "the environment's step function did not return in time",
 }
 _EPISODES = "multi-turn environments (episodes)"
+_ASYNC = "asynchronous training (rollout.async.max_staleness >= 1)"
 
 METRIC_LIST: tuple[Metric, ...] = (
     # -- every run: the harness ---------------------------------------------------------------------
@@ -215,7 +216,29 @@ METRIC_LIST: tuple[Metric, ...] = (
     _m("episode/accuracy_without_tool", "fraction", SAMPLING, "Accuracy of the episodes that did not", _EPISODES),
     _m("episode/tool_output_correct_rate", "fraction", SAMPLING, "Share of episodes in which a tool call printed the gold answer",
        "environments that report it (tool-products-v1)"),
+    # -- asynchronous training (rollout.async.max_staleness >= 1) -------------------------------------
+    _m("async/round", "batches", SAMPLING, "The generation round (batch number) the step trains on", _ASYNC),
+    _m("async/version", "policy versions", SAMPLING, "The policy version that sampled the step's batch (versions count training steps)", _ASYNC),
+    _m("async/queue_depth", "batches", SAMPLING, "Finished batches waiting in the queue when the trainer took this one", _ASYNC),
+    _m("async/trainer_wait_s", "seconds", SAMPLING, "Time the trainer waited for the batch", _ASYNC),
+    _m("async/trainer_idle_frac", "fraction", SAMPLING, "Share of the time since the previous batch the trainer spent waiting for this one", _ASYNC),
+    _m("async/generator_idle_frac", "fraction", SAMPLING, "Share of the batch's generation round the generator spent waiting for weights", _ASYNC),
+    _m("async/samples_per_s", "completions/second", SAMPLING, "Completions kept for training per second of the trainer's time", _ASYNC),
+    _m("async/generated_per_s", "completions/second", SAMPLING, "Completions generated per second of the generator's busy time", _ASYNC),
+    _m("async/worker_restarts", "restarts", SAMPLING, "Times the generation worker was restarted so far", _ASYNC),
+    _m("async/parked_groups", "groups", SAMPLING, "Groups cut at the token budget and waiting to be continued", "partial rollouts"),
+    _m("async/dropped_stale", "completions", SAMPLING, "Completions dropped because a token was more than max_staleness versions old", _ASYNC),
+    _m("async/staleness_mean", "policy versions", SAMPLING, "Mean staleness of the trained samples (versions between sampler and trainer)", _ASYNC),
+    _m("async/staleness_max", "policy versions", SAMPLING, "Largest staleness among the trained samples", _ASYNC),
+    _m("async/token_staleness_mean", "policy versions", SAMPLING, "Mean staleness over the trained tokens (partial rollouts mix versions)", _ASYNC),
+    _m("async/mixed_version_frac", "fraction", SAMPLING, "Share of trained samples whose tokens come from more than one version", "partial rollouts"),
 )
+
+FAMILIES: dict[str, Metric] = {
+    "async/staleness_hist/": _m("async/staleness_hist/<s>", "completions", SAMPLING,
+                                "Trained samples that are s policy versions stale (a histogram, one name per s)", "asynchronous training"),
+}
+"""Metrics named by a prefix and a value (``async/staleness_hist/2``), documented once per prefix."""
 
 METRICS: dict[str, Metric] = {m.name: m for m in METRIC_LIST}
 SECTIONS: frozenset[str] = frozenset(name.split("/")[0] for name in METRICS)
@@ -223,7 +246,7 @@ SECTIONS: frozenset[str] = frozenset(name.split("/")[0] for name in METRICS)
 
 def undeclared(names) -> list[str]:
     """The names among ``names`` that have no entry in `METRICS` (``step`` and ``time``, the row's own fields, excepted)."""
-    return sorted({n for n in names if n not in METRICS and n not in ("step", "time")})
+    return sorted({n for n in names if n not in METRICS and n not in ("step", "time") and not n.startswith(tuple(FAMILIES))})
 
 
-__all__ = ["METRICS", "METRIC_LIST", "Metric", "SECTIONS", "undeclared"]
+__all__ = ["FAMILIES", "METRICS", "METRIC_LIST", "Metric", "SECTIONS", "undeclared"]

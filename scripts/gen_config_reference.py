@@ -86,7 +86,7 @@ def config_reference() -> str:
 
 
 def metrics_reference() -> str:
-    from rlvr.logged_metrics import METRIC_LIST
+    from rlvr.logged_metrics import FAMILIES, METRIC_LIST
 
     out = [
         "# Logged metrics", "", GENERATED.format(what="rlvr/logged_metrics.py"), "",
@@ -98,7 +98,7 @@ def metrics_reference() -> str:
         "",
     ]
     sections: dict[str, list] = {}
-    for m in METRIC_LIST:
+    for m in (*METRIC_LIST, *FAMILIES.values()):
         sections.setdefault(m.name.split("/")[0], []).append(m)
     for section, metrics in sections.items():
         out += [f"## `{section}/`", "", "| metric | meaning | unit | recipes | logged when |", "|---|---|---|---|---|"]
