@@ -9,8 +9,9 @@
 - ``docs/reference/configs.md``: the built-in configs (``rlvr/configs/*.yaml``), what each is for
   and, where measured, how long it took where (their header comments: the first sentence, and
   ``# Measured:`` lines);
-- the preset tables of ``docs/algorithms.md``: each algorithm preset's resolved settings (what
-  `rlvr algos list --preset NAME` prints), between ``<!-- presets: a,b -->`` and ``<!-- /presets -->``.
+- the preset tables of ``docs/algorithms.md``: the settings in which the presets between
+  ``<!-- presets: a,b -->`` and ``<!-- /presets -->`` differ from GRPO's (`rlvr algos list --preset
+  NAME` prints every setting).
 
 Usage: ``python scripts/gen_config_reference.py`` (rewrite) or ``--check`` (exit 1, naming the stale
 files, when a committed file differs from what the code gives; tests/test_docs.py runs this check).
@@ -203,8 +204,11 @@ def preset_table(names: list[str]) -> str:
     default = dict(preset_rows())["grpo"]
     # a section of learned scorers, preference or correction only where a preset of the table changes it
     quiet = {k for k in ("prm", "critic", "preference", "correction") if all(rows[n][k] == default[k] for n in names)}
+    grpo = _flatten(default)
+    # only what differs from GRPO's defaults in at least one preset of the table (the rest is GRPO's: see its column)
     keys = [k for k in dict.fromkeys(k for n in names for k in settings[n])
-            if any(settings[n].get(k) is not None for n in names) and k.split(".")[0] not in quiet]
+            if any(settings[n].get(k) is not None for n in names) and k.split(".")[0] not in quiet
+            and k != "preset" and any(settings[n].get(k) != grpo.get(k) for n in names)]
     lines = ["| setting | " + " | ".join(f"`{n}`" for n in names) + " |", "|---|" + "---|" * len(names)]
     lines += [f"| `{k}` | " + " | ".join(_cell(_fmt(settings[n].get(k))) for n in names) + " |" for k in keys]
     return "\n".join(lines) + "\n"
