@@ -373,7 +373,7 @@ def resolve_settings(args: argparse.Namespace) -> Settings:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, checked: ``seeds`` and ``presets`` as lists, ``budget`` as a `Budget` (or None)."""
-    from rlvr.algos.presets import PRESETS
+    from rlvr.algos.config import PRESETS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", default="quickstart", help="the RL config every run starts from: a built-in name or a YAML file (default quickstart)")

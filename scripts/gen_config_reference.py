@@ -193,7 +193,7 @@ def configs_reference() -> str:
 
 
 def preset_table(names: list[str]) -> str:
-    from rlvr.algos.presets import PRESETS, preset_rows
+    from rlvr.algos.config import PRESETS, preset_rows
     from rlvr.commands.algos import _flatten, _fmt
 
     unknown = [n for n in names if n not in PRESETS]

@@ -86,7 +86,7 @@ def main() -> None:
 
 
 def list_presets() -> list[str]:
-    from rlvr.algos.presets import preset_names
+    from rlvr.algos.config import preset_names
 
     return preset_names()
 

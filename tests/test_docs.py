@@ -78,7 +78,7 @@ def _algo_problem(algo: dict) -> str | None:
     so they are checked by resolving them), or None."""
     import warnings
 
-    from rlvr.algos.presets import AlgoConfig
+    from rlvr.algos.config import AlgoConfig
     from rlvr.config import ConfigError
 
     try:
@@ -186,7 +186,7 @@ def test_rlvr_command_lines_parse():
                     problems.append(f"{where}\n    override {override!r}: no config key {key!r}")
             algo = [o[len("algo."):] for o in overrides if o.startswith("algo.")]
             if algo:
-                from rlvr.algos.presets import AlgoConfig
+                from rlvr.algos.config import AlgoConfig
                 from rlvr.config import apply_overrides
 
                 problem = _algo_problem(apply_overrides(AlgoConfig, {}, algo))
@@ -308,7 +308,7 @@ def test_generated_reference_is_up_to_date():
     gen = _generator()
     for path, text in gen.generated().items():
         assert path.read_text() == text, f"{path.relative_to(ROOT)} is out of date: run python scripts/gen_config_reference.py"
-    from rlvr.algos.presets import PRESETS
+    from rlvr.algos.config import PRESETS
 
     shown = {n for names in re.findall(r"<!-- presets: ([a-z_,]+) -->", (DOCS / "algorithms.md").read_text()) for n in names.split(",")}
     assert shown == set(PRESETS), f"docs/algorithms.md does not show presets {sorted(set(PRESETS) - shown)}"

@@ -163,9 +163,9 @@ def ObjectiveParts(ratio: str = "token", policy_loss: str = "clipped", clip_low:
                    dual_clip: float | None = None, aggregation: str = "token_mean", kl_estimator: str = "k3", kl_coef: float = 0.0,
                    entropy_coef: float = 0.0) -> Any:
     """Compatibility alias (the objective's parts as flat keywords, before ``algo.*`` sections): the
-    `rlvr.algos.presets.AlgoConfig` with these parts, the clip settings as the policy loss's
+    `rlvr.algos.config.AlgoConfig` with these parts, the clip settings as the policy loss's
     arguments and ``kl_coef`` as the KL's weight in the loss. Prefer ``algo_config(...)``."""
-    from rlvr.algos.presets import algo_config
+    from rlvr.algos.config import algo_config
 
     return algo_config(ratio=ratio, policy_loss={"name": policy_loss, "clip_low": clip_low, "clip_high": clip_high, "dual_clip": dual_clip},
                        aggregation=aggregation, kl={"mode": "loss" if kl_coef else "monitor", "estimator": kl_estimator, "coef": kl_coef},
@@ -215,7 +215,7 @@ def policy_objective(inp: ObjectiveInputs, parts: Any) -> tuple[Tensor, dict[str
     up to the batch's), ``kl`` and ``entropy`` (token means over this micro-batch) and the policy
     loss's own (clip fractions, ratio statistics, over the kept tokens).
 
-    ``parts`` is the resolved algorithm (`rlvr.algos.presets.AlgoConfig`): its ``ratio``,
+    ``parts`` is the resolved algorithm (`rlvr.algos.config.AlgoConfig`): its ``ratio``,
     ``policy_loss`` and ``aggregation`` sections, ``kl`` (the estimator; the weight in the loss is
     ``kl_loss_coef``) and ``entropy_coef``."""
     mask = inp.mask

@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def list_algos(args: argparse.Namespace) -> int:
     from rlvr import UserError
-    from rlvr.algos.presets import preset_names, preset_rows
+    from rlvr.algos.config import preset_names, preset_rows
 
     names = preset_names()
     wanted = args.preset or names
@@ -46,7 +46,7 @@ def show_algo(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from rlvr.algos.presets import AlgoConfig
+    from rlvr.algos.config import AlgoConfig
     from rlvr.config import apply_overrides
 
     overrides = [o[len("algo."):] if o.startswith("algo.") else o for o in args.overrides]

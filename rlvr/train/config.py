@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rlvr.algos.presets import AlgoConfig
+from rlvr.algos.config import AlgoConfig
 from rlvr.config import help_field
 from rlvr.models.lora import LoraSettings
 from rlvr.rollout.config import RolloutConfig

@@ -23,7 +23,7 @@ from typing import Any, Literal, Sequence
 
 from envs.types import Message, Verdict
 from rlvr import UserError
-from rlvr.algos.presets import Pairing
+from rlvr.algos.config import Pairing
 
 
 def group_pairs(completions: Sequence[str], verdicts: Sequence[Verdict], pairs_per_group: int, pairing: Pairing,

@@ -3,7 +3,7 @@
     sample prompts -> generate groups -> verify -> (filter, refill) -> rollouts
     shape rewards -> advantages -> for each epoch and minibatch: objective -> optimizer step
 
-The algorithm is a resolved table of parts (`rlvr.algos.presets`); nothing here branches on a
+The algorithm is a resolved table of parts (`rlvr.algos.config`); nothing here branches on a
 preset's name. Learned scorers are components built when the algorithm asks for them: PRIME's
 implicit PRM (`rlvr.train.scorers.prm`) and PPO's critic (`rlvr.train.scorers.critic`). Streaming group sampling
 (DAPO's dynamic sampling, PRIME's accuracy band) is `rlvr.rollout.sampling`, driven by the
@@ -27,7 +27,7 @@ from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.objective import ObjectiveInputs, policy_objective, takes_behaviour
 from rlvr.algos.correction import CORRECTIONS, mismatch_warning
 from rlvr.algos.parts import Part, check_output
-from rlvr.algos.presets import AlgoConfig, CorrectionConfig
+from rlvr.algos.config import AlgoConfig, CorrectionConfig
 from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
 from rlvr.rollout.base import SamplingParams
 from rlvr.models.batch import TokenBatch, token_logprobs

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from rlvr import UserError
-from rlvr.algos.presets import AlgoConfig
+from rlvr.algos.config import AlgoConfig
 from rlvr.rollout.groups import GroupSource
 from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.config import TrainConfig

@@ -26,7 +26,7 @@ RECIPES.register("preference", "rlvr.train.preference:PreferenceRecipe",
 
 def recipe_name(data: dict[str, Any]) -> str:
     """The recipe a raw config mapping asks for: its ``recipe`` key, else its preset's."""
-    from rlvr.algos.presets import AlgoConfig, preset_settings
+    from rlvr.algos.config import AlgoConfig, preset_settings
 
     if data.get("recipe"):
         return str(data["recipe"])
@@ -38,9 +38,9 @@ def recipe_name(data: dict[str, Any]) -> str:
 def legacy_keys() -> dict[str, str]:
     """Every old config-key spelling rlvr still recognises, dotted, with its current spelling: the
     ``RENAMED`` maps of every recipe's config classes (`rlvr.config.renamed_keys`) and the
-    algorithm's old flat keys (`rlvr.algos.presets.legacy_keys`). Shipped configs and the docs use
+    algorithm's old flat keys (`rlvr.algos.config.legacy_keys`). Shipped configs and the docs use
     none of them (tests/test_docs.py)."""
-    from rlvr.algos.presets import legacy_keys as algo_legacy_keys
+    from rlvr.algos.config import legacy_keys as algo_legacy_keys
     from rlvr.config import renamed_keys
 
     out = algo_legacy_keys()

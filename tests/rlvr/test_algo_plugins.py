@@ -24,7 +24,7 @@ LOSS_PLUGIN = {
         import torch
 
         from rlvr.algos.objective import POLICY_LOSSES
-        from rlvr.algos.presets import register_preset
+        from rlvr.algos.config import register_preset
 
 
         @POLICY_LOSSES.register("acme/tempered")

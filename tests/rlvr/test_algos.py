@@ -10,7 +10,7 @@ from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs
 from rlvr.algos.aggregation import AGGREGATIONS, Normalizer
 from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.objective import POLICY_LOSSES, PolicyLossInputs, clipped_surrogate
-from rlvr.algos.presets import PRESETS, AlgoConfig, resolve_algorithm
+from rlvr.algos.config import PRESETS, AlgoConfig, resolve_algorithm
 from rlvr.algos.ratio import RATIOS
 from rlvr.config import ConfigError
 
@@ -157,7 +157,7 @@ def test_discounted_returns_discount_per_generated_token():
 def test_compatibility_aliases_read_the_sections():
     # the flat names and classes of earlier versions keep working for callers outside rlvr
     from rlvr.algos.objective import ObjectiveParts
-    from rlvr.algos.presets import Algorithm, AlgoConfig, CorrectionConfig, group_relative
+    from rlvr.algos.config import Algorithm, AlgoConfig, CorrectionConfig, group_relative
 
     dapo = resolve_algorithm({"preset": "dapo"})
     assert Algorithm is AlgoConfig and group_relative(dapo)
@@ -172,7 +172,7 @@ def test_compatibility_aliases_read_the_sections():
 
 def test_a_part_that_takes_any_keyword_gets_what_the_user_wrote():
     from rlvr.algos.objective import POLICY_LOSSES, clipped_surrogate
-    from rlvr.algos.presets import algo_config
+    from rlvr.algos.config import algo_config
 
     @POLICY_LOSSES.register("testing/any-kwargs")
     def any_kwargs(inp, clip_low=0.2, **extra):

@@ -18,7 +18,7 @@ from envs.types import Problem
 from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs, gae
 from rlvr.algos.aggregation import AGGREGATIONS, Normalizer
 from rlvr.algos.filters import GroupFilter, keep_groups, zero_variance_groups
-from rlvr.algos.presets import PRESETS, preset_rows, resolve_algorithm
+from rlvr.algos.config import PRESETS, preset_rows, resolve_algorithm
 from rlvr.algos.prime import implicit_outcome_logits, implicit_prm_ce_loss, implicit_process_rewards
 from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
 from rlvr.config import ConfigError

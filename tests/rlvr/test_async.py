@@ -18,7 +18,7 @@ from rlvr import UserError
 from rlvr.algos.filters import GroupFilter
 from rlvr.algos.aggregation import Normalizer
 from rlvr.algos.objective import POLICY_LOSSES, ObjectiveInputs, PolicyLossInputs, policy_objective, takes_behaviour
-from rlvr.algos.presets import algo_config
+from rlvr.algos.config import algo_config
 from rlvr.config import ConfigError, describe, dump_yaml, load_config
 from rlvr.models.batch import trainer_logprobs
 from rlvr.models.loading import load_model

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import tasks
-from rlvr.algos.presets import PRESETS
+from rlvr.algos.config import PRESETS
 from rlvr.cli import main
 
 

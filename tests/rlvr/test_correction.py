@@ -200,7 +200,7 @@ def test_mis_rejection_in_the_trainer_equals_a_zero_advantage(mode):
 
     from envs.types import Problem, Status, Verdict
     from rlvr.algos.objective import ObjectiveParts
-    from rlvr.algos.presets import CorrectionConfig
+    from rlvr.algos.config import CorrectionConfig
     from rlvr.models.batch import token_logprobs
     from rlvr.rollout.base import Completion, SamplingParams
     from rlvr.train.policy_gradient import PolicyObjective

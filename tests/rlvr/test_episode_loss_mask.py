@@ -125,7 +125,7 @@ def test_rollouts_and_the_trainers_objective_ignore_observation_tokens():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from envs.types import Problem, Status, Verdict
-    from rlvr.algos.presets import CorrectionConfig
+    from rlvr.algos.config import CorrectionConfig
     from rlvr.rollout.base import SamplingParams
     from rlvr.train.policy_gradient import PolicyObjective
     from rlvr.rollout.tensors import build_rollouts

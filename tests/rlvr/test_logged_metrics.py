@@ -104,7 +104,7 @@ def test_policy_update_metrics_are_declared(loss, correction):
     from rlvr.algos.aggregation import Normalizer
     from rlvr.algos.correction import CORRECTIONS
     from rlvr.algos.objective import ObjectiveInputs, policy_objective
-    from rlvr.algos.presets import algo_config
+    from rlvr.algos.config import algo_config
     from rlvr.train.policy_gradient import _advantage_metrics, _idle_metrics, _policy_metrics
 
     torch.manual_seed(0)

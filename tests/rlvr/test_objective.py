@@ -78,7 +78,7 @@ def test_objective_adds_the_kl_and_the_entropy_bonus_to_the_aggregated_surrogate
 
 def test_a_policy_loss_returning_the_wrong_thing_is_named_in_one_line():
     from rlvr.algos.objective import POLICY_LOSSES
-    from rlvr.algos.presets import algo_config
+    from rlvr.algos.config import algo_config
 
     @POLICY_LOSSES.register("testing/bare-tensor")
     def bare(inp, scale=1.0):  # forgets the statistics

@@ -18,7 +18,7 @@ from envs.types import Verdict
 from rlvr import UserError
 from rlvr.algos.preference import (PREFERENCE_LOSSES, LossParams, SequenceLogps, kto_reference_point, mismatched_partners, pair_objective,
                                    unpaired_objective)
-from rlvr.algos.presets import PRESETS, resolve_algorithm
+from rlvr.algos.config import PRESETS, resolve_algorithm
 from rlvr.cli import main
 from rlvr.config import ConfigError
 from rlvr.train.pairs import MAX_BAD_FRACTION, group_pairs, read_pairs

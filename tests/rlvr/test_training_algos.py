@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr.algos.presets import PRESETS, resolve_algorithm
+from rlvr.algos.config import PRESETS, resolve_algorithm
 from rlvr.config import load_config
 from rlvr.logged_metrics import undeclared
 from rlvr.train import TrainConfig, train

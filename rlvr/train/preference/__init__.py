@@ -14,7 +14,7 @@ Modules: `rlvr.train.preference.recipe` (the config and the update), `.sources` 
 sources), `.batches` (the batches, their objectives and reference scoring).
 
 The loss is a registered pure function (`rlvr.algos.preference`), the settings are
-``algo.preference.*`` (`rlvr.algos.presets.PreferenceConfig`), the offline pairs file is the
+``algo.preference.*`` (`rlvr.algos.config.PreferenceConfig`), the offline pairs file is the
 ``pairs.*`` section of this recipe's config. Sampling and verification are the same
 `rlvr.rollout.groups.GroupSource` the policy-gradient recipe uses (with the algorithm's group filter:
 DAPO's dynamic sampling keeps exactly the groups that give pairs); accumulation, checkpoints and the

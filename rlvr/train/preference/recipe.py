@@ -11,7 +11,7 @@ from typing import Any, Literal
 import torch
 
 from rlvr.algos.preference import PREFERENCE_LOSSES, LossParams, PreferenceLoss, SequenceLogps, kto_reference_point
-from rlvr.algos.presets import AlgoConfig, PreferenceConfig
+from rlvr.algos.config import AlgoConfig, PreferenceConfig
 from rlvr.config import help_field
 from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.accumulation import merge_stats
