@@ -7,6 +7,7 @@ from typing import Any
 
 from rlvr.rollout.base import Completion
 from rlvr.rollout.episode_metrics import episode_metrics
+from rlvr.rollout.records import prediction_fields  # noqa: F401 - importable from here as before
 
 
 def episode_section(completions: list[list[Completion]], verdicts: list[list[Any]]) -> dict[str, Any]:
@@ -35,7 +36,3 @@ def markdown_rows(name: str, section: dict[str, Any]) -> list[str]:
         rows.append((f"{name} episodes whose step function failed", f"{e['step_failures']:.0f}"))
     return [f"| {k} | {v} | |" for k, v in rows]
 
-
-def prediction_fields(completion: Completion) -> dict[str, Any]:
-    """Extra fields of a ``predictions.jsonl`` sample: the episode turn by turn."""
-    return {"episode": completion.episode.to_dict()} if completion.episode is not None else {}

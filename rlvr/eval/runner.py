@@ -26,6 +26,7 @@ from rlvr.eval.provenance import component_provenance, library_versions, model_p
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams, verifier_input
 from rlvr.rollout.episodes import generate_for
 from rlvr.rollout.prompts import PromptConfig, PromptStyle, resolve_style
+from rlvr.rollout.records import EMPTY_ALARM, empty_warning  # noqa: F401 - EMPTY_ALARM: importable from here as before
 from tasks.base import Task, problems_checksum
 
 CI_METHOD = "Wilson score 95%, over problems (mean@k: each problem scored by the mean of its samples)"
@@ -146,19 +147,6 @@ def cut_warning(name: str, section: dict[str, Any], max_new_tokens: int) -> str 
         return None
     return (f"{rate:.0%} of {name} completions were cut at max_new_tokens={max_new_tokens} before they ended: "
             f"an unfinished answer scores as wrong; raise --max-new-tokens if the model was still reasoning")
-
-
-EMPTY_ALARM = 0.5
-"""Share of empty completions above which a report says, loudly, that the model is not answering."""
-
-
-def empty_warning(rate: float, style: str) -> str | None:
-    """What to say when most completions are empty: a chat model given a raw prompt ends its turn at once."""
-    if rate <= EMPTY_ALARM:
-        return None
-    hint = ("the prompts were raw text: a chat model needs its chat template (prompt.format=chat)" if style == "raw" else
-            "check the rendered prompt in the report and prompt.system / prompt.instruction")
-    return f"{rate:.0%} of completions are empty (the model ended its turn at once): {hint}"
 
 
 def _run(engine: RolloutEngine, task: Task, problems: list[Problem], n: int, sampling: SamplingParams,

@@ -23,10 +23,11 @@ recipe and the online preference recipes):
 from __future__ import annotations
 
 import dataclasses
+from contextlib import contextmanager
 import os
 import threading
 import time
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 import torch
 
@@ -48,7 +49,7 @@ from rlvr.rollout.sync import SyncProbe
 from rlvr.rollout.weights import payload_bytes
 from rlvr.rollout.tensors import generation_metrics
 from rlvr.rollout.reward_signal import reward_signal
-from rlvr.eval.runner import empty_warning
+from rlvr.rollout.records import empty_warning
 from rlvr.rollout.sampling import GroupSampler, SamplingReport
 from rlvr.rollout.staleness import oldest_version, staleness_metrics, within_bound
 from rlvr.rollout.worker import ProcessEngine, WeightSlots, WorkerSettings
@@ -400,22 +401,19 @@ class GroupSource:
         self.harness.print(f"warning: {where}{errors + timeouts} of {n} verifications failed ({errors} errors, {timeouts} timeouts; "
                            f"first: {reason or 'on another process'}): these samples {'score 0' if self.cfg.verify.on_failure == 'zero' else 'are left out'}")
 
-    def evaluate(self) -> dict[str, float]:
-        """Greedy accuracy and no-answer rate on ``eval.split`` with the current weights."""
-        from rlvr.eval.runner import EvalSettings, evaluate
-
-        cfg = self.cfg
+    @contextmanager
+    def engine_for_evaluation(self) -> Iterator[Any]:
+        """The engine, free and holding the current weights, for a held-out evaluation
+        (`rlvr.train.recipe_base.AlgorithmRecipe.evaluate`); afterwards the engine rests and a batch
+        generated ahead (``rollout.overlap``) is kept for the next step."""
         self._start_async()  # the generation worker starts generating while this evaluation runs
-        held = self.wait_prefetch() if cfg.rollout.overlap else None  # the engine is free, and takes the current weights
+        held = self.wait_prefetch() if self.cfg.rollout.overlap else None  # the engine is free, and takes the current weights
         self.sync()
-        settings = EvalSettings(split=cfg.eval.split, greedy=True, n=0, max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
-                                limit=cfg.eval.limit, chunk_prompts=cfg.rollout.hf.max_batch_sequences,
-                                verify_workers=cfg.verify.workers, verify_kind=cfg.verify.kind, verify_timeout_s=cfg.verify.timeout_s,
-                                prompt=cfg.prompt)
-        report = evaluate(self.engine, self.task, settings, progress=False)
-        self._rest()
-        self.prefetched = held
-        return {"eval/accuracy": report["greedy"]["accuracy"], "eval/no_answer_rate": report["greedy"]["no_answer_rate"]}
+        try:
+            yield self.engine
+        finally:
+            self._rest()
+            self.prefetched = held
 
     def state_dict(self) -> dict[str, Any]:
         """What a resume needs; with ``rollout.overlap`` also the batch generated ahead (waited

@@ -17,7 +17,7 @@ import torch
 
 from envs.types import Problem, Status, Verdict
 from rlvr.algos.filters import zero_variance_groups
-from rlvr.eval.episodes import prediction_fields
+from rlvr.rollout.records import prediction_fields
 from rlvr.rollout.base import Completion
 from rlvr.models.batch import TokenBatch, build_token_batch, scatter_completion_values
 from rlvr.rollout.sampling import Group, SamplingReport

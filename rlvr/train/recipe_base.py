@@ -88,7 +88,17 @@ class AlgorithmRecipe:
     # -- evaluation, final model, state ---------------------------------------------------------
 
     def evaluate(self) -> dict[str, float]:
-        return self.groups.evaluate()
+        """Greedy accuracy and no-answer rate on ``eval.split`` with the current weights."""
+        from rlvr.eval.runner import EvalSettings, evaluate
+
+        cfg = self.cfg
+        settings = EvalSettings(split=cfg.eval.split, greedy=True, n=0, max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
+                                limit=cfg.eval.limit, chunk_prompts=cfg.rollout.hf.max_batch_sequences,
+                                verify_workers=cfg.verify.workers, verify_kind=cfg.verify.kind, verify_timeout_s=cfg.verify.timeout_s,
+                                prompt=cfg.prompt)
+        with self.groups.engine_for_evaluation() as engine:
+            report = evaluate(engine, self.groups.task, settings, progress=False)
+        return {"eval/accuracy": report["greedy"]["accuracy"], "eval/no_answer_rate": report["greedy"]["no_answer_rate"]}
 
     def save_final(self) -> Path:
         return self.harness.save_model(self.policy, self.cfg.run_dir / "final")

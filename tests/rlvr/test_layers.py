@@ -1,5 +1,6 @@
 """The layers stay layered: the model layer (`rlvr.models`) and the rollout side (`rlvr.rollout`)
-never import the training layer (`rlvr.train`), at the top of a module or inside a function."""
+never import the training layer (`rlvr.train`) or evaluation (`rlvr.eval`), at the top of a module or
+inside a function."""
 
 from __future__ import annotations
 
@@ -34,5 +35,5 @@ def test_lower_layers_do_not_import_training(folder):
     assert files
     found = [f"{path.relative_to(ROOT)}:{line} imports {module}"
              for path in files for line, module in imported_modules(ast.parse(path.read_text(), str(path)))
-             if module == "rlvr.train" or module.startswith("rlvr.train.")]
+             if module in ("rlvr.train", "rlvr.eval") or module.startswith(("rlvr.train.", "rlvr.eval."))]
     assert not found, "\n".join(found)
