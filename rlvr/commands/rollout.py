@@ -32,7 +32,7 @@ def run_serve(args: argparse.Namespace) -> int:
     _choose_gpus(args.device)
     if importlib.util.find_spec("vllm") is None:
         raise UserError("`rlvr rollout serve` needs the vllm package: scripts/setup_vllm_env.sh on CPUs, pip install -e '.[gpu]' on GPUs")
-    from rlvr.rollout.server import serve
+    from rlvr.rollout.engines.serve import serve
 
     from rlvr.models.paths import resolve_model
 

@@ -2,7 +2,7 @@
 with ``rollout.engine=hf``.
 
 The child process (torch.multiprocessing, spawned) holds its own copy of the policy and decodes with
-rlvr's decoders (`rlvr.rollout.hf.HFGenerateEngine`; ``rollout.hf.decode=auto`` measures the decoders
+rlvr's decoders (`rlvr.rollout.engines.hf.HFGenerateEngine`; ``rollout.hf.decode=auto`` measures the decoders
 there, on the worker's own cores). Weights travel through shared memory: `WeightSlots` are copies of
 the policy's state dict in shared memory; the trainer writes a new version into a slot (a memory
 copy) and the worker copies the slot into its model when told to (`ProcessEngine.load_weights` with
@@ -119,7 +119,7 @@ def _worker_main(conn: Any, model: torch.nn.Module, tokenizer: Any, slots: list[
         os.sched_setaffinity(0, settings.cpus)
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    from rlvr.rollout.hf import HFGenerateEngine
+    from rlvr.rollout.engines.hf import HFGenerateEngine
 
     model = model.to(settings.device)
     engine = HFGenerateEngine(model, tokenizer, settings.max_batch_sequences, decode=settings.decode, sync_every=settings.sync_every)

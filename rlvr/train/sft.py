@@ -21,7 +21,7 @@ from rlvr import UserError
 from rlvr.config import help_field
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout.episodes import TokenizedDemonstration, tokenize_demonstration
-from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.engines.hf import HFGenerateEngine
 from rlvr.rollout.prompts import resolve_style
 from rlvr.models.batch import TokenBatch, build_token_batch, scatter_completion_values
 from rlvr.train.config import EvalConfig, OptimConfig, RunConfig

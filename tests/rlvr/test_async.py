@@ -23,7 +23,7 @@ from rlvr.config import ConfigError, describe, dump_yaml, load_config
 from rlvr.models.batch import trainer_logprobs
 from rlvr.models.loading import load_model
 from rlvr.rollout.base import Completion, SamplingParams
-from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.engines.hf import HFGenerateEngine
 from rlvr.rollout.partial import PartialRollouts
 from rlvr.rollout.sampling import Group, GroupSampler
 from rlvr.rollout.staleness import (generation_lag, max_segments, round_version, sample_staleness, segment_tokens, staleness_metrics,

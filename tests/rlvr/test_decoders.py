@@ -21,7 +21,7 @@ from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.decoding import DecodeRequest, StopStrings, choice as choice_module, kv, make_decoder, probe_decoder, static
 from rlvr.rollout.decoding.host_syncs import count_host_syncs
 from rlvr.rollout.decoding.sampler import sample_next
-from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.engines.hf import HFGenerateEngine
 from rlvr.rollout.text import first_stop
 from tests.rlvr.tiny_adder import PROMPTS, train_adder
 

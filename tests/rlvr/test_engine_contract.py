@@ -27,7 +27,7 @@ from rlvr.rollout.base import Completion, EngineCapabilities, EngineCapabilityEr
 from rlvr.rollout.config import HFEngineConfig, RolloutConfig, VLLMConfig
 from rlvr.rollout.engines import ENGINES, EngineSpec, make_engine
 from rlvr.rollout.episodes import run_episodes
-from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.engines.hf import HFGenerateEngine
 from rlvr.rollout.sync import SyncProbe
 from rlvr.rollout.weights import WeightSyncError
 from tests.rlvr.rollout_server import rollout_server

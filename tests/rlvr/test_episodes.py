@@ -24,7 +24,7 @@ from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout.base import SamplingParams, verifier_input
 from rlvr.rollout.episode_metrics import episode_metrics
 from rlvr.rollout.episodes import EpisodeTimings, generate_for, run_episodes, tokenize_demonstration
-from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.engines.hf import HFGenerateEngine
 from rlvr.rollout.text import encode_prompt
 from rlvr.models.batch import build_token_batch, scatter_completion_values, token_logprobs
 

@@ -23,7 +23,7 @@ import torch
 
 from rlvr.models.batch import build_token_batch, scatter_completion_values, token_logprobs
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.engines.hf import HFGenerateEngine
 from rlvr.rollout.text import encode_prompt
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from rlvr.models.loading import load_model
 from rlvr.models.lora import LoraSettings, MergedWeights, adapters_of, apply_lora, base_view, parameter_counts
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.engines.hf import HFGenerateEngine
 from rlvr.train import TrainConfig, train
 from rlvr.train.recipes import load_run_config
 from rlvr.models.scoring import frozen_logprobs

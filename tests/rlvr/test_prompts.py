@@ -22,7 +22,7 @@ from rlvr.models.loading import load_model
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.episodes import generate_for, tokenize_demonstration
-from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.engines.hf import HFGenerateEngine
 from rlvr.rollout.prompts import RAW, PromptConfig, PromptStyle, resolve_style
 from rlvr.rollout.text import ObservationWrap, observation_wrap
 

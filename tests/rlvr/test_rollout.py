@@ -3,7 +3,7 @@ import torch
 
 from rlvr.models.loading import load_model
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.engines.hf import HFGenerateEngine
 from rlvr.models.batch import build_token_batch, scatter_completion_values, token_logprobs
 
 

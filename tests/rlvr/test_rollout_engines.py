@@ -16,9 +16,9 @@ from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.config import HFEngineConfig, RolloutConfig
 from rlvr.rollout.engines import ENGINES, make_engine
-from rlvr.rollout.hf import HFGenerateEngine
+from rlvr.rollout.engines.hf import HFGenerateEngine
 from rlvr.rollout.sync import SETTING, SyncProbe, trainer_logprobs
-from rlvr.rollout.vllm_client import _with_last
+from rlvr.rollout.engines.vllm_server import _with_last
 from rlvr.models.batch import build_token_batch, scatter_completion_values
 from rlvr.rollout.weights import WeightSyncError, from_blob, layer_key, named_weights, to_blobs
 

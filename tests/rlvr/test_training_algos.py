@@ -221,7 +221,7 @@ def test_two_processes_shard_the_policy_with_fsdp_and_match_ddp(sft_base, tmp_pa
 def test_a_weight_sync_that_does_not_arrive_stops_the_run(sft_base, tmp_path, rl_overrides, monkeypatch):
     """The engine generates from its own copy of the weights (rollout.overlap); break its sync on
     purpose and the probe, scored by engine and trainer after every sync, stops the run."""
-    from rlvr.rollout.hf import HFGenerateEngine
+    from rlvr.rollout.engines.hf import HFGenerateEngine
     from rlvr.rollout.sync import WeightSyncError
 
     monkeypatch.setattr(HFGenerateEngine, "load_weights", lambda self, model: None)  # the update never reaches the engine

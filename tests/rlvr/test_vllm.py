@@ -271,7 +271,7 @@ def test_lora_grpo_on_vllm_syncs_the_merged_adapters_and_proves_every_sync(sft_b
 
 def test_a_vllm_sync_that_does_not_arrive_stops_the_run(sft_base, tmp_path, monkeypatch):
     from rlvr.plots import read_metrics
-    from rlvr.rollout.vllm_engine import VLLMEngine
+    from rlvr.rollout.engines.vllm import VLLMEngine
     from rlvr.train import train
 
     monkeypatch.setattr(VLLMEngine, "load_weights", lambda self, weights: None)  # broken on purpose: the engine keeps its weights

@@ -30,7 +30,7 @@ from rlvr import UserError
 from rlvr.rollout.base import EngineCapabilities, SamplingParams
 from rlvr.rollout.config import VLLMConfig
 from rlvr.rollout.text import end_ids
-from rlvr.rollout.token_engine import Sample, TokenEngine
+from rlvr.rollout.engines.token import Sample, TokenEngine
 from rlvr.rollout.weights import Weights, WeightSyncError, named_weights, reiterable
 
 

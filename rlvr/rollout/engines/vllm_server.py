@@ -26,7 +26,7 @@ from transformers import PreTrainedTokenizerBase
 from rlvr import UserError
 from rlvr.rollout.base import EngineCapabilities, EngineError, SamplingParams
 from rlvr.rollout.config import VLLMConfig
-from rlvr.rollout.token_engine import Sample, TokenEngine
+from rlvr.rollout.engines.token import Sample, TokenEngine
 from rlvr.rollout.weights import Weights, WeightSyncError, named_weights, reiterable, to_blobs
 
 

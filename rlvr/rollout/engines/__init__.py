@@ -4,9 +4,9 @@
 
 - ``hf``: the trainer's own model object (nothing to sync), decoded by one of rlvr's decoders or
   ``generate`` (``rollout.hf.decode``, `rlvr.rollout.decoding`); settings in ``rollout.hf``.
-- ``vllm``: vLLM in this process (`rlvr.rollout.vllm_engine`); needs the ``vllm`` package;
+- ``vllm``: vLLM in this process (`rlvr.rollout.engines.vllm`); needs the ``vllm`` package;
   settings in ``rollout.vllm``.
-- ``vllm_server``: a client of ``rlvr rollout serve`` (`rlvr.rollout.vllm_client`); settings in
+- ``vllm_server``: a client of ``rlvr rollout serve`` (`rlvr.rollout.engines.vllm_server`); settings in
   ``rollout.vllm``.
 
 Every engine is a `rlvr.rollout.base.RolloutEngine` and declares its `EngineCapabilities`; one
@@ -121,7 +121,7 @@ def _hf(request: EngineRequest) -> RolloutEngine:
     from rlvr.models.device import check_fits, inference_dtype, resolve_device
     from rlvr.models.lora import adapter_base
     from rlvr.models.loading import load_model
-    from rlvr.rollout.hf import HFGenerateEngine
+    from rlvr.rollout.engines.hf import HFGenerateEngine
 
     model, tokenizer = request.model, request.tokenizer
     if model is None or tokenizer is None:
@@ -143,7 +143,7 @@ def _vllm(request: EngineRequest) -> RolloutEngine:
         raise UserError(f"{request.model_path} holds LoRA adapters, which rollout.engine=vllm cannot load: evaluate the merged model "
                         "(a LoRA run with model.lora.merge_on_save=true writes final/merged/) or use the hf engine")
     try:
-        from rlvr.rollout.vllm_engine import VLLMEngine
+        from rlvr.rollout.engines.vllm import VLLMEngine
         import vllm  # noqa: F401
     except ImportError as e:
         raise UserError(f"rollout.engine=vllm needs the vllm package ({e}): scripts/setup_vllm_env.sh on CPUs, "
@@ -166,7 +166,7 @@ def _vllm_device(device: str) -> None:
 def _vllm_server(request: EngineRequest) -> RolloutEngine:
     from transformers import AutoTokenizer
 
-    from rlvr.rollout.vllm_client import VLLMServerEngine
+    from rlvr.rollout.engines.vllm_server import VLLMServerEngine
 
     tokenizer = request.tokenizer if request.tokenizer is not None else AutoTokenizer.from_pretrained(resolve_model(request.model_path))
     return VLLMServerEngine(request.cfg.vllm, tokenizer)

@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, urlparse
 
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.config import VLLMConfig
-from rlvr.rollout.vllm_engine import VLLMEngine
+from rlvr.rollout.engines.vllm import VLLMEngine
 from rlvr.rollout.weights import WeightSyncError, from_blob
 
 
