@@ -1,6 +1,9 @@
 """The ``rlvr`` command. Each subcommand is a module in `rlvr.commands` that defines
 ``add_parser(subparsers)`` and sets ``func`` (taking the parsed args, returning an exit code);
-modules import heavy libraries inside ``func`` so ``rlvr --help`` stays fast."""
+modules import heavy libraries inside ``func`` so ``rlvr --help`` stays fast.
+
+rlvr's packages ``envs`` and ``tasks`` are imported only after `rlvr.own_packages` has checked that
+no module of the user's hides them (a ``tasks.py`` in the working directory)."""
 
 from __future__ import annotations
 
@@ -10,12 +13,17 @@ import importlib
 import pkgutil
 import sys
 
-import envs
 import rlvr
 import rlvr.commands
-import tasks
+from rlvr.own_packages import shadowed
 
-USER_ERRORS = (rlvr.UserError, envs.RegistryError, tasks.TaskError)
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The exceptions the CLI prints as one line without a traceback."""
+    import envs
+    import tasks
+
+    return (rlvr.UserError, envs.RegistryError, tasks.TaskError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
             faulthandler.enable()  # a crash in native code (SIGSEGV...) prints the Python stacks of every thread
         except (AttributeError, ValueError, OSError):  # stderr replaced by an object without a file descriptor
             pass
+    hidden = shadowed()
+    if hidden:
+        for line in hidden:
+            print(f"error: {line}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if getattr(args, "intermixed", False):  # key=value overrides may also follow options (`train CONFIG --show-config a.b=1`)
@@ -44,12 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    errors = user_errors()
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except USER_ERRORS as e:
+    except errors as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

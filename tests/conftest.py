@@ -74,3 +74,12 @@ def rl_overrides():
         return [f"output_dir={out}", "name=run", f"model.name_or_path={base}", "log.progress=false", "threads=1", *extra]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory) -> Path:
+    """A model cache ($RLVR_MODEL_CACHE) shared by the run's workers: the built-in real model is converted
+    into it once, by the first test that loads it (``RLVR_TEST_MODEL_CACHE`` keeps one between sessions)."""
+    if os.environ.get("RLVR_TEST_MODEL_CACHE"):
+        return Path(os.environ["RLVR_TEST_MODEL_CACHE"])
+    return built_once(tmp_path_factory, "model-cache", lambda folder: folder)

@@ -122,6 +122,13 @@ def test_yaml_blocks_parse():
 
 def command_lines(path: Path) -> list[tuple[int, list[str]]]:
     """The argument lists after `rlvr` (or `-m rlvr.cli`) on each command line of the shell blocks."""
+    return [(line, argv) for line, _, argv in shell_commands(path)]
+
+
+def shell_commands(path: Path) -> list[tuple[int, list[str], list[str]]]:
+    """``(line, words before rlvr's arguments, rlvr's arguments)`` of each `rlvr` (or `-m rlvr.cli`)
+    command line in the shell blocks: the words before say how it is launched (``.venv-vllm/bin/rlvr``,
+    ``accelerate launch ... -m rlvr.cli``)."""
     out = []
     for start, _, body in blocks(path, SHELLS):
         lines = body.split("\n")
@@ -138,11 +145,8 @@ def command_lines(path: Path) -> list[tuple[int, list[str]]]:
             except ValueError as e:
                 pytest.fail(f"{path.relative_to(ROOT)}:{line_no}: cannot split {line!r}: {e}")
             for j, w in enumerate(words):
-                if w == "rlvr" or w.endswith("/rlvr"):
-                    out.append((line_no, words[j + 1:]))
-                    break
-                if w == "rlvr.cli" and j > 0 and words[j - 1] == "-m":
-                    out.append((line_no, words[j + 1:]))
+                if w == "rlvr" or w.endswith("/rlvr") or (w == "rlvr.cli" and j > 0 and words[j - 1] == "-m"):
+                    out.append((line_no, words[:j + 1], words[j + 1:]))
                     break
     return out
 

