@@ -174,7 +174,10 @@ def clear_capabilities() -> None:
 
 # -- the jail: what every job goes through before its code runs --------------------------------
 
-def set_rlimits(limits: dict, address_space_base: int) -> None:
+def set_rlimits(limits: dict, address_space_base: int, *, pids_cgroup: bool = False) -> None:
+    """Per-process limits. ``pids_cgroup``: the job's cgroup bounds its processes (pids.max), so
+    RLIMIT_NPROC, which counts every process of the uid on the machine (other jobs' included: a
+    fork bomb in one sandbox would starve another's threads), is left alone."""
     import resource
 
     cpu = max(1, int(-(-limits["cpu_s"] // 1)))
@@ -189,8 +192,8 @@ def set_rlimits(limits: dict, address_space_base: int) -> None:
         resource.RLIMIT_MEMLOCK: (0, 0),
         resource.RLIMIT_MSGQUEUE: (0, 0),
     }
-    if hasattr(resource, "RLIMIT_NPROC"):
-        # counts every process of the uid: bounded per job by the cgroup where there is one
+    if hasattr(resource, "RLIMIT_NPROC") and not pids_cgroup:
+        # without a cgroup the only bound on forks, shared by every job of the uid
         pairs[resource.RLIMIT_NPROC] = (int(limits["processes"]),) * 2
     for which, value in pairs.items():
         resource.setrlimit(which, value)
@@ -706,7 +709,7 @@ class Supervisor:
         drop_privileges(self.uid, self.gid)
         os.chdir(self.scratch)
         write_files(self.scratch, {**files, "main.py": code})
-        set_rlimits(limits, self.as_base)
+        set_rlimits(limits, self.as_base, pids_cgroup=self.cgroup is not None)
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         lock_down(self.seccomp)
         return run_python_in_process(code, os.path.join(self.scratch, "main.py"), self._compiled)
@@ -865,7 +868,7 @@ def oneshot() -> None:
     os.closerange(3, 1 << 16)
     with open("/proc/self/statm") as f:  # the interpreter's own mappings are not the job's budget
         as_base = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    set_rlimits(limits, as_base)
+    set_rlimits(limits, as_base, pids_cgroup=bool(cg))
     lock_down(seccomp_program)
     python = config["python"]
     os.execv(python, [python, *config.get("flags", ["-s"]), os.path.join(scratch, "main.py")])

@@ -16,6 +16,7 @@ replaced after ``recycle_after`` jobs or after any anomaly it reports.
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import select
@@ -37,6 +38,7 @@ from sandboxes.outcome import classify, exit_code_from_wait_status, signal_name
 from sandboxes.types import Execution, ExecStatus, Job, SandboxError
 
 WORKER_SOURCE = Path(_worker.__file__).read_text()
+WORKER_SERIAL = itertools.count()  # names worker cgroups uniquely within this process, across backends
 JOB_UID = 65534  # "nobody": jobs never run as the host's root
 CGROUP_MOUNT = "/run/rlvr-cgroup"
 
@@ -138,7 +140,8 @@ class _Worker:
         rw_binds: list[tuple[str, str]] = []
         cg_config = None
         if b.cgroup_support.available:
-            name = f"w{self.index}-{self.generation}"
+            # unique in this process: two backends (a math pool and a code pool) must never share a cgroup
+            name = f"w{self.index}-{self.generation}-{next(WORKER_SERIAL)}"
             self.cgroups = cgroups.WorkerCgroups(b.cgroup_support, name, b.worker_memory_mb)
             rw_binds = self.cgroups.binds(CGROUP_MOUNT)
             cg_config = {"version": b.cgroup_support.version, "dirs": self.cgroups.sandbox_dirs(CGROUP_MOUNT)}

@@ -10,7 +10,6 @@ sandbox, whose PID namespace takes every process with it, and the job's cgroup w
 
 from __future__ import annotations
 
-import itertools
 import os
 import select
 import signal
@@ -22,7 +21,7 @@ from typing import Any
 from sandboxes import _worker, cgroups, seccomp
 from sandboxes.backend import Availability, Backend
 from sandboxes.bwrap import SandboxRoot, find_bwrap
-from sandboxes.local import JOB_UID, WORKER_SOURCE, _cgroup_support, bwrap_availability, interpreter_flags
+from sandboxes.local import JOB_UID, WORKER_SERIAL, WORKER_SOURCE, _cgroup_support, bwrap_availability, interpreter_flags
 from sandboxes.outcome import classify, signal_name
 from sandboxes.types import Execution, Job, SandboxError
 
@@ -56,7 +55,6 @@ class ProcessBackend(Backend):
         self.cgroup_support = _cgroup_support(cgroups)
         self.site_packages = site_packages
         self.seccomp_program = seccomp.build_filter()
-        self._counter = itertools.count()
 
     @classmethod
     def probe(cls) -> Availability:
@@ -70,7 +68,7 @@ class ProcessBackend(Backend):
         cg = None
         try:
             if self.cgroup_support.available:
-                cg = cgroups.WorkerCgroups(self.cgroup_support, f"p{next(self._counter)}", job.limits.memory_mb + 256)
+                cg = cgroups.WorkerCgroups(self.cgroup_support, f"p{next(WORKER_SERIAL)}", job.limits.memory_mb + 256)
             return self._run(job, cg)
         except OSError as e:
             return Execution.error(f"per-process sandbox failed: {type(e).__name__}: {e}", backend=self.name)

@@ -54,7 +54,8 @@ class Limits:
         memory_mb: Memory in MiB: the job's cgroup limit where cgroups are available, and the
             address-space rlimit (beyond the interpreter's own mappings) everywhere.
         output_bytes: Total stdout + stderr bytes kept; past it the job is killed.
-        processes: Maximum processes/threads alive at once (cgroup pids.max; RLIMIT_NPROC).
+        processes: Maximum processes/threads alive at once (the job cgroup's pids.max; RLIMIT_NPROC,
+            which counts the whole uid's, only where there is no cgroup).
         file_size_mb: Largest single file the job may write (RLIMIT_FSIZE).
         disk_mb: Size of the job's private scratch filesystem (its working directory, ``/tmp``).
         inodes: Number of files and directories the scratch filesystem can hold.

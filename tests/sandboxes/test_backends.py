@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import signal
+import time
 
 import pytest
 
@@ -92,6 +94,45 @@ def test_memory_limit_covers_the_whole_process_set(backend):
             "codes = [os.waitstatus_to_exitcode(os.waitpid(k, 0)[1]) for k in kids]\nprint(codes)\n")
     ex = run(backend, code, limits={"memory_mb": 128, "wall_s": 20})
     assert ex.status is ExecStatus.MEMORY and b"-9" in ex.stdout, (ex.status, ex.stdout, ex.stderr[-300:])  # the OOM killer took a child
+
+
+def _processes_of(uid: int) -> int:
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                uids = next(line for line in f if line.startswith("Uid:")).split()
+        except (OSError, StopIteration):
+            continue
+        count += uids[1] == str(uid)
+    return count
+
+
+def test_one_jobs_processes_do_not_starve_anothers(backend, request):
+    """Every job runs as the same uid: a per-uid process limit (RLIMIT_NPROC) would let one job's
+    processes (a fork bomb, a pool of workers) make another job's first thread fail. With a cgroup
+    each job's pids.max is its own."""
+    info = backend.info()
+    if not info["cgroups"].startswith("v"):
+        pytest.skip("no cgroups here: RLIMIT_NPROC, per uid, is the only process bound")
+    name, options = VARIANTS[request.node.callspec.params["backend"]]
+    other = sandboxes.make_backend(name, **options)
+    holder = "import os, time\nfor _ in range(24):\n    if os.fork() == 0:\n        time.sleep(8)\n        os._exit(0)\ntime.sleep(8)\n"
+    before = _processes_of(info["uid"])
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            holding = pool.submit(other.run, Job.make(holder, limits={"processes": 64, "wall_s": 30}))
+            for _ in range(400):  # until the holder's processes are alive
+                if _processes_of(info["uid"]) >= before + 20:
+                    break
+                time.sleep(0.05)
+            assert _processes_of(info["uid"]) >= before + 20, "the holding job's processes never appeared"
+            ex = run(backend, "import threading\nts = [threading.Thread(target=print, args=(i,)) for i in range(4)]\n"
+                              "[t.start() for t in ts]\n[t.join() for t in ts]\n", limits={"processes": 8})
+            assert ex.ok and sorted(ex.stdout.split()) == [b"0", b"1", b"2", b"3"], (ex.status, ex.stderr[-300:])
+            assert holding.result(timeout=60).ok
+    finally:
+        other.close()
 
 
 def test_peak_memory_is_measured(backend):
