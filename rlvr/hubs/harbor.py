@@ -119,6 +119,27 @@ def judge_response(problem_file: str, response_file: str, logs: str, timeout_s: 
 # -- running a task folder the way the format prescribes ---------------------------------------
 
 
+def _readable_roots() -> list[str]:
+    """What the sandbox sees read-only: the system, this interpreter and every folder it imports
+    from (rlvr's own checkout included, wherever it lies: an editable install's source is not
+    under sys.prefix), with folders inside one already bound left out."""
+    paths = ["/usr", "/etc", "/opt", sys.prefix, sys.base_prefix, *sys.path, *_editable_roots()]
+    roots: list[str] = []
+    for path in sorted({str(Path(p).resolve()) for p in paths if p and os.path.isdir(p)}, key=len):
+        if path != "/" and not any(path == r or path.startswith(r + os.sep) for r in roots):
+            roots.append(path)
+    return roots
+
+
+def _editable_roots() -> list[str]:
+    """Folders the packages rlvr's tests/test.sh imports come from (an editable install adds them
+    by an import hook, not by sys.path)."""
+    import envs
+    import rlvr
+    import tasks
+    return [str(Path(next(iter(m.__path__))).parent) for m in (rlvr, envs, tasks)]
+
+
 def run_task_script(task_dir: Path, app: Path, logs: Path, script: Path, *, timeout_s: float = 120.0,
                     python: str | None = None) -> subprocess.CompletedProcess:
     """Run ``script`` in a bubblewrap sandbox with the task's ``tests/`` at /tests, ``app`` at /app
@@ -130,9 +151,8 @@ def run_task_script(task_dir: Path, app: Path, logs: Path, script: Path, *, time
         raise HubError(f"harbor tasks run in bubblewrap, which is not available here: {why}")
     args = [bwrap, "--die-with-parent", "--unshare-net", "--unshare-pid", "--tmpfs", "/", "--proc", "/proc", "--dev", "/dev",
             "--tmpfs", "/tmp"]
-    for path in ("/usr", "/etc", "/opt", "/work", str(Path(sys.prefix).resolve()), str(Path(sys.base_prefix).resolve())):
-        if os.path.isdir(path):
-            args += ["--ro-bind", path, path]
+    for path in _readable_roots():
+        args += ["--ro-bind", path, path]
     for link in ("bin", "lib", "lib64", "sbin"):
         target = Path("/") / link
         if target.is_symlink():
