@@ -17,6 +17,7 @@ template of the gold completion over the problem's answer fields, for ``rlvr env
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import itertools
 from pathlib import Path
 from typing import Any
@@ -469,6 +470,9 @@ class OpenEnvTask(Task):
         sizes = size if size is not None else {"train": 256, "test": 64}
         if not isinstance(sizes, dict) or not sizes or not all(isinstance(n, int) and n > 0 for n in sizes.values()):
             raise TaskError(f"openenv:{url}: size must map each split to a number of problems > 0, e.g. {{train: 256, test: 64}}")
+        if importlib.util.find_spec("websockets") is None:
+            raise TaskError(f"openenv:{url}: OpenEnv sessions run over WebSockets, and the websockets package is not installed: "
+                            "pip install 'rlvr[hubs]' (or pip install websockets)")
         self.url = url.rstrip("/")
         self.sizes = dict(sizes)
         self.splits = tuple(sizes)
