@@ -25,7 +25,7 @@ from rlvr.train import TrainConfig, train
 from rlvr.train.recipes import load_run_config
 from rlvr.models.scoring import frozen_logprobs
 
-QUICK = ("update.steps=2", "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.chunk_prompts=4", "rollout.max_new_tokens=24",
+QUICK = ("update.steps=2", "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.chunk_prompts=4", "rollout.max_new_tokens=40",
          "eval.every=0", "eval.at_start=false", "log.tensorboard=false", "log.plot=false", "update.micro_batch_size=8",
          "optim.warmup_steps=0")  # (the quickstart's warm-up starts at lr 0: a 2-step run would barely move)
 LLAMA_TARGETS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
