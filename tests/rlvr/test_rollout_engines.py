@@ -154,3 +154,13 @@ def test_probe_passes_a_shared_model_and_catches_an_engine_that_missed_the_updat
 def test_probe_refuses_empty_completions():
     with pytest.raises(ValueError, match="non-empty completion"):
         SyncProbe([[1, 2]], [[]], max_gap=0.1)
+
+
+def test_old_module_paths_import_the_moved_modules():
+    import importlib
+
+    from rlvr.rollout import MOVED
+
+    for old, new in MOVED.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+    from rlvr.rollout.vllm_engine import VLLMEngine  # noqa: F401 - the names import from the old path too
