@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import select
 import signal
 import socket
 import struct
@@ -26,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sandboxes import _worker, seccomp
+from sandboxes import _worker, seccomp, waiting
 from sandboxes.backend import Availability, Backend
 from sandboxes.outcome import classify, signal_name
 from sandboxes.types import Execution, ExecStatus, Job, SandboxError
@@ -245,7 +244,7 @@ def _read_frames(raw: socket.socket, deadline: float, budget: int) -> tuple[byte
         left = deadline - time.monotonic()
         if left <= 0:
             return bytes(out), bytes(err), total, "timeout"
-        ready, _, _ = select.select([raw], [], [], left)
+        ready = waiting.ready([raw.fileno()], left)
         if not ready:
             continue
         try:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import os
 import queue
-import select
 import signal
 import struct
 import subprocess
@@ -30,7 +29,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from sandboxes import _worker, cgroups, seccomp
+from sandboxes import _worker, cgroups, seccomp, waiting
 from sandboxes import cgroups as cgroups_module
 from sandboxes.backend import Availability, Backend
 from sandboxes.bwrap import SUPERVISOR_CAPS, SandboxRoot, find_bwrap
@@ -87,7 +86,7 @@ def read_message_until(fd: int, deadline: float) -> tuple[dict, list[bytes]]:
     def need(n: int) -> None:
         while len(buf) < n:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0 or not waiting.ready([fd], left):
                 raise ProtocolTimeout
             chunk = os.read(fd, max(n - len(buf), 65536))
             if not chunk:

@@ -11,14 +11,13 @@ sandbox, whose PID namespace takes every process with it, and the job's cgroup w
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import threading
 import time
 from typing import Any
 
-from sandboxes import _worker, cgroups, seccomp
+from sandboxes import _worker, cgroups, seccomp, waiting
 from sandboxes.backend import Availability, Backend
 from sandboxes.bwrap import SandboxRoot, find_bwrap
 from sandboxes.local import JOB_UID, WORKER_SERIAL, WORKER_SOURCE, _cgroup_support, bwrap_availability, interpreter_flags
@@ -148,7 +147,7 @@ def _collect(proc: subprocess.Popen, limits, t0: float) -> tuple[bytes, bytes, s
         if left <= 0:
             limit_hit = "timeout"
             break
-        ready, _, _ = select.select(list(open_fds), [], [], left)
+        ready = waiting.ready(list(open_fds), left)
         for fd in ready:
             chunk = os.read(fd, 65536)
             if not chunk:

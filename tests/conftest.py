@@ -83,3 +83,25 @@ def model_cache(tmp_path_factory) -> Path:
     if os.environ.get("RLVR_TEST_MODEL_CACHE"):
         return Path(os.environ["RLVR_TEST_MODEL_CACHE"])
     return built_once(tmp_path_factory, "model-cache", lambda folder: folder)
+
+
+@pytest.fixture
+def high_descriptors():
+    """Hold open descriptors until the next one this process opens is numbered 1024 or above (what a
+    long-lived training process reaches), as ``select.select`` cannot wait on; closed afterwards."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 1400
+    if hard != resource.RLIM_INFINITY and hard < want:
+        pytest.skip(f"the hard limit on open files here is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want) if soft != resource.RLIM_INFINITY else soft, hard))
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        yield held[-1]
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

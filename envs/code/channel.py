@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import struct
 import time
 from typing import Any
+
+from sandboxes import waiting
 
 MAX_FRAME_BYTES = 16 << 20
 
@@ -35,8 +36,7 @@ def _wait(fd: int, deadline: float | None, writing: bool) -> None:
     left = deadline - time.monotonic()
     if left <= 0:
         raise ChannelError("timeout", "no answer before the deadline")
-    ready = select.select([], [fd], [], left) if writing else select.select([fd], [], [], left)
-    if not any(ready):
+    if not waiting.ready([fd], left, write=writing):
         raise ChannelError("timeout", "no answer before the deadline")
 
 

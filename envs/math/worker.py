@@ -2,7 +2,7 @@
 
 Why processes: a sympy simplification cannot be interrupted from another thread, and SIGALRM only
 works in a process's main thread. So the expensive path runs in child processes
-(``python -m envs.math.symbolic``) spoken to over pipes; the caller waits with ``select`` until
+(``python -m envs.math.symbolic``) spoken to over pipes; the caller waits with ``poll`` until
 its deadline and, if the answer is late, kills the child (SIGKILL) and starts a replacement. This
 works from any thread, from worker processes of a `multiprocessing.Pool` (which may not fork
 children of their own through `multiprocessing`: we use `subprocess`), and after ``fork`` (each
@@ -16,13 +16,14 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import select
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from sandboxes import waiting
 
 DEFAULT_WORKERS = 2
 DEFAULT_MEMORY_MB = 2048
@@ -52,7 +53,7 @@ class _Child:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            readable, _, _ = select.select([fd], [], [], remaining)
+            readable = waiting.ready([fd], remaining)
             if not readable:
                 return None
             chunk = os.read(fd, 65536)

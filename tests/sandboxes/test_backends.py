@@ -135,6 +135,17 @@ def test_one_jobs_processes_do_not_starve_anothers(backend, request):
         other.close()
 
 
+def test_a_host_with_over_a_thousand_open_files_still_runs_jobs(backend, request, high_descriptors):
+    """A fresh sandbox's pipes get descriptors above 1024 (select.select refuses them)."""
+    name, options = VARIANTS[request.node.callspec.params["backend"]]
+    fresh = sandboxes.make_backend(name, **options)
+    try:
+        ex = fresh.run(Job.make("print(input() * 2)\n", stdin="ab\n"))
+        assert ex.ok and ex.stdout == b"abab\n", (ex.status, ex.info, ex.stderr[-300:])
+    finally:
+        fresh.close()
+
+
 def test_peak_memory_is_measured(backend):
     small = run(backend, "print(1)\n")
     big = run(backend, "x = bytearray(100 << 20)\nx[::4096] = b'x' * len(x[::4096])\nprint(len(x))\n", limits={"memory_mb": 400})

@@ -75,3 +75,20 @@ def test_forked_child_gets_its_own_pool():
     pid, slow_ok, fast_ok = queue.get(timeout=120)
     proc.join(30)
     assert pid != os.getpid() and slow_ok and fast_ok and proc.exitcode == 0
+
+
+def test_a_pool_started_with_over_a_thousand_open_files_answers(high_descriptors):
+    """The worker's pipes get descriptors above 1024 (select.select refuses them)."""
+    import time
+
+    from envs.math.parser import parse_answer
+    from envs.math.symbolic import encode
+
+    pool = SymbolicPool(size=1)
+    try:
+        assert pool.warmup(60)
+        request = {"op": "equal", "a": encode(parse_answer("\\sin^2 x + \\cos^2 x")), "b": encode(parse_answer("1"))}
+        answer = pool.call(request, time.monotonic() + 60)
+        assert answer is not None and answer["result"] is True, answer
+    finally:
+        pool.close()
