@@ -299,9 +299,18 @@ def test_a_static_decoder_reuses_its_batch_for_a_shape_and_starts_again_when_the
 
 # -- choosing and falling back ---------------------------------------------------------------------
 
-def test_auto_measures_the_candidates_chooses_one_and_samples_what_the_chosen_decoder_samples(trained):
+def test_auto_on_a_cpu_is_kv_whatever_the_load(trained):
+    """A choice that followed the measurement would make a seeded CPU run depend on the machine's load."""
+    model, tok = trained
+    auto = HFGenerateEngine(model, tok, decode="auto")
+    auto.generate(PROMPTS, 2, SamplingParams(max_new_tokens=4, seed=5))
+    assert auto.decoder_name == "kv" and set(auto.choice.tokens_per_s) == {"kv"} and choice_module.CANDIDATES["cpu"] == ("kv",)
+
+
+def test_auto_measures_the_candidates_chooses_one_and_samples_what_the_chosen_decoder_samples(trained, monkeypatch):
     model, tok = trained
     sampling = SamplingParams(max_new_tokens=12, seed=5)
+    monkeypatch.setitem(choice_module.CANDIDATES, "cpu", ("kv", "static"))  # the mechanism CUDA uses, on the decoders a CPU runs
     auto = HFGenerateEngine(model, tok, decode="auto")
     first = auto.generate(PROMPTS, 4, sampling)
     choice = auto.choice
@@ -372,7 +381,7 @@ def test_generate_when_asked_or_when_the_model_does_not_support_the_loop(model_a
     engine = HFGenerateEngine(model, tok)
     engine.generate(PROMPTS[:1], 1, greedy)
     assert not calls and engine.decoder_name == "generate"
-    assert set(engine.choice.rejected) == {"kv", "static"}
+    assert set(engine.choice.rejected) == set(choice_module.CANDIDATES["cpu"])  # each candidate probed, none fits
 
 
 def test_the_probe_passes_on_the_installed_transformers(model_and_tokenizer):
