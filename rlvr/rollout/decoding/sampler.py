@@ -45,7 +45,8 @@ def draw_key(device: torch.device | str = "cpu") -> Tensor:
 def counter_uniforms(key: Tensor, rows: Tensor, position: Tensor | int) -> Tensor:
     """Uniform numbers in [0, 1), ``[B]`` float64, one for each row of ``rows`` ``[B]`` (int64) at
     token ``position`` (an int or a one-element tensor) under ``key`` ``[1]``: a pure function of
-    the three, the same on every device; no host synchronisation."""
+    the three, the same on every device; no host synchronisation. Elementwise, so ``rows`` ``[B, 1]``
+    and ``position`` ``[1, T]`` give the ``[B, T]`` grid of every row at every position."""
     rows = rows.to(torch.long) & _MASK32
     position = torch.as_tensor(position, dtype=torch.long, device=rows.device) & _MASK32
     h = _fmix32((key.to(rows.device) & _MASK32) ^ _mul32(rows, 0x9E3779B1))
