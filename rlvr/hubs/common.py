@@ -142,3 +142,24 @@ def read_split(folder: Path, split: str) -> list[Problem]:
     if problems_checksum(problems) != want:
         raise HubError(f"{folder}/{split}.jsonl does not match its checksum in {MANIFEST}: the exported data was changed")
     return problems
+
+
+def package_pyproject(name: str, description: str, requires_python: str, dependencies: list[str]) -> str:
+    """The ``pyproject.toml`` of an exported package: module ``name`` with its ``data/`` files."""
+    return f'''[project]
+name = "{name.replace("_", "-")}"
+version = "0.1.0"
+description = "{description}"
+requires-python = "{requires_python}"
+dependencies = {json.dumps(dependencies)}
+
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[tool.setuptools]
+packages = ["{name}"]
+
+[tool.setuptools.package-data]
+{name} = ["data/*"]
+'''

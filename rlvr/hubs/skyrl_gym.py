@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 
 from rlvr.hubs import require
-from rlvr.hubs.common import ExportRequest, ExportResult, write
+from rlvr.hubs.common import ExportRequest, ExportResult, package_pyproject, write
 
 PACKAGE_INIT = '''"""{env} on {task}, exported by rlvr for SkyRL-Gym. Importing this package registers the
 environment {name!r} with skyrl_gym; `rows(split)` gives SkyRL's dataset rows. Rewards come from rlvr's
@@ -67,7 +67,7 @@ def export(request: ExportRequest) -> ExportResult:
     rlvr = {"env": request.env_id, "env_kwargs": request.env_kwargs, "timeout_s": 30.0}
     files.append(write(package / "__init__.py", PACKAGE_INIT.format(env=request.env_id, task=request.task.id if request.task else "examples",
                                                                    name=name, rlvr=json.dumps(rlvr))))
-    files.append(write(out / "pyproject.toml", _pyproject(name)))
+    files.append(write(out / "pyproject.toml", package_pyproject(name, "An rlvr environment exported for SkyRL-Gym", ">=3.10", ["rlvr", "skyrl-gym>=0.4"])))
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -81,23 +81,3 @@ def export(request: ExportRequest) -> ExportResult:
         files.append(path)
     return ExportResult("skyrl-gym", out, files, [f"pip install -e {out}", f"python -c \"import {name}, skyrl_gym; "
                                                   f"env = skyrl_gym.make('{name}', extras={name}.rows('{next(iter(request.splits))}')[0])\""])
-
-
-def _pyproject(name: str) -> str:
-    return f'''[project]
-name = "{name.replace("_", "-")}"
-version = "0.1.0"
-description = "An rlvr environment exported for SkyRL-Gym"
-requires-python = ">=3.10"
-dependencies = ["rlvr", "skyrl-gym>=0.4"]
-
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
-
-[tool.setuptools]
-packages = ["{name}"]
-
-[tool.setuptools.package-data]
-{name} = ["data/*"]
-'''

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from rlvr.hubs import require
-from rlvr.hubs.common import ExportRequest, ExportResult, write
+from rlvr.hubs.common import ExportRequest, ExportResult, package_pyproject, write
 
 TASKSET = '''"""{env} on {task}, exported by rlvr as a verifiers taskset. Rewards come from rlvr's own
 verifier (install rlvr beside verifiers)."""
@@ -60,22 +60,8 @@ def export(request: ExportRequest) -> ExportResult:
         env_kwargs=json.dumps(request.env_kwargs), split=split, splits=", ".join(request.splits))))
     exported = [f"{cls}Taskset"] + ([f"{cls}Env"] if request.multi_turn else [])
     files.append(write(package / "__init__.py", f"from {name}.taskset import {', '.join(exported)}\n\n__all__ = {exported!r}\n"))
-    files.append(write(out / "pyproject.toml", f'''[project]
-name = "{name.replace("_", "-")}"
-version = "0.1.0"
-description = "An rlvr environment exported as a verifiers taskset"
-requires-python = ">=3.11"
-dependencies = ["rlvr", "verifiers>=0.4"]
+    files.append(write(out / "pyproject.toml", package_pyproject(name, "An rlvr environment exported as a verifiers taskset", ">=3.11",
+                                                                ["rlvr", "verifiers>=0.4"])))
 
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
-
-[tool.setuptools]
-packages = ["{name}"]
-
-[tool.setuptools.package-data]
-{name} = ["data/*"]
-'''))
     return ExportResult("verifiers", out, files, [f"pip install -e {out}",
                                                   f"vf-eval {name} --model MODEL --client.base-url URL --env.agent.harness.id null -n 10"])
