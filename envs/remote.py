@@ -8,7 +8,13 @@ verdict (``info['remote']`` names the URL), so a remote failure is counted like 
 never a crash and never a silent 0.
 
     env = envs.make("remote-v1", url="http://127.0.0.1:8400", token="...")   # or $RLVR_ENV_TOKEN
-    env.verify(problem, completion)           # POST /verify on the server
+    env = envs.make("remote-v1", url=["http://a:8400", "http://b:8400"])     # several servers
+    env.verify(problem, completion)           # POST /verify on the least busy server
+
+Calls go through `rlvr.serve.client.ServerPool` (pooled keep-alive connections, bounded retries
+with backoff and jitter on transport errors, 503 and junk, failover between servers), so a server
+that is busy, restarting or gone costs a retry, and only a request that fails on every try becomes
+an error verdict.
 
 The server's wire format (`rlvr.serve.env_server`): problems and verdicts as their ``to_dict``
 forms; ``POST /verify {"problems": [...], "completions": [...]}`` → ``{"verdicts": [...]}``;
@@ -19,76 +25,42 @@ forms; ``POST /verify {"problems": [...], "completions": [...]}`` → ``{"verdic
 
 from __future__ import annotations
 
-import json
 import os
-import socket
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from envs.base import Environment
 from envs.episode import End, Episode, EpisodeLimits, MultiTurnEnvironment, StepResult, ToolCall, Turn
 from envs.types import Problem, StepReward, Verdict
 from envs.verdicts import validate_verdict
+from rlvr.serve.client import RemoteError, RetryPolicy, ServerPool
+
+__all__ = ["TOKEN_ENV", "Endpoint", "RemoteEnvironment", "RemoteError", "RemoteMultiTurnEnvironment", "connect",
+           "failed_verdict", "verdict_from_wire"]
 
 TOKEN_ENV = "RLVR_ENV_TOKEN"
 """Where a client finds the server's bearer token when none is passed."""
 
 
-class RemoteError(Exception):
-    """A remote call failed; ``timeout`` says whether it ran out of time (a ``timeout`` verdict)
-    rather than failing (an ``error`` verdict)."""
-
-    def __init__(self, reason: str, *, timeout: bool = False):
-        super().__init__(reason)
-        self.timeout = timeout
-
-
-@dataclass(frozen=True)
 class Endpoint:
-    """A server: its base URL, bearer token and the seconds one call may take."""
+    """One or more servers of ``rlvr envs serve`` (a `rlvr.serve.client.ServerPool`: pooled
+    connections, least-outstanding balancing, bounded retries with backoff and failover)."""
 
-    url: str
-    token: str | None = None
-    timeout_s: float = 60.0
+    def __init__(self, url: str | Sequence[str], token: str | None = None, timeout_s: float = 60.0, retry: RetryPolicy | None = None):
+        self.pool = ServerPool(url, token, timeout_s, retry or RetryPolicy())
+        self.token = token
+        self.timeout_s = float(timeout_s)
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
-        if not self.timeout_s > 0:
-            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+    @property
+    def url(self) -> str:
+        return self.pool.url
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        return self.pool.urls
 
     def call(self, method: str, path: str, payload: dict[str, Any] | None = None, *, timeout_s: float | None = None) -> dict[str, Any]:
-        """``method path`` with a JSON body; the JSON object answered, or `RemoteError`."""
-        url = self.url.rstrip("/") + path
-        data = None if payload is None else json.dumps(payload).encode()
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        budget = self.timeout_s if timeout_s is None else timeout_s
-        request = urllib.request.Request(url, data=data, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=budget) as response:
-                body = response.read()
-        except urllib.error.HTTPError as e:
-            detail = e.read()[:300].decode("utf-8", "replace").strip()
-            raise RemoteError(f"{url} answered HTTP {e.code}: {detail or e.reason}") from None
-        except (TimeoutError, socket.timeout):
-            raise RemoteError(f"{url} did not answer within {budget:g} s", timeout=True) from None
-        except urllib.error.URLError as e:
-            if isinstance(e.reason, (TimeoutError, socket.timeout)):
-                raise RemoteError(f"{url} did not answer within {budget:g} s", timeout=True) from None
-            raise RemoteError(f"{url} unreachable: {e.reason}") from None
-        except OSError as e:
-            raise RemoteError(f"{url} failed: {type(e).__name__}: {e}") from None
-        try:
-            answer = json.loads(body)
-        except ValueError:
-            raise RemoteError(f"{url} sent something that is not JSON: {body[:120]!r}") from None
-        if not isinstance(answer, dict):
-            raise RemoteError(f"{url} sent a JSON {type(answer).__name__}, expected an object")
-        return answer
+        """``method path`` with a JSON body; the JSON object answered, or `RemoteError` after the retries."""
+        return self.pool.request(method, path, payload, timeout_s=timeout_s)
 
 
 def failed_verdict(error: RemoteError, url: str, timeout_s: float = 0.0, **info: Any) -> Verdict:
@@ -115,13 +87,15 @@ class RemoteEnvironment(Environment):
     """An environment served by ``rlvr envs serve`` (see the module docstring).
 
     Args:
-        url: The server's base URL.
-        token: Its bearer token (default ``$RLVR_ENV_TOKEN``).
+        url: The server's base URL, or several servers of the same environment (a list, or one
+            string with commas): each request goes to the least busy live one, and a server that
+            fails is retried elsewhere (`rlvr.serve.client`).
+        token: Their bearer token (default ``$RLVR_ENV_TOKEN``).
         timeout_s: Seconds one call may take (the server bounds each verification itself; this
             bounds the round trip).
     """
 
-    def __init__(self, url: str, token: str | None = None, timeout_s: float = 60.0):
+    def __init__(self, url: str | Sequence[str], token: str | None = None, timeout_s: float = 60.0):
         self.endpoint = Endpoint(url, token if token is not None else os.environ.get(TOKEN_ENV), timeout_s)
 
     @property
@@ -159,7 +133,7 @@ class RemoteMultiTurnEnvironment(RemoteEnvironment, MultiTurnEnvironment):
     """A multi-turn environment served by ``rlvr envs serve``: each step and the final verdict are
     calls to the server (which holds no state between them: every call carries the transcript)."""
 
-    def __init__(self, url: str, token: str | None = None, timeout_s: float = 60.0, stop: Sequence[str] = (),
+    def __init__(self, url: str | Sequence[str], token: str | None = None, timeout_s: float = 60.0, stop: Sequence[str] = (),
                  limits: dict[str, Any] | None = None, observation_role: str = "tool"):
         super().__init__(url, token, timeout_s)
         self.stop = tuple(stop)
@@ -192,14 +166,20 @@ class RemoteMultiTurnEnvironment(RemoteEnvironment, MultiTurnEnvironment):
         return verdict_from_wire(answer.get("verdict"), f"{self.url}/verify_episode")
 
 
-def connect(url: str, token: str | None = None, timeout_s: float = 60.0) -> RemoteEnvironment:
-    """The environment served at ``url``: multi-turn when the server says so (``GET /info``).
-    Registered as ``remote-v1``."""
+def connect(url: str | Sequence[str], token: str | None = None, timeout_s: float = 60.0) -> RemoteEnvironment:
+    """The environment served at ``url`` (one server or several of the same environment): multi-turn
+    when the servers say so (``GET /info``). Every server must answer and serve the same environment
+    before anything else starts. Registered as ``remote-v1``."""
     env = RemoteEnvironment(url, token, timeout_s)
     try:
-        info = env.info()
+        infos = env.endpoint.pool.check("/info", timeout_s=min(timeout_s, 10.0))
     except RemoteError as e:
         raise ValueError(f"cannot reach the environment server: {e}") from None
+    described = {u: {k: i.get(k) for k in ("env", "task", "multi_turn", "stop", "limits")} for u, i in infos.items()}
+    if len({repr(d) for d in described.values()}) > 1:
+        listed = "; ".join(f"{u}: env {d['env']!r}, task {d['task']!r}" for u, d in described.items())
+        raise ValueError(f"the environment servers do not serve the same environment ({listed})")
+    info = next(iter(infos.values()))
     if info.get("multi_turn"):
         return RemoteMultiTurnEnvironment(url, env.endpoint.token, timeout_s, stop=info.get("stop") or (),
                                           limits=info.get("limits") or None, observation_role=info.get("observation_role", "tool"))

@@ -1,36 +1,60 @@
-"""A small JSON-over-HTTP server with the guards every rlvr service needs before it runs anything.
+"""JSON-over-HTTP servers with the guards every rlvr service needs, on uvicorn and Starlette.
 
 In order, for every request but ``GET /health``:
 
 1. **Token**: ``Authorization: Bearer TOKEN`` must match (constant-time compare), else 401.
-2. **Size**: a body must declare its ``Content-Length`` and stay within ``max_request_bytes``,
-   else 411 / 413. Nothing is read past the headers of a refused request.
-3. **Time**: reading the body has ``read_timeout_s``; the handler has ``request_timeout_s`` (a
-   handler still running then is answered 504 and abandoned: the work it started is bounded by
-   its own limits, e.g. the verifier pool's per-item timeout).
-4. **Load**: at most ``max_inflight`` requests run at once, others get 503 at once.
+2. **Route**: an unknown method or path is a 404 naming the routes.
+3. **Load**: at most ``max_inflight`` handlers run at once; a request past that is answered 503
+   with ``Retry-After`` at once (admission control: never a reset connection, never a queue that
+   grows without bound).
+4. **Size**: a body must declare its ``Content-Length`` and stay within ``max_request_bytes``,
+   else 411 / 413.
+5. **Time**: reading the body has ``read_timeout_s`` (408); the handler has ``request_timeout_s``
+   (504: the handler is abandoned, the work it started is bounded by its own limits, e.g. the
+   verifier pool's per-item timeout).
 
-Only then is the JSON parsed (400 when it is not an object) and the route's handler called; an
-exception in a handler is a 500 with its one-line reason, never a dead server. The server binds
-127.0.0.1 unless told otherwise, and refuses to listen on another address without a token.
+Only then is the JSON parsed (400 when it is not an object, or nested too deeply to parse) and the
+route's handler called in a worker thread; an exception in a handler is a 500 with its one-line
+reason, never a dead server. A refused request is answered at once and the rest of its body read
+and dropped (up to ``DRAIN_LIMIT_BYTES``; past that the connection closes), so a client still
+sending it reads the status instead of a broken pipe.
+
+The listening socket is bound in the constructor (``url`` is known at once, port 0 picks a free
+port) with a backlog of ``LISTEN_BACKLOG``, so hundreds of clients connecting at once wait in the
+kernel's queue instead of being reset. ``serve_forever()`` in the main thread drains on SIGTERM or
+SIGINT: in-flight requests finish, new connections are refused, then it returns. The server binds
+127.0.0.1 unless told otherwise, and refuses to listen on another address without ``allow_remote``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures as cf
+import contextlib
 import hmac
 import ipaddress
 import json
+import logging
 import secrets
+import signal
+import socket
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from envs.threads import DaemonExecutor
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 """A route: the request's JSON object (``{}`` for a GET) to the answer's JSON object."""
+
+LISTEN_BACKLOG = 2048
+"""Connections the kernel queues before the server accepts them (the standard library's server kept 5)."""
+
+DRAIN_LIMIT_BYTES = 64 << 20
+"""A refused request's body is read and dropped up to this size before answering; past it the connection closes."""
+
+RETRY_AFTER_S = 1
+"""What a 503 tells the client to wait (seconds); rlvr's client adds jitter."""
 
 
 class HTTPFailure(Exception):
@@ -48,9 +72,9 @@ class Guards:
     Attributes:
         token: The bearer token every request but ``GET /health`` must carry.
         max_request_bytes: Largest request body.
-        read_timeout_s: Seconds to receive a request's headers and body.
+        read_timeout_s: Seconds to receive a request's body.
         request_timeout_s: Seconds a handler may run before the request is answered 504.
-        max_inflight: Requests handled at once.
+        max_inflight: Requests handled at once; more are answered 503 with ``Retry-After``.
     """
 
     token: str
@@ -81,18 +105,39 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class GuardedServer(ThreadingHTTPServer):
-    """Serves ``routes`` (``{("POST", "/verify"): handler, ...}``) behind `Guards`.
+def bind_listener(host: str, port: int, backlog: int = LISTEN_BACKLOG) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (IPv4 or IPv6) with ``backlog``."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(backlog)
+    except OSError as e:
+        sock.close()
+        raise OSError(e.errno, f"cannot listen on {host}:{port}: {e.strerror}") from None
+    sock.setblocking(False)
+    return sock
+
+
+class _Reply(Exception):
+    """Answer the request now with ``status`` and ``payload`` (inside the ASGI app)."""
+
+    def __init__(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None):
+        self.status, self.payload, self.headers = status, payload, headers or {}
+
+
+class GuardedServer:
+    """Serves ``routes`` (``{("POST", "/verify"): handler, ...}``) behind `Guards` (uvicorn, Starlette).
 
     Attributes:
-        url: ``http://host:port`` once bound.
-        stats: Requests answered, by status code (for tests and ``/health``).
+        url: ``http://host:port`` (bound in the constructor).
+        stats: Requests answered, by status code (for tests and benchmarks).
+        inflight: Handlers running now.
     """
 
-    daemon_threads = True
-
     def __init__(self, routes: dict[tuple[str, str], Handler], guards: Guards, host: str = "127.0.0.1", port: int = 0,
-                 *, name: str = "rlvr", allow_remote: bool = False):
+                 *, name: str = "rlvr", allow_remote: bool = False, health: Callable[[], dict[str, Any]] | None = None):
         if not is_loopback(host) and not allow_remote:
             raise ValueError(f"refusing to listen on {host!r}: only loopback addresses unless allow_remote=True "
                              "(`--host 0.0.0.0` on the command line); every request still needs the token")
@@ -100,105 +145,165 @@ class GuardedServer(ThreadingHTTPServer):
         self.guards = guards
         self.name = name
         self.stats: dict[int, int] = {}
+        self.inflight = 0
+        self._health = health
         self._stats_lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(guards.max_inflight)
         self._executor = DaemonExecutor(guards.max_inflight, f"{name}-request")
-        super().__init__((host, port), _make_handler(self))
+        self._socket = bind_listener(host, port)
+        self.server_address = self._socket.getsockname()[:2]
+        self._uvicorn = _make_uvicorn(self._app(), guards)
+        self._thread: threading.Thread | None = None
+        self._done = threading.Event()
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        host, port = self.server_address
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def count(self, status: int) -> None:
         with self._stats_lock:
             self.stats[status] = self.stats.get(status, 0) + 1
 
-    def run(self, handler: Handler, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """Call ``handler`` within the request time limit; (status, answer)."""
-        if not self._slots.acquire(blocking=False):
-            return 503, {"error": f"busy: {self.guards.max_inflight} requests in flight; retry later"}
+    # -- serving ------------------------------------------------------------------------------
+
+    def serve_forever(self) -> None:
+        """Serve until `shutdown()` or, in the main thread, SIGTERM/SIGINT (which drain, then return)."""
         try:
-            future = self._executor.submit(handler, body)
-            try:
-                return 200, future.result(self.guards.request_timeout_s)
-            except cf.TimeoutError:
-                return 504, {"error": f"the request did not finish within {self.guards.request_timeout_s:g} s"}
-            except HTTPFailure as e:
-                return e.status, {"error": str(e)}
-            except Exception as e:  # a handler's bug is the request's failure, not the server's
-                return 500, {"error": f"{type(e).__name__}: {e}"}
+            self._uvicorn.run(sockets=[self._socket])
         finally:
-            self._slots.release()
+            self._done.set()
 
     def serve_in_thread(self) -> GuardedServer:
-        """Serve from a daemon thread; ``shutdown()`` then ``server_close()`` stops it."""
-        threading.Thread(target=self.serve_forever, name=f"{self.name}-server", daemon=True).start()
+        """Serve from a daemon thread (returns once the server accepts); ``shutdown()`` stops it."""
+        self._thread = threading.Thread(target=self.serve_forever, name=f"{self.name}-server", daemon=True)
+        self._thread.start()
+        while not self._uvicorn.started and not self._done.is_set():
+            self._done.wait(0.01)
         return self
 
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Stop accepting, let in-flight requests finish (up to ``timeout_s``), stop serving."""
+        self._uvicorn.should_exit = True
+        if self._thread is not None or self._uvicorn.started:
+            self._done.wait(timeout_s)
+
     def server_close(self) -> None:
-        super().server_close()
+        self._uvicorn.should_exit = True
+        with contextlib.suppress(OSError):
+            self._socket.close()
         self._executor.shutdown()
 
+    # -- the ASGI application -----------------------------------------------------------------
 
-def _make_handler(server: GuardedServer) -> type[BaseHTTPRequestHandler]:
-    guards = server.guards
+    def _app(self) -> Any:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import Response
+        from starlette.routing import Route
 
-    class RequestHandler(BaseHTTPRequestHandler):
-        timeout = guards.read_timeout_s  # socket timeout while reading the request
-        protocol_version = "HTTP/1.1"
+        guards = self.guards
+        expected = f"Bearer {guards.token}".encode()
 
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
-            body = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            if status >= 400:
-                self.send_header("Connection", "close")
-                self.close_connection = True
-            self.end_headers()
-            self.wfile.write(body)
-            server.count(status)
+        async def endpoint(request: Request) -> Response:
+            try:
+                status, payload, headers = 200, await self._answer(request, expected), {}
+            except _Reply as r:
+                status, payload, headers = r.status, r.payload, r.headers
+            if status >= 400 and request.method == "POST" and _too_large_to_drain(request):
+                headers["Connection"] = "close"  # uvicorn drops the rest of a smaller body and keeps the connection
+            self.count(status)
+            return Response(json.dumps(payload), status, headers, media_type="application/json")
 
-        def _handle(self, method: str) -> None:
-            path = self.path.split("?", 1)[0]
-            if method == "GET" and path == "/health":
-                return self._send(200, {"status": "ok", "server": server.name})
-            given = self.headers.get("Authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {guards.token}".encode()):
-                return self._send(401, {"error": "missing or wrong bearer token (send 'Authorization: Bearer TOKEN')"})
-            handler = server.routes.get((method, path))
-            if handler is None:
-                known = ", ".join(f"{m} {p}" for m, p in sorted(server.routes))
-                return self._send(404, {"error": f"no route {method} {path}; routes: {known}"})
-            body: dict[str, Any] = {}
-            if method == "POST":
-                length_header = self.headers.get("Content-Length")
-                if length_header is None or not length_header.strip().isdigit():
-                    return self._send(411, {"error": "a POST needs a Content-Length header"})
-                length = int(length_header)
-                if length > guards.max_request_bytes:
-                    return self._send(413, {"error": f"request body of {length} bytes is over the limit of {guards.max_request_bytes}"})
-                try:
-                    raw = self.rfile.read(length)
-                except (TimeoutError, OSError):
-                    return self._send(408, {"error": f"request body not received within {guards.read_timeout_s:g} s"})
-                try:
-                    body = json.loads(raw) if raw else {}
-                except ValueError as e:
-                    return self._send(400, {"error": f"request body is not JSON: {e}"})
-                if not isinstance(body, dict):
-                    return self._send(400, {"error": f"request body must be a JSON object, got {type(body).__name__}"})
-            status, answer = server.run(handler, body)
-            self._send(status, answer)
+        methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"]
+        return Starlette(routes=[Route("/{path:path}", endpoint, methods=methods)])
 
-        def do_GET(self) -> None:  # noqa: N802
-            self._handle("GET")
+    async def _answer(self, request: Any, expected: bytes) -> dict[str, Any]:
+        guards = self.guards
+        method, path = request.method, request.url.path
+        if method == "GET" and path == "/health":
+            return {"status": "ok", "server": self.name, **(self._health() if self._health else {})}
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, expected):
+            raise _Reply(401, {"error": "missing or wrong bearer token (send 'Authorization: Bearer TOKEN')"})
+        handler = self.routes.get((method, path))
+        if handler is None:
+            known = ", ".join(f"{m} {p}" for m, p in sorted(self.routes))
+            raise _Reply(404, {"error": f"no route {method} {path}; routes: {known}"})
+        if self.inflight >= guards.max_inflight:
+            raise _Reply(503, {"error": f"busy: {guards.max_inflight} requests in flight; retry after {RETRY_AFTER_S} s"},
+                         {"Retry-After": str(RETRY_AFTER_S)})
+        self.inflight += 1  # one event loop: no lock needed
+        try:
+            body = await self._body(request) if method == "POST" else {}
+            future = self._executor.submit(handler, body)
+            try:
+                return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), guards.request_timeout_s)
+            except asyncio.TimeoutError:
+                raise _Reply(504, {"error": f"the request did not finish within {guards.request_timeout_s:g} s"}) from None
+            except HTTPFailure as e:
+                raise _Reply(e.status, {"error": str(e)}) from None
+            except Exception as e:  # a handler's bug is the request's failure, not the server's
+                raise _Reply(500, {"error": f"{type(e).__name__}: {e}"}) from None
+        finally:
+            self.inflight -= 1
 
-        def do_POST(self) -> None:  # noqa: N802
-            self._handle("POST")
+    async def _body(self, request: Any) -> dict[str, Any]:
+        guards = self.guards
+        length_header = request.headers.get("content-length")
+        if length_header is None or not length_header.strip().isdigit():
+            raise _Reply(411, {"error": "a POST needs a Content-Length header"})
+        length = int(length_header)
+        if length > guards.max_request_bytes:
+            raise _Reply(413, {"error": f"request body of {length} bytes is over the limit of {guards.max_request_bytes}"})
+        try:
+            raw = await asyncio.wait_for(request.body(), guards.read_timeout_s)
+        except asyncio.TimeoutError:
+            raise _Reply(408, {"error": f"request body not received within {guards.read_timeout_s:g} s"}) from None
+        except Exception as e:  # noqa: BLE001 - the client went away or sent less than it declared
+            raise _Reply(400, {"error": f"request body not received: {type(e).__name__}"}) from None
+        try:
+            body = json.loads(raw) if raw else {}
+        except RecursionError:
+            raise _Reply(400, {"error": "request body is JSON nested too deeply"}) from None
+        except ValueError as e:
+            raise _Reply(400, {"error": f"request body is not JSON: {e}"}) from None
+        if not isinstance(body, dict):
+            raise _Reply(400, {"error": f"request body must be a JSON object, got {type(body).__name__}"})
+        return body
 
-        def log_message(self, format: str, *args: Any) -> None:  # one line per request is noise at RL rates
-            pass
 
-    return RequestHandler
+def _too_large_to_drain(request: Any) -> bool:
+    declared = request.headers.get("content-length", "")
+    return not declared.strip().isdigit() or int(declared) > DRAIN_LIMIT_BYTES
+
+
+def _make_uvicorn(app: Any, guards: Guards) -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, draining on SIGTERM/SIGINT and then returning (uvicorn re-raises the signal,
+        which would kill the process before the caller closes its pools)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            handled = (signal.SIGINT, signal.SIGTERM)
+            original = {sig: signal.signal(sig, self._drain_on_signal) for sig in handled}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+        def _drain_on_signal(self, sig: int, frame: Any) -> None:
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True
+            self.should_exit = True
+
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", backlog=LISTEN_BACKLOG,
+                            timeout_keep_alive=30, timeout_graceful_shutdown=max(30, int(guards.request_timeout_s)),
+                            h11_max_incomplete_event_size=64 << 10)
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    return Server(config)

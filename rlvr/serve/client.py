@@ -1,0 +1,341 @@
+"""The client side of every rlvr service: one or more servers of the same kind behind a pooled
+HTTP client (httpx), with balancing, bounded retries and failover.
+
+    servers = ServerPool(["http://10.0.0.5:8400", "http://10.0.0.6:8400"], token="...", timeout_s=60)
+    servers.request("POST", "/verify", {...})      # a JSON object, or RemoteError
+
+- **Balancing**: a request goes to the live server with the fewest requests outstanding (ties in
+  turn), so a slow server gets less work.
+- **Retries**: a transport failure (refused, reset, closed mid-answer), a 502/503/429 (``Retry-After``
+  honoured) and an answer that is not a JSON object are retried, up to ``RetryPolicy.attempts``
+  tries in all, with exponential backoff and full jitter; a server that failed is set aside for a
+  cooldown and the next try goes to another one. A timeout (or a server's 504) is retried only on a
+  server this request has not tried yet: on one server a retry would only double the wait.
+- **Not retried**: a 4xx that says the request itself is wrong (401 names the server that refused
+  the token) and a 500 (the handler's own error, which another try would repeat).
+
+Past the retries the request raises `RemoteError` naming the servers and the last reason; callers
+turn it into an ``error``/``timeout`` verdict, never a reward of 0. ``stats`` counts requests,
+retries, failovers and failures per server (``alive()`` says which servers are not cooling down).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+RETRYABLE_STATUS = frozenset({429, 502, 503})
+TIMEOUT_STATUS = frozenset({408, 504})
+
+
+class RemoteError(Exception):
+    """A remote call failed; ``timeout`` says whether it ran out of time (a ``timeout`` verdict)
+    rather than failing (an ``error`` verdict)."""
+
+    def __init__(self, reason: str, *, timeout: bool = False):
+        super().__init__(reason)
+        self.timeout = timeout
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a request is retried.
+
+    Attributes:
+        attempts: Tries in all for one request (1 = no retry), across servers.
+        backoff_s: The first backoff; each retry doubles it, up to ``max_backoff_s``; the wait is
+            drawn uniformly below it (full jitter), or around a server's ``Retry-After``.
+        max_backoff_s: The longest wait between two tries.
+        cooldown_s: How long a server that failed is passed over (doubling while it keeps failing,
+            up to 8×).
+    """
+
+    attempts: int = 6
+    backoff_s: float = 0.2
+    max_backoff_s: float = 5.0
+    cooldown_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.attempts, int) and self.attempts >= 1):
+            raise ValueError(f"attempts must be an integer >= 1, got {self.attempts!r}")
+        for name in ("backoff_s", "max_backoff_s", "cooldown_s"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+
+    def delay(self, retry: int, retry_after_s: float | None, rng: random.Random) -> float:
+        """Seconds to wait before retry number ``retry`` (1, 2, ...)."""
+        if retry_after_s is not None:
+            return min(self.max_backoff_s, retry_after_s) * rng.uniform(0.5, 1.5)
+        return rng.uniform(0, min(self.max_backoff_s, self.backoff_s * 2 ** (retry - 1)))
+
+
+@dataclass
+class ServerState:
+    """What the pool knows of one server."""
+
+    url: str
+    outstanding: int = 0
+    requests: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    down_until: float = 0.0
+    last_error: str = ""
+
+
+@dataclass
+class PoolStats:
+    """Counters over the pool's life: requests made, retries, requests that moved to another
+    server after a failure (failovers), requests that failed for good."""
+
+    requests: int = 0
+    retries: int = 0
+    failovers: int = 0
+    failed: int = 0
+    by_status: dict[int, int] = field(default_factory=dict)
+
+
+class _Retry(Exception):
+    def __init__(self, reason: str, *, timeout: bool = False, retry_after_s: float | None = None, server_down: bool = True):
+        super().__init__(reason)
+        self.timeout, self.retry_after_s, self.server_down = timeout, retry_after_s, server_down
+
+
+def normalize_urls(urls: str | Sequence[str], what: str = "url") -> tuple[str, ...]:
+    """One URL or several (a list, or one string with commas) as a tuple of base URLs; one-line errors."""
+    items = [u.strip() for u in urls.split(",")] if isinstance(urls, str) else list(urls)
+    if not items or not all(isinstance(u, str) and u for u in items):
+        raise ValueError(f"{what} must be a URL or a non-empty list of URLs, got {urls!r}")
+    for u in items:
+        if not u.startswith(("http://", "https://")):
+            raise ValueError(f"{what} must start with http:// or https://, got {u!r}")
+    out = tuple(dict.fromkeys(u.rstrip("/") for u in items))
+    return out
+
+
+class ServerPool:
+    """One or more servers of one service (see the module docstring).
+
+    Args:
+        urls: A base URL, a comma-separated string of them, or a list.
+        token: Bearer token sent with every request (None: none).
+        timeout_s: Seconds one try may take (per request; ``request(timeout_s=...)`` overrides).
+        retry: `RetryPolicy`.
+        max_connections: Connections kept open across all servers (keep-alive).
+        seed: Seeds the jitter (tests); None draws it.
+    """
+
+    def __init__(self, urls: str | Sequence[str], token: str | None = None, timeout_s: float = 60.0,
+                 retry: RetryPolicy = RetryPolicy(), max_connections: int = 512, seed: int | None = None):
+        import httpx
+
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.urls = normalize_urls(urls)
+        self.token = token
+        self.timeout_s = float(timeout_s)
+        self.retry = retry
+        self.servers = [ServerState(u) for u in self.urls]
+        self.stats = PoolStats()
+        self._lock = threading.Lock()
+        self._turn = 0
+        self._rng = random.Random(seed)
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._client = httpx.Client(headers=headers, timeout=self.timeout_s, trust_env=False,
+                                    limits=httpx.Limits(max_connections=max_connections,
+                                                        max_keepalive_connections=max_connections))
+
+    def __repr__(self) -> str:
+        return f"ServerPool({', '.join(self.urls)})"
+
+    @property
+    def url(self) -> str:
+        """The servers, for messages."""
+        return ", ".join(self.urls)
+
+    def alive(self) -> list[str]:
+        """The servers not cooling down after a failure."""
+        now = time.monotonic()
+        return [s.url for s in self.servers if s.down_until <= now]
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> ServerPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:  # picklable for worker pools: a new client on the other side
+        return {"urls": self.urls, "token": self.token, "timeout_s": self.timeout_s, "retry": self.retry}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["urls"], state["token"], state["timeout_s"], state["retry"])  # type: ignore[misc]
+
+    # -- choosing a server --------------------------------------------------------------------
+
+    def _pick(self, tried: set[str]) -> ServerState:
+        with self._lock:
+            now = time.monotonic()
+            live = [s for s in self.servers if s.down_until <= now]
+            fresh = [s for s in live if s.url not in tried] or live
+            if not fresh:  # every server cooling down: the one that comes back first
+                fresh = [min(self.servers, key=lambda s: s.down_until)]
+            least = min(s.outstanding for s in fresh)
+            ties = [s for s in fresh if s.outstanding == least]
+            self._turn += 1
+            chosen = ties[self._turn % len(ties)]
+            chosen.outstanding += 1
+            chosen.requests += 1
+            return chosen
+
+    def _done(self, server: ServerState, failure: str | None, *, down: bool) -> None:
+        with self._lock:
+            server.outstanding -= 1
+            if failure is None:
+                server.consecutive_failures = 0
+                return
+            server.failures += 1
+            server.last_error = failure
+            if down:
+                server.consecutive_failures += 1
+                backoff = self.retry.cooldown_s * 2 ** min(3, server.consecutive_failures - 1)
+                server.down_until = time.monotonic() + backoff
+
+    # -- one request --------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, payload: dict[str, Any] | None = None, *, timeout_s: float | None = None,
+                content: bytes | None = None, content_type: str = "application/json") -> dict[str, Any]:
+        """``method path`` with a JSON body (or raw ``content``) on one of the servers; the JSON object
+        answered, or `RemoteError` after the retries."""
+        body = content if content is not None else (None if payload is None else json.dumps(payload).encode())
+        budget = self.timeout_s if timeout_s is None else float(timeout_s)
+        tried: set[str] = set()
+        reasons: list[str] = []
+        with self._lock:
+            self.stats.requests += 1
+        for attempt in range(1, self.retry.attempts + 1):
+            server = self._pick(tried)
+            if server.url not in tried and tried:
+                with self._lock:
+                    self.stats.failovers += 1
+            tried.add(server.url)
+            try:
+                answer = self._once(server, method, path, body, content_type, budget)
+            except _Retry as r:
+                self._done(server, str(r), down=r.server_down)
+                reasons.append(str(r))
+                if r.timeout and len(tried) >= len(self.servers):
+                    return self._fail(path, tried, reasons, timeout=True)
+                if attempt == self.retry.attempts:
+                    break
+                with self._lock:
+                    self.stats.retries += 1
+                time.sleep(self.retry.delay(attempt, r.retry_after_s, self._rng))
+                continue
+            except RemoteError as e:
+                self._done(server, str(e), down=False)
+                with self._lock:
+                    self.stats.failed += 1
+                raise
+            self._done(server, None, down=False)
+            return answer
+        return self._fail(path, tried, reasons, timeout=False)
+
+    def _fail(self, path: str, tried: set[str], reasons: list[str], *, timeout: bool) -> dict[str, Any]:
+        with self._lock:
+            self.stats.failed += 1
+        servers = ", ".join(u for u in self.urls if u in tried)
+        raise RemoteError(f"{path} failed after {len(reasons)} tries on {servers}: {reasons[-1]}", timeout=timeout)
+
+    def _once(self, server: ServerState, method: str, path: str, body: bytes | None, content_type: str,
+              budget: float) -> dict[str, Any]:
+        import httpx
+
+        url = server.url + path
+        headers = {"Content-Type": content_type} if body is not None else {}
+        try:
+            response = self._client.request(method, url, content=body, headers=headers,
+                                             timeout=httpx.Timeout(budget, connect=min(budget, 10.0)))
+        except httpx.TimeoutException as e:
+            if isinstance(e, httpx.ConnectTimeout):
+                raise _Retry(f"{server.url} did not accept a connection within {min(budget, 10.0):g} s") from None
+            if isinstance(e, httpx.PoolTimeout):
+                raise _Retry(f"no free connection to {server.url} within {budget:g} s", server_down=False) from None
+            raise _Retry(f"{url} did not answer within {budget:g} s", timeout=True) from None
+        except httpx.TransportError as e:
+            raise _Retry(f"{server.url} unreachable or dropped the connection: {type(e).__name__}: {e}") from None
+        status = response.status_code
+        with self._lock:
+            self.stats.by_status[status] = self.stats.by_status.get(status, 0) + 1
+        if status in RETRYABLE_STATUS:
+            raise _Retry(f"{url} answered HTTP {status} ({_detail(response)})", retry_after_s=_retry_after(response),
+                         server_down=status == 502)
+        if status in TIMEOUT_STATUS:
+            raise _Retry(f"{url} answered HTTP {status} ({_detail(response)})", timeout=True, server_down=False)
+        if status == 401:
+            raise RemoteError(f"{server.url} refused the token (HTTP 401): check the token given for it "
+                              "(--token or the service's token variable)")
+        if status >= 400:
+            raise RemoteError(f"{url} answered HTTP {status}: {_detail(response)}")
+        try:
+            answer = json.loads(response.content)
+        except (ValueError, RecursionError):
+            raise _Retry(f"{url} sent something that is not JSON: {response.content[:120]!r}") from None
+        if not isinstance(answer, dict):
+            raise _Retry(f"{url} sent a JSON {type(answer).__name__}, expected an object")
+        return answer
+
+    # -- start-up checks ----------------------------------------------------------------------
+
+    def check(self, path: str = "/health", timeout_s: float = 10.0) -> dict[str, dict[str, Any]]:
+        """Ask every server ``GET path`` once (no retry); their answers by URL, or one `RemoteError`
+        naming every server that did not answer (for a start-up check before anything loads)."""
+        import httpx
+
+        answers, bad = {}, []
+        for s in self.servers:
+            try:
+                r = self._client.get(s.url + path, timeout=timeout_s)
+                if r.status_code == 401:
+                    bad.append(f"{s.url} refused the token (HTTP 401)")
+                    continue
+                if r.status_code != 200:
+                    bad.append(f"{s.url}{path} answered HTTP {r.status_code} ({_detail(r)})")
+                    continue
+                answer = r.json()
+                if not isinstance(answer, dict):
+                    raise ValueError("not a JSON object")
+                answers[s.url] = answer
+            except httpx.HTTPError as e:
+                bad.append(f"{s.url} does not answer ({type(e).__name__})")
+            except ValueError:
+                bad.append(f"{s.url}{path} sent something that is not a JSON object")
+        if bad:
+            raise RemoteError("; ".join(bad))
+        return answers
+
+
+def _detail(response: Any) -> str:
+    text = response.content[:300].decode("utf-8", "replace").strip()
+    try:
+        error = json.loads(text).get("error")
+        if isinstance(error, str):
+            return error
+    except (ValueError, AttributeError, RecursionError):
+        pass
+    return text or response.reason_phrase
+
+
+def _retry_after(response: Any) -> float | None:
+    value = response.headers.get("retry-after", "")
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None

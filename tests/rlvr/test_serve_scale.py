@@ -1,0 +1,287 @@
+"""The server stack under load and faults (`rlvr.serve.http` on uvicorn, `rlvr.serve.client` on httpx):
+hundreds of concurrent clients are all answered (200 or 503 with Retry-After, never a reset), the
+retrying client loses none of them, a transport failure is a counted error verdict and never a
+reward of 0, several servers share the work and survive the loss of one, SIGTERM drains."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+import envs
+import tasks
+from envs.remote import RemoteEnvironment, connect
+from envs.types import Problem, Status, Verdict
+from rlvr.serve import Guards, VerifySettings, make_env_server
+from rlvr.serve.client import RemoteError, RetryPolicy, ServerPool
+from rlvr.serve.http import GuardedServer
+
+TOKEN = "scale-token-0123456789"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class SlowEnv(envs.Environment):
+    """Every answer is right after a short wait (so requests overlap and admission control acts)."""
+
+    def verify(self, problem, completion):
+        time.sleep(0.02)
+        return Verdict(1.0, True)
+
+
+def serve(env, task=None, **guard_options):
+    server, service = make_env_server(env, Guards(TOKEN, **guard_options), task=task,
+                                      verify=VerifySettings(workers=4, kind="thread", timeout_s=30))
+    server.serve_in_thread()
+    return server, service
+
+
+def stop(server, service) -> None:
+    server.shutdown()
+    server.server_close()
+    service.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_hundred_concurrent_raw_requests_are_each_answered_200_or_503_never_reset():
+    server, service = serve(SlowEnv(), max_inflight=8)
+    body = json.dumps({"problems": [Problem("p", "q", "1").to_dict()], "completions": ["1"]})
+    outcomes: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(200)
+
+    def one() -> None:
+        start.wait()
+        try:  # a fresh connection each: the load a trainer's many workers put on a server
+            r = httpx.post(f"{server.url}/verify", content=body, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
+            result = str(r.status_code) + ("+retry-after" if r.headers.get("retry-after") else "")
+        except httpx.HTTPError as e:
+            result = f"transport:{type(e).__name__}"
+        with lock:
+            outcomes.append(result)
+
+    try:
+        threads = [threading.Thread(target=one) for _ in range(200)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        stop(server, service)
+    assert len(outcomes) == 200
+    assert set(outcomes) <= {"200", "503+retry-after"}, sorted(set(outcomes))
+    assert outcomes.count("200") >= 8 and server.stats.get(200, 0) == outcomes.count("200")
+
+
+def test_the_retrying_client_loses_none_of_256_concurrent_verifications():
+    task = tasks.make("arithmetic-v1")
+    problems = task.problems("test", limit=32)
+    server, service = serve(task.env, task, max_inflight=4)
+    env = RemoteEnvironment(server.url, TOKEN, timeout_s=60)
+    try:
+        with cf.ThreadPoolExecutor(256) as pool:
+            verdicts = list(pool.map(lambda i: env.verify(problems[i % 32], task.env.gold_completion(problems[i % 32])), range(256)))
+    finally:
+        stop(server, service)
+    assert [v.status for v in verdicts] == [Status.OK] * 256 and all(v.passed for v in verdicts)
+    stats = env.endpoint.pool.stats
+    assert stats.failed == 0 and stats.requests == 256
+    assert server.stats.get(503, 0) == stats.retries > 0  # the server was full: every 503 was retried, none was a reward
+
+
+def test_a_transport_failure_past_the_retries_is_an_error_verdict_naming_every_server_never_a_zero():
+    dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
+    env = RemoteEnvironment(dead, TOKEN)
+    env.endpoint.pool.retry = RetryPolicy(attempts=3, backoff_s=0.01, cooldown_s=0.01)
+    v = env.verify(Problem("p", "q", "1"), "1")
+    assert v.status is Status.ERROR and v.reward == 0.0 and not v.passed
+    assert all(u in v.info["error"] for u in dead) and "failed after 3 tries" in v.info["error"]
+    with pytest.raises(ValueError, match="cannot reach the environment server") as e:
+        connect(dead, TOKEN)
+    assert all(u in str(e.value) for u in dead) and "\n" not in str(e.value)
+
+
+def test_a_refused_token_is_one_line_naming_the_server():
+    server, service = serve(SlowEnv())
+    try:
+        with pytest.raises(ValueError) as e:
+            connect(server.url, "wrong-token-0123456789")
+        assert f"{server.url} refused the token" in str(e.value) and "\n" not in str(e.value)
+        v = RemoteEnvironment(server.url, "wrong-token-0123456789").verify(Problem("p", "q", "1"), "1")
+        assert v.status is Status.ERROR and "refused the token" in v.info["error"]
+    finally:
+        stop(server, service)
+
+
+def test_an_oversized_body_sent_in_full_reads_413_and_the_connection_stays_usable():
+    server, service = serve(SlowEnv(), max_request_bytes=1 << 20)
+    try:
+        with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            r = client.post(f"{server.url}/verify", content=b"x" * (4 << 20), timeout=30)
+            assert r.status_code == 413 and "over the limit" in r.json()["error"]
+            ok = client.post(f"{server.url}/verify", json={"problems": [Problem("p", "q", "1").to_dict()], "completions": ["1"]})
+            assert ok.status_code == 200 and ok.json()["verdicts"][0]["passed"] is True
+    finally:
+        stop(server, service)
+
+
+def test_pathological_json_is_a_400_and_the_server_keeps_serving():
+    server, service = serve(SlowEnv())
+    try:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        for body in (b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000, b"\xff\xfe", b"[1, 2]"):
+            r = httpx.post(f"{server.url}/verify", content=body, headers=headers, timeout=30)
+            assert r.status_code == 400 and r.json()["error"], body[:20]
+        assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
+    finally:
+        stop(server, service)
+
+
+def test_several_servers_share_the_work_and_a_server_lost_mid_run_costs_no_verdict():
+    task = tasks.make("arithmetic-v1")
+    problems = task.problems("test", limit=16)
+    running = [serve(task.env, task) for _ in range(3)]
+    env = connect([s.url for s, _ in running], TOKEN)
+    env.endpoint.pool.retry = RetryPolicy(attempts=6, backoff_s=0.01, cooldown_s=30)
+    try:
+        first = [env.verify(p, task.env.gold_completion(p)) for p in problems]
+        served = [s.stats.get(200, 0) for s, _ in running]
+        assert all(n > 0 for n in served), served  # every server took a share
+        stop(*running[1])  # one server goes away
+        with cf.ThreadPoolExecutor(16) as pool:
+            after = list(pool.map(lambda p: env.verify(p, task.env.gold_completion(p)), problems * 4))
+        wrong = env.verify(problems[0], task.env.wrong_completions(problems[0])[0])
+    finally:
+        for s, svc in (running[0], running[2]):
+            stop(s, svc)
+    assert all(v.status is Status.OK and v.passed for v in first + after)
+    assert wrong.status is Status.OK and not wrong.passed
+    assert running[1][0].url not in env.endpoint.pool.alive()
+
+
+class _JunkHandler(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b"<html>proxy error</html>"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_server_that_answers_junk_is_named_counted_and_its_requests_go_elsewhere():
+    task = tasks.make("arithmetic-v1")
+    junk = ThreadingHTTPServer(("127.0.0.1", 0), _JunkHandler)
+    threading.Thread(target=junk.serve_forever, daemon=True).start()
+    junk_url = f"http://127.0.0.1:{junk.server_address[1]}"
+    server, service = serve(task.env, task)
+    env = RemoteEnvironment([junk_url, server.url], TOKEN)
+    env.endpoint.pool.retry = RetryPolicy(attempts=4, backoff_s=0.01, cooldown_s=30)
+    try:
+        verdicts = [env.verify(p, task.env.gold_completion(p)) for p in task.problems("test", limit=8)]
+    finally:
+        junk.shutdown()
+        junk.server_close()
+        stop(server, service)
+    assert all(v.status is Status.OK and v.passed for v in verdicts)
+    junk_state = next(s for s in env.endpoint.pool.servers if s.url == junk_url)
+    assert junk_state.failures >= 1 and "not JSON" in junk_state.last_error and junk_url not in env.endpoint.pool.alive()
+
+
+def test_sigterm_drains_a_server_in_flight_requests_finish_and_new_connections_are_refused(tmp_path):
+    started = tmp_path / "started"
+    port = free_port()
+    script = textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from rlvr.serve.http import GuardedServer, Guards
+
+        def slow(body):
+            Path({str(started)!r}).write_text("1")
+            time.sleep(2.0)
+            return {{"done": True}}
+
+        server = GuardedServer({{("POST", "/slow"): slow}}, Guards({TOKEN!r}), port={port})
+        print("serving", flush=True)
+        server.serve_forever()
+        server.server_close()
+        print("drained", flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert proc.stdout.readline().strip() == "serving"
+        url = f"http://127.0.0.1:{port}"
+        with cf.ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(httpx.post, f"{url}/slow", json={}, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+            deadline = time.monotonic() + 30
+            while not started.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGTERM)
+            response = pending.result(30)
+        assert response.status_code == 200 and response.json() == {"done": True}
+        assert proc.wait(30) == 0 and proc.stdout.read().strip() == "drained"
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/health", timeout=5)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_pool_sends_work_to_the_least_busy_server():
+    seen: list[str] = []
+    gate = threading.Event()
+
+    def routes(name):
+        def handler(body):
+            seen.append(name)
+            if body.get("hold"):
+                gate.wait(10)
+            return {"server": name}
+        return {("POST", "/work"): handler}
+
+    servers = {name: GuardedServer(routes(name), Guards(TOKEN)).serve_in_thread() for name in "ab"}
+    pool = ServerPool([s.url for s in servers.values()], TOKEN)
+    try:
+        with cf.ThreadPoolExecutor(1) as ex:
+            held = ex.submit(pool.request, "POST", "/work", {"hold": True})
+            deadline = time.monotonic() + 10
+            while not seen and time.monotonic() < deadline:
+                time.sleep(0.01)
+            busy = seen[0]
+            others = [pool.request("POST", "/work", {})["server"] for _ in range(5)]
+            gate.set()
+            assert held.result(10) == {"server": busy}
+    finally:
+        gate.set()
+        pool.close()
+        for s in servers.values():
+            s.shutdown()
+            s.server_close()
+    assert others == [("b" if busy == "a" else "a")] * 5
+
+
+def test_remote_errors_keep_their_one_import_path():
+    import envs.remote
+
+    assert envs.remote.RemoteError is RemoteError
