@@ -31,6 +31,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sv.add_argument("--token", default=None, help="bearer token (default $RLVR_ENV_TOKEN, else a new random one, printed)")
     sv.add_argument("--max-request-bytes", type=int, default=4 << 20, help="largest request body (default 4 MiB)")
     sv.add_argument("--request-timeout", type=float, default=300.0, help="seconds one request may run (default 300)")
+    sv.add_argument("--max-inflight", type=int, default=64,
+                    help="requests handled at once (default 64)")
+    sv.add_argument("--max-queued", type=int, default=1024,
+                    help="requests waiting for a turn; past that 503 with Retry-After, which rlvr's client retries (default 1024)")
     sv.add_argument("--verify-timeout", type=float, default=30.0, help="seconds one verification may run (default 30)")
     sv.add_argument("--verify-workers", type=int, default=2, help="verifier processes (default 2)")
     sv.add_argument("--dialect", default=None, choices=_dialects(),
@@ -212,7 +216,8 @@ def serve_env(args: argparse.Namespace) -> int:
     given = args.token or os.environ.get("RLVR_ENV_TOKEN")
     token = given or new_token()
     try:
-        guards = Guards(token, max_request_bytes=args.max_request_bytes, request_timeout_s=args.request_timeout)
+        guards = Guards(token, max_request_bytes=args.max_request_bytes, request_timeout_s=args.request_timeout,
+                        max_inflight=args.max_inflight, max_queued=args.max_queued)
         server, service = make_env_server(env, guards, task=task, host=args.host, port=args.port, allow_remote=args.allow_remote,
                                           dialect=args.dialect,
                                           verify=VerifySettings(workers=args.verify_workers, timeout_s=args.verify_timeout))

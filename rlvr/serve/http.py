@@ -4,9 +4,9 @@ In order, for every request but ``GET /health``:
 
 1. **Token**: ``Authorization: Bearer TOKEN`` must match (constant-time compare), else 401.
 2. **Route**: an unknown method or path is a 404 naming the routes.
-3. **Load**: at most ``max_inflight`` handlers run at once; a request past that is answered 503
-   with ``Retry-After`` at once (admission control: never a reset connection, never a queue that
-   grows without bound).
+3. **Load**: at most ``max_inflight`` handlers run at once and ``max_queued`` more wait for a turn;
+   a request past both is answered 503 with ``Retry-After`` at once (admission control: never a
+   reset connection, never a queue that grows without bound).
 4. **Size**: a body must declare its ``Content-Length`` and stay within ``max_request_bytes``,
    else 411 / 413.
 5. **Time**: reading the body has ``read_timeout_s`` (408); the handler has ``request_timeout_s``
@@ -74,7 +74,9 @@ class Guards:
         max_request_bytes: Largest request body.
         read_timeout_s: Seconds to receive a request's body.
         request_timeout_s: Seconds a handler may run before the request is answered 504.
-        max_inflight: Requests handled at once; more are answered 503 with ``Retry-After``.
+        max_inflight: Requests handled at once.
+        max_queued: Requests waiting for one of those slots (their wait counts toward
+            ``request_timeout_s``); past both, 503 with ``Retry-After``.
     """
 
     token: str
@@ -82,10 +84,13 @@ class Guards:
     read_timeout_s: float = 30.0
     request_timeout_s: float = 300.0
     max_inflight: int = 64
+    max_queued: int = 1024
 
     def __post_init__(self) -> None:
         if not isinstance(self.token, str) or len(self.token) < 8:
             raise ValueError("token must be a string of at least 8 characters (new_token() makes one)")
+        if not (isinstance(self.max_queued, int) and self.max_queued >= 0):
+            raise ValueError(f"max_queued must be an integer >= 0, got {self.max_queued!r}")
         for name in ("max_request_bytes", "read_timeout_s", "request_timeout_s", "max_inflight"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
@@ -108,8 +113,11 @@ def is_loopback(host: str) -> bool:
 def bind_listener(host: str, port: int, backlog: int = LISTEN_BACKLOG) -> socket.socket:
     """A listening TCP socket on ``host:port`` (IPv4 or IPv6) with ``backlog``."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say so, and without it every
+    # answer (headers, then body) waits ~40 ms for the client's delayed ACK
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
         sock.listen(backlog)
@@ -133,7 +141,7 @@ class GuardedServer:
     Attributes:
         url: ``http://host:port`` (bound in the constructor).
         stats: Requests answered, by status code (for tests and benchmarks).
-        inflight: Handlers running now.
+        admitted: Requests admitted now (running or waiting for a slot).
     """
 
     def __init__(self, routes: dict[tuple[str, str], Handler], guards: Guards, host: str = "127.0.0.1", port: int = 0,
@@ -145,7 +153,8 @@ class GuardedServer:
         self.guards = guards
         self.name = name
         self.stats: dict[int, int] = {}
-        self.inflight = 0
+        self.admitted = 0
+        self._slots: asyncio.Semaphore | None = None  # made in the server's event loop
         self._health = health
         self._stats_lock = threading.Lock()
         self._executor = DaemonExecutor(guards.max_inflight, f"{name}-request")
@@ -229,15 +238,22 @@ class GuardedServer:
         if handler is None:
             known = ", ".join(f"{m} {p}" for m, p in sorted(self.routes))
             raise _Reply(404, {"error": f"no route {method} {path}; routes: {known}"})
-        if self.inflight >= guards.max_inflight:
-            raise _Reply(503, {"error": f"busy: {guards.max_inflight} requests in flight; retry after {RETRY_AFTER_S} s"},
-                         {"Retry-After": str(RETRY_AFTER_S)})
-        self.inflight += 1  # one event loop: no lock needed
+        if self.admitted >= guards.max_inflight + guards.max_queued:
+            raise _Reply(503, {"error": f"busy: {guards.max_inflight} requests in flight and {guards.max_queued} waiting; "
+                                        f"retry after {RETRY_AFTER_S} s"}, {"Retry-After": str(RETRY_AFTER_S)})
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(guards.max_inflight)
+        self.admitted += 1  # one event loop: no lock needed
         try:
             body = await self._body(request) if method == "POST" else {}
-            future = self._executor.submit(handler, body)
+            slots = self._slots
+
+            async def run() -> dict[str, Any]:
+                async with slots:
+                    return await asyncio.shield(asyncio.wrap_future(self._executor.submit(handler, body)))
+
             try:
-                return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), guards.request_timeout_s)
+                return await asyncio.wait_for(run(), guards.request_timeout_s)
             except asyncio.TimeoutError:
                 raise _Reply(504, {"error": f"the request did not finish within {guards.request_timeout_s:g} s"}) from None
             except HTTPFailure as e:
@@ -245,7 +261,7 @@ class GuardedServer:
             except Exception as e:  # a handler's bug is the request's failure, not the server's
                 raise _Reply(500, {"error": f"{type(e).__name__}: {e}"}) from None
         finally:
-            self.inflight -= 1
+            self.admitted -= 1
 
     async def _body(self, request: Any) -> dict[str, Any]:
         guards = self.guards

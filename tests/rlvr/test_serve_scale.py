@@ -61,7 +61,7 @@ def free_port() -> int:
 
 
 def test_two_hundred_concurrent_raw_requests_are_each_answered_200_or_503_never_reset():
-    server, service = serve(SlowEnv(), max_inflight=8)
+    server, service = serve(SlowEnv(), max_inflight=8, max_queued=24)
     body = json.dumps({"problems": [Problem("p", "q", "1").to_dict()], "completions": ["1"]})
     outcomes: list[str] = []
     lock = threading.Lock()
@@ -90,10 +90,22 @@ def test_two_hundred_concurrent_raw_requests_are_each_answered_200_or_503_never_
     assert outcomes.count("200") >= 8 and server.stats.get(200, 0) == outcomes.count("200")
 
 
+def test_requests_within_the_queue_wait_for_a_slot_instead_of_being_refused():
+    server, service = serve(SlowEnv(), max_inflight=2, max_queued=100)
+    body = {"problems": [Problem("p", "q", "1").to_dict()], "completions": ["1"]}
+    try:
+        with cf.ThreadPoolExecutor(50) as pool:
+            statuses = list(pool.map(lambda _: httpx.post(f"{server.url}/verify", json=body, timeout=60,
+                                                          headers={"Authorization": f"Bearer {TOKEN}"}).status_code, range(50)))
+    finally:
+        stop(server, service)
+    assert statuses == [200] * 50
+
+
 def test_the_retrying_client_loses_none_of_256_concurrent_verifications():
     task = tasks.make("arithmetic-v1")
     problems = task.problems("test", limit=32)
-    server, service = serve(task.env, task, max_inflight=4)
+    server, service = serve(task.env, task, max_inflight=4, max_queued=4)
     env = RemoteEnvironment(server.url, TOKEN, timeout_s=60)
     try:
         with cf.ThreadPoolExecutor(256) as pool:
@@ -285,3 +297,15 @@ def test_remote_errors_keep_their_one_import_path():
     import envs.remote
 
     assert envs.remote.RemoteError is RemoteError
+
+
+def test_the_listener_is_tcp_with_nodelay_so_answers_do_not_wait_for_delayed_acks():
+    import socket as so
+
+    from rlvr.serve.http import bind_listener
+
+    sock = bind_listener("127.0.0.1", 0)
+    try:  # asyncio sets TCP_NODELAY on accepted sockets only when the socket says it is TCP
+        assert sock.proto == so.IPPROTO_TCP and sock.getsockopt(so.IPPROTO_TCP, so.TCP_NODELAY) == 1
+    finally:
+        sock.close()
