@@ -18,10 +18,7 @@ the URL: never a wrong answer.
 from __future__ import annotations
 
 import base64
-import json
 import os
-import urllib.error
-import urllib.request
 from typing import Any
 
 from sandboxes.backend import Availability, Backend
@@ -76,10 +73,12 @@ def from_sandboxfusion(resp: dict[str, Any], backend: str) -> Execution:
 
 
 class RemoteBackend(Backend):
-    """A SandboxFusion-compatible service (see the module docstring).
+    """A SandboxFusion-compatible service (see the module docstring), on one server or several
+    (`rlvr.serve.client.ServerPool`: least outstanding first, retries with backoff on transport
+    failures and 503, failover).
 
     Args:
-        url: Base URL, e.g. ``http://sandbox-host:8080``.
+        url: Base URL, e.g. ``http://sandbox-host:8080``, or several (a list, or commas).
         concurrency: Requests in flight at once for `run_many`.
         timeout_s: Extra seconds allowed past a job's wall limit for the HTTP round trip.
         token: Bearer token sent as ``Authorization`` (default ``$RLVR_SANDBOX_TOKEN``).
@@ -87,13 +86,17 @@ class RemoteBackend(Backend):
 
     name = "remote"
 
-    def __init__(self, url: str, concurrency: int = 16, timeout_s: float = 30.0, token: str | None = None):
-        if not url.startswith(("http://", "https://")):
-            raise SandboxError(f"remote sandbox url must start with http:// or https://, got {url!r}")
-        self.url = url.rstrip("/")
+    def __init__(self, url: str | list[str], concurrency: int = 16, timeout_s: float = 30.0, token: str | None = None):
+        from rlvr.serve.client import ServerPool
+
         self.concurrency = concurrency
         self.timeout_s = timeout_s
         self.token = token if token is not None else os.environ.get(TOKEN_ENV)
+        try:
+            self.servers = ServerPool(url, self.token, timeout_s)
+        except ValueError as e:
+            raise SandboxError(f"remote sandbox {e}") from None
+        self.url = self.servers.url
 
     @classmethod
     def probe(cls, url: str = "") -> Availability:
@@ -105,20 +108,12 @@ class RemoteBackend(Backend):
         return {**super().info(), "url": self.url}
 
     def run(self, job: Job) -> Execution:
-        body = json.dumps(to_request(job)).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        req = urllib.request.Request(f"{self.url}/run_code", data=body, headers=headers, method="POST")
+        from rlvr.serve.client import RemoteError
+
         try:
-            with urllib.request.urlopen(req, timeout=job.limits.wall_s + self.timeout_s) as resp:
-                data = json.loads(resp.read())
-        except urllib.error.HTTPError as e:
-            return Execution.error(f"remote sandbox {self.url} answered HTTP {e.code}: {e.read()[:300].decode(errors='replace')}", backend=self.name)
-        except (urllib.error.URLError, OSError, TimeoutError) as e:
-            return Execution.error(f"remote sandbox {self.url} unreachable: {e}", backend=self.name)
-        except ValueError as e:
-            return Execution.error(f"remote sandbox {self.url} sent invalid JSON: {e}", backend=self.name)
+            data = self.servers.request("POST", "/run_code", to_request(job), timeout_s=job.limits.wall_s + self.timeout_s)
+        except RemoteError as e:
+            return Execution.error(f"remote sandbox: {e}", backend=self.name)
         if not isinstance(data, dict):
             return Execution.error(f"remote sandbox {self.url} sent {type(data).__name__}, expected an object", backend=self.name)
         try:

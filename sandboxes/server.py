@@ -1,22 +1,23 @@
 """A sandbox service speaking SandboxFusion's ``run_code`` API, backed by any local backend.
 
-Run one per sandbox machine (``rlvr sandbox serve --host 0.0.0.0 --port 8080``) and point many
-trainer nodes at it with ``backend="remote", url=...``. Only ``language: python`` is served.
-Requests are bounded in size; with a token configured, requests without it get HTTP 401.
+Run one per sandbox machine (``rlvr sandbox serve --host 0.0.0.0 --port 8080 --token T``) and point
+many trainer nodes at it with ``backend="remote", url=...`` (one URL or several). Only ``language:
+python`` is served. Requests are bounded in size and number (503 with ``Retry-After`` past them);
+with a token configured, requests without it get HTTP 401; without one the server listens on
+loopback only.
 """
 
 from __future__ import annotations
 
 import base64
-import hmac
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sandboxes.backend import Backend
 from sandboxes.remote import execution_to_dict
 from sandboxes.types import Execution, ExecStatus, Job, Limits, SandboxError
+
+if TYPE_CHECKING:
+    from rlvr.serve.http import GuardedServer
 
 MAX_REQUEST_BYTES = 64 << 20
 
@@ -54,51 +55,19 @@ def to_sandboxfusion(ex: Execution) -> dict[str, Any]:
     }
 
 
-def make_server(backend: Backend, host: str = "127.0.0.1", port: int = 8080, token: str | None = None) -> ThreadingHTTPServer:
-    """An HTTP server answering ``POST /run_code`` (and ``GET /health``) with ``backend``."""
+def make_server(backend: Backend, host: str = "127.0.0.1", port: int = 8080, token: str | None = None,
+                max_inflight: int = 64) -> GuardedServer:
+    """A server answering ``POST /run_code`` (and ``GET /health``) with ``backend``, on rlvr's server
+    stack (`rlvr.serve.http`: uvicorn, admission control, size limits, graceful drain). Without a
+    token it listens on loopback only."""
+    from rlvr.serve.http import GuardedServer, Guards
 
-    class Handler(BaseHTTPRequestHandler):
-        def _send(self, code: int, payload: dict[str, Any]) -> None:
-            body = json.dumps(payload).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self) -> None:  # noqa: N802
-            if self.path == "/health":
-                self._send(200, {"status": "ok", "backend": backend.info()})
-            else:
-                self._send(404, {"error": "unknown path"})
-
-        def do_POST(self) -> None:  # noqa: N802
-            if self.path != "/run_code":
-                return self._send(404, {"error": "unknown path; POST /run_code"})
-            if token and not hmac.compare_digest(self.headers.get("Authorization", ""), f"Bearer {token}"):
-                return self._send(401, {"error": "missing or wrong bearer token"})
-            length = int(self.headers.get("Content-Length") or 0)
-            if length <= 0 or length > MAX_REQUEST_BYTES:
-                return self._send(413, {"error": f"request body must be 1..{MAX_REQUEST_BYTES} bytes"})
-            try:
-                req = json.loads(self.rfile.read(length))
-            except ValueError as e:
-                return self._send(400, {"error": f"invalid JSON: {e}"})
-            if not isinstance(req, dict):
-                return self._send(400, {"error": "request must be a JSON object"})
-            self._send(200, run_code(backend, req))
-
-        def log_message(self, format: str, *args: Any) -> None:  # quiet: one line per request is noise at RL rates
-            pass
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+    guards = Guards(token, max_request_bytes=MAX_REQUEST_BYTES, max_inflight=max_inflight, request_timeout_s=3600.0)
+    return GuardedServer({("POST", "/run_code"): lambda req: run_code(backend, req)}, guards, host, port,
+                         name="rlvr-sandbox", allow_remote=True, health=lambda: {"backend": backend.info()})
 
 
-def serve_in_thread(backend: Backend, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> tuple[ThreadingHTTPServer, str]:
+def serve_in_thread(backend: Backend, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> tuple[GuardedServer, str]:
     """Start a server in a daemon thread; returns (server, base url). ``server.shutdown()`` stops it."""
-    server = make_server(backend, host, port, token)
-    threading.Thread(target=server.serve_forever, name="sandbox-server", daemon=True).start()
-    h, p = server.server_address[:2]
-    return server, f"http://{h}:{p}"
+    server = make_server(backend, host, port, token).serve_in_thread()
+    return server, server.url

@@ -129,13 +129,18 @@ def _read_program(path: str) -> str:
 def serve_run_code(args: argparse.Namespace) -> int:
     import os
 
+    import rlvr
     import sandboxes
     from sandboxes.server import make_server
 
     backend = sandboxes.make_backend(args.backend)
     token = args.token or os.environ.get("RLVR_SANDBOX_TOKEN")
-    server = make_server(backend, args.host, args.port, token)
-    print(f"serving run_code on http://{args.host}:{server.server_address[1]} with the {backend.name} backend"
+    try:
+        server = make_server(backend, args.host, args.port, token)
+    except (ValueError, OSError) as e:
+        backend.close()
+        raise rlvr.UserError(str(e)) from None
+    print(f"serving run_code on {server.url} with the {backend.name} backend"
           + (" (token required)" if token else ""), flush=True)
     try:
         server.serve_forever()

@@ -70,7 +70,8 @@ class Guards:
     """The limits of a server (see the module docstring).
 
     Attributes:
-        token: The bearer token every request but ``GET /health`` must carry.
+        token: The bearer token every request but ``GET /health`` must carry; None for a server
+            without one (refused on any address but loopback).
         max_request_bytes: Largest request body.
         read_timeout_s: Seconds to receive a request's body.
         request_timeout_s: Seconds a handler may run before the request is answered 504.
@@ -79,7 +80,7 @@ class Guards:
             ``request_timeout_s``); past both, 503 with ``Retry-After``.
     """
 
-    token: str
+    token: str | None
     max_request_bytes: int = 4 << 20
     read_timeout_s: float = 30.0
     request_timeout_s: float = 300.0
@@ -87,7 +88,7 @@ class Guards:
     max_queued: int = 1024
 
     def __post_init__(self) -> None:
-        if not isinstance(self.token, str) or len(self.token) < 8:
+        if self.token is not None and (not isinstance(self.token, str) or len(self.token) < 8):
             raise ValueError("token must be a string of at least 8 characters (new_token() makes one)")
         if not (isinstance(self.max_queued, int) and self.max_queued >= 0):
             raise ValueError(f"max_queued must be an integer >= 0, got {self.max_queued!r}")
@@ -149,6 +150,8 @@ class GuardedServer:
         if not is_loopback(host) and not allow_remote:
             raise ValueError(f"refusing to listen on {host!r}: only loopback addresses unless allow_remote=True "
                              "(`--host 0.0.0.0` on the command line); every request still needs the token")
+        if not is_loopback(host) and guards.token is None:
+            raise ValueError(f"refusing to listen on {host!r} without a token: give one (--token or its variable)")
         self.routes = dict(routes)
         self.guards = guards
         self.name = name
@@ -211,7 +214,7 @@ class GuardedServer:
         from starlette.routing import Route
 
         guards = self.guards
-        expected = f"Bearer {guards.token}".encode()
+        expected = None if guards.token is None else f"Bearer {guards.token}".encode()
 
         async def endpoint(request: Request) -> Response:
             try:
@@ -226,13 +229,13 @@ class GuardedServer:
         methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"]
         return Starlette(routes=[Route("/{path:path}", endpoint, methods=methods)])
 
-    async def _answer(self, request: Any, expected: bytes) -> dict[str, Any]:
+    async def _answer(self, request: Any, expected: bytes | None) -> dict[str, Any]:
         guards = self.guards
         method, path = request.method, request.url.path
         if method == "GET" and path == "/health":
             return {"status": "ok", "server": self.name, **(self._health() if self._health else {})}
         given = request.headers.get("authorization", "").encode()
-        if not hmac.compare_digest(given, expected):
+        if expected is not None and not hmac.compare_digest(given, expected):
             raise _Reply(401, {"error": "missing or wrong bearer token (send 'Authorization: Bearer TOKEN')"})
         handler = self.routes.get((method, path))
         if handler is None:

@@ -19,14 +19,14 @@ def service():
     if not sandboxes.backend_spec(name).probe().ok:
         pytest.skip("no local sandbox backend to serve")
     inner = sandboxes.make_backend(name)
-    server, url = serve_in_thread(inner, token="s3cret")
+    server, url = serve_in_thread(inner, token="s3cret-token")
     yield url
     server.shutdown()
     inner.close()
 
 
 def test_jobs_round_trip_exactly(service):
-    remote = sandboxes.make_backend("remote", url=service, token="s3cret")
+    remote = sandboxes.make_backend("remote", url=service, token="s3cret-token")
     ex = remote.run(Job.make("import sys\nsys.stdout.buffer.write(bytes(range(256)))\nsys.stderr.write(input())\nsys.exit(4)\n",
                              stdin="in", files={"x.txt": b"\x00\x01"}))
     assert ex.status is ExecStatus.OK and ex.exit_code == 4
@@ -36,7 +36,7 @@ def test_jobs_round_trip_exactly(service):
 
 def test_grading_through_the_service(service):
     suite = TestSuite("function", (FunctionTest("2, 3", 5), FunctionTest("0, 0", 0)), entry_point="add")
-    remote = RemoteBackend(service, token="s3cret")
+    remote = RemoteBackend(service, token="s3cret-token")
     good, exit0, wrong = grade_many(["def add(a, b):\n    return a + b\n", "import sys\nsys.exit(0)\n", "def add(a, b):\n    return 5\n"],
                                     [suite] * 3, backend=remote)
     assert good.passed and not exit0.passed and not wrong.passed and wrong.info["fraction"] == 0.5
