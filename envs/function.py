@@ -83,7 +83,7 @@ def _check_callable(fn: Any, what: str, arity: int) -> None:
     try:
         inspect.signature(fn).bind(*range(arity))
     except TypeError:
-        raise TypeError(f"{what} {getattr(fn, '__qualname__', fn)!r} must accept {arity} positional argument(s)") from None
+        raise TypeError(f"{what} {getattr(fn, '__name__', fn)!r} must accept {arity} positional argument(s)") from None
     except ValueError:  # a builtin without a signature: trust it
         pass
 
