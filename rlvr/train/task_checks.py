@@ -47,7 +47,10 @@ def open_training_task(cfg: RunConfig, *, evaluates: bool, prompts_needed: int, 
 
 
 def _warn_if_repeated(task: Task, split: str, prompts_needed: int, say: Callable[[str], None]) -> None:
-    size = task.size(split)
+    try:
+        size = task.size(split)
+    except TaskError:  # data not here: the run's own loading says so, in its place
+        return
     if size and prompts_needed > REPEATS_WARNING * size:
         say(f"warning: task {task.id}: the run may draw {prompts_needed} prompts from the {size} problems of {split!r}, each about "
             f"{prompts_needed / size:.0f} times; more data (or fewer update.steps) keeps the reward from measuring memorisation")
