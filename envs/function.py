@@ -60,20 +60,20 @@ def to_verdict(value: Any, pass_reward: float = 1.0) -> Verdict:
     raise TypeError(f"the reward function returned a {type(value).__name__}; return a float, a bool, None (no answer) or an envs.Verdict")
 
 
-def unpicklable_reason(fn: Callable[..., Any]) -> str | None:
+def unpicklable_reason(fn: Callable[..., Any], what: str = "reward function") -> str | None:
     """Why ``fn`` cannot be sent to a worker process (pickle sends a function by its importable
     name), or None when it can."""
-    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    name = f"{what} {getattr(fn, '__qualname__', None) or type(fn).__name__}"
     if "<lambda>" in name or "<locals>" in name:
         kind = "a lambda" if "<lambda>" in name else "defined inside another function"
-        return f"reward function {name} is {kind}: it has no importable name"
+        return f"{name} is {kind}: it has no importable name"
     module = getattr(fn, "__module__", None)
     if module == "__main__" and not getattr(sys.modules.get("__main__"), "__file__", None):
-        return f"reward function {name} is defined in an interactive session (a notebook): a worker process cannot import it"
+        return f"{name} is defined in an interactive session (a notebook): a worker process cannot import it"
     try:
         pickle.dumps(fn)
     except Exception as e:
-        return f"reward function {name} cannot be pickled ({type(e).__name__}: {e})"
+        return f"{name} cannot be pickled ({type(e).__name__}: {e})"
     return None
 
 
@@ -134,8 +134,8 @@ class FunctionEnv(Environment):
 
     def __getstate__(self) -> dict[str, Any]:
         # say why a function cannot go to a worker process, in one line, before pickle says it obscurely
-        for hook in (self.fn, self.gold, self.wrong):
-            reason = hook is not None and unpicklable_reason(hook)
+        for hook, what in ((self.fn, "reward function"), (self.gold, "gold hook"), (self.wrong, "wrong hook")):
+            reason = hook is not None and unpicklable_reason(hook, what)
             if reason:
                 raise TypeError(f"{reason}; define it with `def` at the top level of a module to verify in processes, "
                                 "or keep verify.kind=thread")

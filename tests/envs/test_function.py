@@ -82,6 +82,8 @@ def test_a_lambda_works_in_threads_and_is_refused_for_processes_in_one_line():
     with VerifierPool(env, workers=1, kind="process", timeout_s=5) as pool:
         verdict = pool.verify([PROBLEM], ["4"])[0]
     assert verdict.status is Status.ERROR and "is a lambda" in verdict.info["error"]
+    with pytest.raises(TypeError, match="gold hook test_a_lambda.*<lambda> is a lambda"):
+        pickle.dumps(envs.from_function(exact, gold=lambda p: p.reference))
     assert pickle.loads(pickle.dumps(envs.from_function(exact))).verify(PROBLEM, "4").passed
 
 
