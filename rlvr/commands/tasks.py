@@ -77,7 +77,8 @@ def show(args: argparse.Namespace) -> int:
         role = "held out" if split in task.heldout_splits else "training"
         try:
             sizes[split] = task.size(split)
-            size = "unbounded (procedural)" if sizes[split] is None else f"{sizes[split]:,} problems"
+            n = sizes[split]
+            size = "unbounded (procedural)" if n is None else f"{n:,} problem{'' if n == 1 else 's'}"
         except DataUnavailable as e:
             size = f"not available here: {e}"
         print(f"  {split:<12} {role:<9} {size}")
