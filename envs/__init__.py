@@ -4,6 +4,10 @@
     env = envs.make("math-v1")
     verdict = env.verify(problem, completion)
 
+A plain reward function ``fn(problem, completion) -> float | bool`` becomes one with
+`envs.from_function` (or the `envs.reward_function` decorator); the checkers it may call are in
+`envs.rewards`.
+
 Multi-turn environments (tool calls, checker messages) subclass `MultiTurnEnvironment` and
 register the same way; see `envs.episode`.
 
@@ -13,6 +17,7 @@ Third-party packages register environments through the ``rlvr.envs`` entry-point
 
 from envs.base import Environment, safe_verify
 from envs.episode import End, Episode, EpisodeLimits, MultiTurnEnvironment, Role, StepResult, ToolCall, Turn
+from envs.function import BatchedFunctionEnv, FunctionEnv, from_function, reward_function
 from envs.registry import ParsedId, Registry, RegistryError, Spec, parse_id
 from envs.types import Message, Problem, Status, StepReward, Verdict
 
@@ -41,7 +46,7 @@ def make(id: str, **kwargs) -> Environment:
 
 
 __all__ = [
-    "ENVS", "End", "Environment", "Episode", "EpisodeLimits", "Message", "MultiTurnEnvironment", "ParsedId", "Problem",
+    "BatchedFunctionEnv", "ENVS", "End", "Environment", "Episode", "EpisodeLimits", "FunctionEnv", "Message", "MultiTurnEnvironment", "ParsedId", "Problem",
     "Registry", "RegistryError", "Role", "Spec", "Status", "StepResult", "StepReward", "ToolCall", "Turn", "Verdict",
-    "make", "parse_id", "register", "safe_verify",
+    "from_function", "make", "parse_id", "register", "reward_function", "safe_verify",
 ]

@@ -37,6 +37,21 @@ class FaultyEnv(Environment):
         return Verdict(float(ok), ok, extracted=completion)
 
 
+def faulty_reward(problem: Problem, completion: str) -> Any:
+    """A reward function (`envs.from_function`) with `FaultyEnv`'s faults: ``"boom"`` raises,
+    ``"hang"`` sleeps an hour, ``"nan"`` returns NaN, ``"text"`` returns a string; otherwise
+    whether the completion is the problem's reference."""
+    if completion == "boom":
+        raise RuntimeError("reward function exploded")
+    if completion == "hang":
+        time.sleep(3600)
+    if completion == "nan":
+        return math.nan
+    if completion == "text":
+        return "yes"
+    return completion == str(problem.reference)
+
+
 class _InnerHooks:
     """Prompt and self-check hooks of the wrapped environment ``self.inner``: `rlvr envs check` must
     see the wrapper's failures, not skip checks for want of hooks."""

@@ -5,11 +5,15 @@
     test = task.problems("test")
     verdict = task.env.verify(test[0], "Answer: 42")
 
+Your own rows (a `datasets.Dataset`, a JSONL/CSV/Parquet file or folder) become a task with
+`tasks.from_dataset`, or ``task.id=file:PATH`` in a config (`tasks.user_data`).
+
 Third-party packages register tasks through the ``rlvr.tasks`` entry-point group.
 """
 
 from envs.registry import Registry, RegistryError
-from tasks.base import Task, TaskError, assert_disjoint, canonical_text, problems_checksum, stable_hash
+from tasks.base import Task, TaskError, assert_disjoint, canonical_text, hash_split, problems_checksum, stable_hash
+from tasks.user_data import from_dataset
 
 TASKS: Registry[Task] = Registry("task", entry_point_group="rlvr.tasks")
 """Every registered task, by versioned id."""
@@ -32,4 +36,4 @@ def make(id: str, **config) -> Task:
     return task
 
 
-__all__ = ["TASKS", "Task", "TaskError", "assert_disjoint", "canonical_text", "make", "problems_checksum", "register", "stable_hash"]
+__all__ = ["TASKS", "from_dataset", "hash_split", "Task", "TaskError", "assert_disjoint", "canonical_text", "make", "problems_checksum", "register", "stable_hash"]

@@ -34,6 +34,17 @@ def canonical_text(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
+def hash_split(question: str, test_fraction: float, validation_fraction: float) -> str:
+    """``"test"``, ``"validation"`` or ``"train"`` for a question, by a hash of its canonical text:
+    the first ``test_fraction`` of the hash range is test, the next ``validation_fraction``
+    validation. A row's split depends on nothing else (not the row order, not the other rows), so
+    it is the same on every load and after rows are added, and a question repeated in the data
+    lands in one split only."""
+    h = stable_hash(canonical_text(question))
+    test_cut, validation_cut = int(test_fraction * 2**64), int((test_fraction + validation_fraction) * 2**64)
+    return "test" if h < test_cut else "validation" if h < validation_cut else "train"
+
+
 def problems_checksum(problems: list[Problem]) -> str:
     """sha256 over the canonical JSON of the problems, in order."""
     h = hashlib.sha256()

@@ -8,6 +8,7 @@ branches):
 ``nemo-gym:PATH``      a NeMo Gym resources server (``url``) on its JSONL rows, or a NeMo Gym config
 ``openenv:URL``        an OpenEnv environment server: each problem is a ``reset`` (by seed)
 ``harbor:DIR``         a Harbor task folder, or a folder of them
+``file:PATH``          your own rows: a JSONL/CSV/Parquet file or folder (`tasks.user_data`)
 =====================  ==========================================================================
 
 The task config (``task.config`` in training, ``--task-config`` elsewhere) carries each scheme's
@@ -26,7 +27,7 @@ import hashlib
 import json
 
 from envs.types import Problem
-from tasks.base import Task, TaskError, canonical_text, stable_hash
+from tasks.base import Task, TaskError, hash_split, stable_hash
 
 SCHEMES: dict[str, str] = {
     "verifiers": "tasks.hubs:verifiers_task",
@@ -34,6 +35,7 @@ SCHEMES: dict[str, str] = {
     "nemo-gym": "tasks.hubs:nemo_gym_task",
     "openenv": "tasks.hubs:openenv_task",
     "harbor": "tasks.hubs:harbor_task",
+    "file": "tasks.user_data:file_task",
 }
 
 
@@ -309,13 +311,7 @@ class VerifiersTask(Task):
                 problems = self._load(self.split_overrides[split])
             else:
                 everything = self._load({})
-                test_cut, validation_cut = int(self.test_fraction * 2**64), int((self.test_fraction + self.validation_fraction) * 2**64)
-
-                def which(p: Problem) -> str:
-                    h = stable_hash(canonical_text(self.canonical_question(p)))
-                    return "test" if h < test_cut else "validation" if h < validation_cut else "train"
-
-                problems = [p for p in everything if which(p) == split]
+                problems = [p for p in everything if hash_split(self.canonical_question(p), self.test_fraction, self.validation_fraction) == split]
             self._problems[split] = [Problem(f"{split}/{p.id}", p.prompt, p.reference, p.metadata) for p in problems]
         return self._problems[split]
 

@@ -318,6 +318,15 @@ def _skyrl_rows(folder: Path) -> None:
         (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def _own_rows(path: Path) -> None:
+    """A reader's own question/answer rows with no splits (arithmetic problems the embedded model knows)."""
+    import tasks
+
+    source = tasks.make("arithmetic-v1", direct_frac=0.5)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"question": p.prompt, "answer": str(p.reference)}) + "\n" for p in source.problems("test", limit=200)))
+
+
 @dataclass
 class Workspace:
     """The folder a page's commands run in, with what the page reads from elsewhere."""
@@ -353,6 +362,9 @@ class Workspace:
         if "rows/train.jsonl" in text and "skyrl-gym" in text:
             _skyrl_rows(self.root / "rows")
             self.placed.append("rows/")
+        if "file:rows/qa.jsonl" in text:
+            _own_rows(self.root / "rows" / "qa.jsonl")
+            self.placed.append("rows/qa.jsonl")
 
 
 # -- running a page ---------------------------------------------------------------------------------

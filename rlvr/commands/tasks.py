@@ -1,4 +1,4 @@
-"""`rlvr tasks list`, `rlvr tasks freeze ID`, `rlvr tasks leakage ID`, `rlvr tasks export ID`."""
+"""`rlvr tasks list`, `rlvr tasks show ID`, `rlvr tasks freeze ID`, `rlvr tasks leakage ID`, `rlvr tasks export ID`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tasks", help="list tasks, freeze held-out splits, check leakage")
     s = p.add_subparsers(dest="tasks_command", metavar="ACTION", required=True)
     s.add_parser("list", help="list registered tasks").set_defaults(func=list_tasks)
+    sh = s.add_parser("show", help="a task's splits and their sizes, where its data comes from, its environment and one example problem")
+    sh.add_argument("id", help="task id, e.g. gsm8k-v1 or file:data/qa.jsonl")
+    sh.add_argument("--task-config", default="{}", help="task config as YAML/JSON, e.g. '{question: q, answer: a}' for a file: id")
+    sh.add_argument("--split", default=None, help="split to show the example from (default: the first training split)")
+    sh.set_defaults(func=show)
     fr = s.add_parser("freeze", help="regenerate a procedural task's frozen split file and print its checksum")
     fr.add_argument("id")
     fr.add_argument("--split", default="test")
@@ -34,11 +39,59 @@ def list_tasks(args: argparse.Namespace) -> int:
     specs = tasks.TASKS.specs()
     env_ids = [getattr(s.load(), "env_id", "") for s in specs]
     width, env_width = max([len(s.id) for s in specs] + [2]), max([len(e) for e in env_ids] + [3])
-    print(f"{'ID':<{width}}  {'ENV':<{env_width}}  DESCRIPTION")
+    source_width = max([len(s.source) for s in specs] + [6])
+    print(f"{'ID':<{width}}  {'SOURCE':<{source_width}}  {'ENV':<{env_width}}  DESCRIPTION")
     for s, env_id in zip(specs, env_ids):
-        print(f"{s.id:<{width}}  {env_id:<{env_width}}  {s.description}")
+        print(f"{s.id:<{width}}  {s.source:<{source_width}}  {env_id:<{env_width}}  {s.description}")
     for err in tasks.TASKS.plugin_errors:
         print(f"warning: {err}")
+    return 0
+
+
+def show(args: argparse.Namespace) -> int:
+    import envs
+    import tasks
+    from rlvr.commands.eval import _mapping as parse_mapping
+    from tasks import hubs
+    from tasks.dataset import DataUnavailable
+
+    config = parse_mapping(args.task_config, "--task-config")
+    try:
+        task = tasks.make(args.id, **config)
+    except (TypeError, ValueError) as e:
+        if isinstance(e, tasks.TaskError):
+            raise
+        raise tasks.TaskError(f"--task-config: {e}") from e
+    spec = None if hubs.is_hub_id(args.id) else tasks.TASKS.spec(args.id)
+    print(f"task         {task.id}" + (f"  (registered by {spec.source})" if spec else ""))
+    if spec and spec.description:
+        print(f"description  {spec.description}")
+    env_spec = envs.ENVS.spec(task.env_id) if task.env_id in envs.ENVS else None
+    print(f"environment  {task.env_id}" + (f"  {task.env_kwargs}" if task.env_kwargs else "")
+          + (f"  ({env_spec.source}: {env_spec.description})" if env_spec else ""))
+    if task.data_description():
+        print(f"data         {task.data_description()}")
+    print("splits")
+    sizes: dict[str, int | None] = {}
+    for split in task.splits:
+        role = "held out" if split in task.heldout_splits else "training"
+        try:
+            sizes[split] = task.size(split)
+            n = sizes[split]
+            size = "unbounded (procedural)" if n is None else f"{n:,} problem{'' if n == 1 else 's'}"
+        except DataUnavailable as e:
+            size = f"not available here: {e}"
+        print(f"  {split:<12} {role:<9} {size}")
+    split = args.split or next((s for s in task.splits if s not in task.heldout_splits and s in sizes), None) or next(iter(sizes), None)
+    if split is None:
+        print("example      none: no split's data is available here")
+        return 0
+    problem = task.get(split, 0)
+    prompt = task.env.format_prompt(problem)
+    shown = prompt if isinstance(prompt, str) else "\n".join(f"[{m.get('role')}] {m.get('content')}" for m in prompt)
+    print(f"example      {problem.id} (split {split})")
+    print("  prompt     " + shown.strip().replace("\n", "\n             "))
+    print(f"  reference  {problem.reference!r}"[:400])
     return 0
 
 

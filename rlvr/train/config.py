@@ -39,7 +39,7 @@ class ModelConfig:
 class TaskConfig:
     """The task to train on."""
 
-    id: str = help_field("arithmetic-v1", "Registered task id (see `rlvr tasks list`)")
+    id: str = help_field("arithmetic-v1", "Registered task id (see `rlvr tasks list`), or file:PATH for your own rows (a JSONL/CSV/Parquet file or folder; task.config maps its columns)")
     config: dict[str, Any] = help_field({}, "Task configuration overriding its defaults (belongs to task.id: dropped when an override changes the task)",
                                         belongs_to="id")
     split: str = help_field("train", "Split to train on (held-out splits are refused)")

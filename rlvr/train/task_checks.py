@@ -14,6 +14,14 @@ from tasks.leakage import check_leakage
 # an unbounded training stream is checked over the prefix the run can draw, at most this many items
 MAX_STREAM_CHECK = 20_000
 
+REPEATS_WARNING = 10
+"""A run that may draw each problem of its finite training split more than this many times is warned:
+its reward curve then measures memorising a few problems rather than learning the task."""
+
+_NO_VALIDATION_ADVICE = ("evaluation during training selects the model, so it reads a validation split, never test: carve one from train "
+                         "(tasks.from_dataset and file: ids do by default, validation_fraction; a DatasetTask sets validation_from_train), "
+                         "or set eval.every=0 and eval.at_start=false and evaluate on test once, after training, with rlvr eval")
+
 
 def open_training_task(cfg: RunConfig, *, evaluates: bool, prompts_needed: int, say: Callable[[str], None]) -> Task:
     """The configured task after the checks above.
@@ -28,11 +36,24 @@ def open_training_task(cfg: RunConfig, *, evaluates: bool, prompts_needed: int, 
         raise UserError(f"task.split={cfg.task.split!r} is a held-out split of {task.id}: train on a training split "
                         f"(its held-out splits: {', '.join(task.heldout_splits)})")
     if evaluates and cfg.eval.split not in task.splits:
-        raise UserError(f"eval.split={cfg.eval.split!r}: task {task.id} has no such split (its splits: {splits}); "
-                        f"set eval.split to a held-out one")
+        raise UserError(f"eval.split={cfg.eval.split!r}: task {task.id} has no such split (its splits: {splits}); {_NO_VALIDATION_ADVICE}")
+    if evaluates and cfg.eval.split == "test":
+        say("warning: eval.split=test: choosing a checkpoint or a setting by these numbers selects the model on the test split, "
+            "and its test score then overstates; evaluate on a validation split while training")
+    _warn_if_repeated(task, cfg.task.split, prompts_needed, say)
     if cfg.task.leakage != "off":
         _check_leakage(task, cfg, prompts_needed, say)
     return task
+
+
+def _warn_if_repeated(task: Task, split: str, prompts_needed: int, say: Callable[[str], None]) -> None:
+    try:
+        size = task.size(split)
+    except TaskError:  # data not here: the run's own loading says so, in its place
+        return
+    if size and prompts_needed > REPEATS_WARNING * size:
+        say(f"warning: task {task.id}: the run may draw {prompts_needed} prompts from the {size} problems of {split!r}, each about "
+            f"{prompts_needed / size:.0f} times; more data (or fewer update.steps) keeps the reward from measuring memorisation")
 
 
 def prompts_drawn(cfg, sampling_budget: float, processes: int) -> int:
