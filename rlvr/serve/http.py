@@ -233,7 +233,9 @@ class GuardedServer:
         guards = self.guards
         method, path = request.method, request.url.path
         if method == "GET" and path == "/health":
-            return {"status": "ok", "server": self.name, **(self._health() if self._health else {})}
+            with self._stats_lock:
+                answered = {str(k): v for k, v in sorted(self.stats.items())}
+            return {"status": "ok", "server": self.name, "answered": answered, **(self._health() if self._health else {})}
         given = request.headers.get("authorization", "").encode()
         if expected is not None and not hmac.compare_digest(given, expected):
             raise _Reply(401, {"error": "missing or wrong bearer token (send 'Authorization: Bearer TOKEN')"})
