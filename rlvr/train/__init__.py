@@ -1,8 +1,27 @@
 """Training: one harness (`rlvr.train.harness`) under recipes looked up by name (`rlvr.train.recipes`):
-``sft``, ``policy_gradient`` (the GRPO family and PPO), ``preference`` (DPO, online DPO, KTO)."""
+``sft``, ``policy_gradient`` (the GRPO family and PPO), ``preference`` (DPO, online DPO, KTO).
 
-from rlvr.train.config import TrainConfig
-from rlvr.train.harness import TrainingError, TrainResult
-from rlvr.train.recipes import load_run_config, train
+The names below are imported on first use: reading and checking a config (`rlvr.train.config`,
+``rlvr train`` refusing a bad one) must not import torch, which the harness needs."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlvr.train.config import TrainConfig
+    from rlvr.train.harness import TrainingError, TrainResult
+    from rlvr.train.recipes import load_run_config, train
+
+_WHERE = {"TrainConfig": "rlvr.train.config", "TrainResult": "rlvr.train.harness", "TrainingError": "rlvr.train.harness",
+          "load_run_config": "rlvr.train.recipes", "train": "rlvr.train.recipes"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'rlvr.train' has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)
+
 
 __all__ = ["TrainConfig", "TrainResult", "TrainingError", "load_run_config", "train"]

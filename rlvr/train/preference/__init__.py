@@ -10,7 +10,7 @@ One update fed by one of three example sources (`rlvr.train.preference.sources`)
     online labels (kto):  sample groups -> verify -> each completion desirable (passed) or not
                           (the objective takes each minibatch's reference point)
 
-Modules: `rlvr.train.preference.recipe` (the config and the update), `.sources` (the example
+Modules: `rlvr.train.preference.config` (the config), `.recipe` (the update), `.sources` (the example
 sources), `.batches` (the batches, their objectives and reference scoring).
 
 The loss is a registered pure function (`rlvr.algos.preference`), the settings are
@@ -32,10 +32,30 @@ file, tokenizer or base) from a temporarily loaded reference. ``algo.preference.
 holds the reference in memory instead and scores each batch as it comes.
 """
 
-from rlvr.train.preference.batches import LabelledBatch, LabelledObjective, PairBatch, PairObjective, sequence_logps
-from rlvr.train.preference.recipe import PairsConfig, PreferenceRecipe, PreferenceTrainConfig
-from rlvr.train.preference.sources import (ExampleSource, LabelledSource, OfflinePairs, OfflinePairSource, OnlinePairSource,
-                                           example_source)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlvr.train.preference.batches import LabelledBatch, LabelledObjective, PairBatch, PairObjective, sequence_logps
+    from rlvr.train.preference.config import PairsConfig, PreferenceTrainConfig
+    from rlvr.train.preference.recipe import PreferenceRecipe
+    from rlvr.train.preference.sources import (ExampleSource, LabelledSource, OfflinePairs, OfflinePairSource, OnlinePairSource,
+                                               example_source)
+
+# Imported on first use: the config (`.config`) is read without torch, the rest needs it.
+_WHERE = {**dict.fromkeys(["LabelledBatch", "LabelledObjective", "PairBatch", "PairObjective", "sequence_logps"], "batches"),
+          **dict.fromkeys(["PairsConfig", "PreferenceTrainConfig"], "config"),
+          "PreferenceRecipe": "recipe",
+          **dict.fromkeys(["ExampleSource", "LabelledSource", "OfflinePairs", "OfflinePairSource", "OnlinePairSource", "example_source"], "sources")}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'rlvr.train.preference' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"rlvr.train.preference.{_WHERE[name]}"), name)
+
 
 __all__ = ["ExampleSource", "LabelledBatch", "LabelledObjective", "LabelledSource", "OfflinePairSource", "OfflinePairs", "OnlinePairSource",
            "PairBatch", "PairObjective", "PairsConfig", "PreferenceRecipe", "PreferenceTrainConfig", "example_source", "sequence_logps"]
