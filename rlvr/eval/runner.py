@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
 
 import rlvr
 from envs.pool import KINDS, VerifierPool
@@ -23,6 +22,7 @@ from envs.types import Problem, Status, Verdict
 from rlvr.eval.episodes import episode_section, markdown_rows, prediction_fields
 from rlvr.eval.metrics import ks_up_to, majority_correct, mean_score_interval, pass_at_k, wilson_interval
 from rlvr.eval.provenance import component_provenance, library_versions, model_provenance, project_commit, redact, utc_now
+from rlvr.progress import progress_display
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams, verifier_input
 from rlvr.rollout.episodes import generate_for
 from rlvr.rollout.prompts import PromptConfig, PromptStyle, resolve_style
@@ -153,7 +153,7 @@ def _run(engine: RolloutEngine, task: Task, problems: list[Problem], n: int, sam
          pool: VerifierPool, chunk: int, desc: str, progress: bool, style: PromptStyle) -> SampleSet:
     out = SampleSet()
     pending = []
-    bar = tqdm(total=len(problems), desc=desc, unit="prob", disable=not progress, leave=False)
+    bar = progress_display(len(problems), desc=desc, unit="prob", enabled=progress, leave=False)
     for start in range(0, len(problems), chunk):
         batch = problems[start: start + chunk]
         t0, setup = time.perf_counter(), getattr(engine, "setup_s", 0.0)
