@@ -14,7 +14,7 @@ Third-party packages register environments through the ``rlvr.envs`` entry-point
 from envs.base import Environment, safe_verify
 from envs.episode import End, Episode, EpisodeLimits, MultiTurnEnvironment, Role, StepResult, ToolCall, Turn
 from envs.registry import ParsedId, Registry, RegistryError, Spec, parse_id
-from envs.types import Message, Problem, Status, StepReward, Verdict
+from envs.types import CutText, Message, Problem, Status, StepReward, Verdict
 
 ENVS: Registry[Environment] = Registry("environment", entry_point_group="rlvr.envs")
 """Every registered environment, by versioned id."""
@@ -41,7 +41,7 @@ def make(id: str, **kwargs) -> Environment:
 
 
 __all__ = [
-    "ENVS", "End", "Environment", "Episode", "EpisodeLimits", "Message", "MultiTurnEnvironment", "ParsedId", "Problem",
+    "ENVS", "CutText", "End", "Environment", "Episode", "EpisodeLimits", "Message", "MultiTurnEnvironment", "ParsedId", "Problem",
     "Registry", "RegistryError", "Role", "Spec", "Status", "StepResult", "StepReward", "ToolCall", "Turn", "Verdict",
     "make", "parse_id", "register", "safe_verify",
 ]

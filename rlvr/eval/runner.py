@@ -125,8 +125,9 @@ class SampleSet:
 
 
 def truncated_warning(name: str, section: dict[str, Any]) -> str | None:
-    """What to say when answers were credited to completions cut at max_new_tokens (lenient
-    extraction reads the last value stated, which in a cut response may be a step, not the answer)."""
+    """What to say when answers were credited to completions cut at max_new_tokens: the verifier
+    saw them as cut (`envs.types.CutText`; the math checker then credits only an answer marked
+    before the cut), but the model might have changed its answer had it gone on."""
     n = section.get("passed_truncated", 0)
     if not n:
         return None
