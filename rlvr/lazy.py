@@ -1,16 +1,17 @@
-"""A module imported on first use, so that what only describes or checks a config (the CLI's help,
+"""Modules imported on first use, so that what only describes or checks a config (the CLI's help,
 its refusals of a bad config, ``rlvr algos list``) never pays for torch.
 
 ``torch = lazy_module("torch")`` binds a stand-in whose first attribute access imports the real
 module; nothing is put in `sys.modules` until then, so ``"torch" in sys.modules`` stays a true
 answer to "was torch imported?". Type checkers see the real module (import it under
-``TYPE_CHECKING`` beside the stand-in)."""
+``TYPE_CHECKING`` beside the stand-in). A package that re-exports names of modules needing torch
+gives them through `lazy_exports`."""
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 
 class LazyModule:
@@ -36,3 +37,15 @@ def lazy_module(name: str) -> Any:
     """A stand-in for ``import name`` that imports on first use (typed Any: annotate with the real
     module under ``TYPE_CHECKING``)."""
     return LazyModule(name)
+
+
+def lazy_exports(package: str, where: dict[str, str]) -> Callable[[str], Any]:
+    """A package's module-level ``__getattr__`` (PEP 562) that imports each re-exported name from
+    its module (``where``: name -> module) when it is first read."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in where:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(where[name]), name)
+
+    return __getattr__

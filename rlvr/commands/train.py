@@ -54,7 +54,6 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
         return 0
     from rlvr.rollout.engines import check_engine_settings
     from rlvr.rollout.reward_signal import reward_signal
-
     from tasks import TASKS, hubs
 
     if isinstance(cfg, TrainConfig):  # an unknown engine or another engine's setting, before the model loads

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-
 import rlvr
 from envs.pool import KINDS, VerifierPool
 from envs.types import Problem, Status, Verdict

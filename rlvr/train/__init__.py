@@ -6,22 +6,17 @@ The names below are imported on first use: reading and checking a config (`rlvr.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rlvr.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from rlvr.train.config import TrainConfig
     from rlvr.train.harness import TrainingError, TrainResult
     from rlvr.train.recipes import load_run_config, train
 
-_WHERE = {"TrainConfig": "rlvr.train.config", "TrainResult": "rlvr.train.harness", "TrainingError": "rlvr.train.harness",
-          "load_run_config": "rlvr.train.recipes", "train": "rlvr.train.recipes"}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'rlvr.train' has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name]), name)
-
+__getattr__ = lazy_exports(__name__, {"TrainConfig": "rlvr.train.config", "TrainResult": "rlvr.train.harness",
+                                      "TrainingError": "rlvr.train.harness", "load_run_config": "rlvr.train.recipes",
+                                      "train": "rlvr.train.recipes"})
 
 __all__ = ["TrainConfig", "TrainResult", "TrainingError", "load_run_config", "train"]

@@ -120,3 +120,19 @@ print(before, "fractions" in sys.modules, value)
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == ["False", "True", "1/2"], proc.stdout + proc.stderr
+
+
+def test_training_packages_give_their_configs_without_torch_and_the_rest_on_first_use(tmp_path):
+    code = """
+import sys
+from rlvr.train import TrainConfig, load_run_config
+from rlvr.train.preference import PreferenceTrainConfig
+from rlvr.train.sft_config import SFTConfig
+before = "torch" in sys.modules
+from rlvr.train import TrainingError
+from rlvr.train.preference import PreferenceRecipe
+print(before, "torch" in sys.modules, PreferenceRecipe.config_class is PreferenceTrainConfig)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.stdout.split() == ["False", "True", "True"], proc.stdout + proc.stderr

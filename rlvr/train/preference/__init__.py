@@ -34,8 +34,9 @@ holds the reference in memory instead and scores each batch as it comes.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rlvr.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from rlvr.train.preference.batches import LabelledBatch, LabelledObjective, PairBatch, PairObjective, sequence_logps
@@ -45,17 +46,13 @@ if TYPE_CHECKING:
                                                example_source)
 
 # Imported on first use: the config (`.config`) is read without torch, the rest needs it.
-_WHERE = {**dict.fromkeys(["LabelledBatch", "LabelledObjective", "PairBatch", "PairObjective", "sequence_logps"], "batches"),
-          **dict.fromkeys(["PairsConfig", "PreferenceTrainConfig"], "config"),
-          "PreferenceRecipe": "recipe",
-          **dict.fromkeys(["ExampleSource", "LabelledSource", "OfflinePairs", "OfflinePairSource", "OnlinePairSource", "example_source"], "sources")}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'rlvr.train.preference' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"rlvr.train.preference.{_WHERE[name]}"), name)
-
+__getattr__ = lazy_exports(__name__, {
+    **dict.fromkeys(["LabelledBatch", "LabelledObjective", "PairBatch", "PairObjective", "sequence_logps"], f"{__name__}.batches"),
+    **dict.fromkeys(["PairsConfig", "PreferenceTrainConfig"], f"{__name__}.config"),
+    "PreferenceRecipe": f"{__name__}.recipe",
+    **dict.fromkeys(["ExampleSource", "LabelledSource", "OfflinePairs", "OfflinePairSource", "OnlinePairSource", "example_source"],
+                    f"{__name__}.sources"),
+})
 
 __all__ = ["ExampleSource", "LabelledBatch", "LabelledObjective", "LabelledSource", "OfflinePairSource", "OfflinePairs", "OnlinePairSource",
            "PairBatch", "PairObjective", "PairsConfig", "PreferenceRecipe", "PreferenceTrainConfig", "example_source", "sequence_logps"]
