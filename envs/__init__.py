@@ -20,6 +20,7 @@ from envs.episode import End, Episode, EpisodeLimits, MultiTurnEnvironment, Role
 from envs.function import BatchedFunctionEnv, FunctionEnv, from_function, reward_function
 from envs.registry import ParsedId, Registry, RegistryError, Spec, parse_id
 from envs.types import CutText, Message, Problem, Status, StepReward, Verdict
+from envs import rewards  # noqa: E402 - the checkers for reward functions, as envs.rewards.math_answer (imports nothing heavy)
 
 ENVS: Registry[Environment] = Registry("environment", entry_point_group="rlvr.envs")
 """Every registered environment, by versioned id."""

@@ -75,80 +75,28 @@ def prompt_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlvr import UserError
-    from rlvr.eval.runner import EvalSettings, InvalidSetting, evaluate, every_verification_failed, write_report
-
-    from rlvr.models.device import resolve_device
-
-    if args.threads < 0:
-        raise UserError(f"--threads must be >= 0, got {args.threads}")
-    resolve_device(args.device, "--device")  # CUDA asked for where there is none: said before anything loads
-    task = _make_task(args)
-    max_new_tokens = args.max_new_tokens if args.max_new_tokens is not None else task.max_new_tokens
-    try:
-        settings = EvalSettings(split=args.split, greedy=not args.no_greedy, n=args.n, temperature=args.temperature, top_p=args.top_p,
-                                max_new_tokens=max_new_tokens, seed=args.seed, limit=args.limit,
-                                verify_workers=args.verify_workers, verify_kind=args.verify_kind, verify_timeout_s=args.verify_timeout,
-                                prompt=prompt_config(args))
-    except InvalidSetting as e:
-        if e.field == "n" and args.no_greedy and args.n == 0:
-            raise UserError("--no-greedy with --n 0 measures nothing: pass --n K or drop --no-greedy") from None
-        raise UserError(f"{OPTION_OF.get(e.field, e.field)} {e.message}") from None
-    if task.size(args.split) is None and args.limit is None:
-        raise UserError(f"split {args.split!r} of {task.id} is unbounded: pass --limit N")
-    from rlvr.models.paths import resolve_model
-
-    resolve_model(args.model)  # a wrong path is reported now, not after torch has loaded
-    out = Path(args.out) if args.out else default_out_dir(args.model, task.id, args.split)
-
-    from rlvr.config import load_config
-    from rlvr.rollout.config import RolloutConfig
-    from rlvr.rollout.engines import make_engine
-    from rlvr.train.common import set_threads
-
-    set_threads(args.threads)
-    rollout = load_config(RolloutConfig, None, [f"engine={args.engine}", *args.rollout])  # a bad key is named before the model loads
-    engine = make_engine(rollout, model_path=args.model, seed=args.seed, device=args.device, dtype=args.dtype)
-    report = evaluate(engine, task, settings, model_name=args.model)
-    from rlvr.eval.provenance import redact
+    from rlvr.api import evaluate
+    from rlvr.eval.runner import every_verification_failed
 
     options = {k: v for k, v in vars(args).items() if k != "func"}
-    for key in ("task_config", "env_kwargs"):  # YAML/JSON text: recorded parsed, with any secret in it left out
-        if isinstance(options.get(key), str):
-            options[key] = _mapping(options[key], f"--{key.replace('_', '-')}")
-    report.setdefault("provenance", {})["options"] = redact(options)
-    json_path, md_path = write_report(report, out)
-    print(md_path.read_text())
-    print(f"reports: {json_path} {md_path}")
-    for warning in report["warnings"]:
+    task_config = _mapping(args.task_config, "--task-config")
+    env_kwargs = _mapping(args.env_kwargs, "--env-kwargs")
+    options.update(task_config=task_config, env_kwargs=env_kwargs)  # recorded parsed, with any secret in it left out
+    result = evaluate(args.model, args.task, split=args.split, n=args.n, greedy=not args.no_greedy, temperature=args.temperature,
+                      top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed, limit=args.limit, task_config=task_config,
+                      env=args.env, env_kwargs=env_kwargs, verify_workers=args.verify_workers, verify_kind=args.verify_kind,
+                      verify_timeout_s=args.verify_timeout, out=args.out, engine=args.engine, rollout=args.rollout,
+                      device=args.device, dtype=args.dtype, threads=args.threads, prompt=prompt_config(args), options=options)
+    print(result.markdown)
+    print(f"reports: {result.json_path} {result.markdown_path}")
+    for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    if every_verification_failed(report):
-        v = report["verify"]
+    if every_verification_failed(result.report):
+        v = result.report["verify"]
         print(f"error: every verification failed ({v['errors']} errors, {v['timeouts']} timeouts; first: {v['first_failure']}): "
               f"the report measures nothing about {args.model}", file=sys.stderr)
         return 1
     return 0
-
-
-def _make_task(args: argparse.Namespace):
-    """The task with its environment replaced or re-configured as asked; the environment is built
-    here so that a bad id or keyword argument is reported before the model loads."""
-    import tasks
-    from rlvr import UserError
-
-    config = _mapping(args.task_config, "--task-config")
-    env_kwargs = _mapping(args.env_kwargs, "--env-kwargs")
-    task = tasks.make(args.task, **config)
-    task.check_split(args.split)
-    if args.env:
-        task.env_id, task.env_kwargs = args.env, env_kwargs
-    elif env_kwargs:
-        task.env_kwargs = {**task.env_kwargs, **env_kwargs}
-    try:
-        task.env  # noqa: B018 - build it now
-    except TypeError as e:
-        raise UserError(f"--env-kwargs: environment {task.env_id!r} does not accept {env_kwargs}: {e}") from None
-    return task
 
 
 def _mapping(text: str, option: str) -> dict:

@@ -6,7 +6,9 @@ The names below are imported on first use: reading and checking a config (`rlvr.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 from rlvr.lazy import lazy_exports
 
@@ -20,3 +22,15 @@ __getattr__ = lazy_exports(__name__, {"TrainConfig": "rlvr.train.config", "Train
                                       "train": "rlvr.train.recipes"})
 
 __all__ = ["TrainConfig", "TrainResult", "TrainingError", "load_run_config", "train"]
+
+
+class _CallablePackage(types.ModuleType):
+    """``rlvr.train(config, ...)`` is `rlvr.api.train`: this package is callable, its modules stay importable."""
+
+    def __call__(self, config: Any = "quickstart", overrides: Any = (), **settings: Any) -> Any:
+        from rlvr.api import train as run
+
+        return run(config, overrides, **settings)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

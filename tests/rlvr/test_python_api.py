@@ -1,0 +1,102 @@
+"""rlvr from Python (`rlvr.api`): `rlvr.train`, `rlvr.evaluate`, `rlvr.compare` with typed results, the
+CLI's validation without ``sys.exit``, nothing left registered between two calls, and signatures
+kept stable."""
+
+from __future__ import annotations
+
+import inspect
+import random
+from pathlib import Path
+
+import pytest
+
+import envs
+import rlvr
+import tasks
+from rlvr.api import Comparison, EvalReport, TrainRun, overrides_of
+
+# The documented signatures: a change here is a change of the public API (docs/python-api.md).
+SIGNATURES = {
+    "train": "(config: 'str | os.PathLike' = 'quickstart', overrides: 'Sequence[str]' = (), *, task: 'Any' = None, "
+             "env: 'Any' = None, resume: 'bool' = False, **settings: 'Any') -> 'TrainRun'",
+    "compare": "(reports: 'Sequence[EvalReport | str | os.PathLike]', labels: 'Sequence[str] | None' = None) -> 'Comparison'",
+}
+EVALUATE_PARAMETERS = ["model", "task", "split", "n", "greedy", "temperature", "top_p", "max_new_tokens", "seed", "limit",
+                       "task_config", "env", "env_kwargs", "verify_workers", "verify_kind", "verify_timeout_s", "out", "engine",
+                       "rollout", "device", "dtype", "threads", "prompt", "progress", "options"]
+
+
+def test_the_public_signatures_stay_as_documented():
+    import rlvr.api
+
+    for name, signature in SIGNATURES.items():
+        assert str(inspect.signature(getattr(rlvr.api, name))) == signature, name
+    assert list(inspect.signature(rlvr.api.evaluate).parameters) == EVALUATE_PARAMETERS
+    assert callable(rlvr.train) and callable(rlvr.evaluate) and callable(rlvr.compare)
+    from rlvr.train import TrainConfig  # the package stays a package
+
+    assert TrainConfig.__name__ == "TrainConfig"
+
+
+def test_settings_become_the_clis_overrides():
+    assert overrides_of({"update": {"steps": 2}, "optim.lr": 5e-5, "task": {"config": {"max_digits": 2}}}, ["seed=3"]) == [
+        "update.steps=2", "optim.lr=5.0e-05", "task.config={max_digits: 2}", "seed=3"]
+    with pytest.raises(rlvr.UserError, match="key=value"):
+        overrides_of({}, ["nonsense"])
+
+
+def test_a_bad_config_raises_a_user_error_instead_of_exiting():
+    from rlvr.config import ConfigError
+
+    with pytest.raises(ConfigError, match="update.steps"):
+        rlvr.train("quickstart", update={"steps": "many"})
+    with pytest.raises(rlvr.UserError):
+        rlvr.train("quickstart", nonsense={"key": 1})
+    with pytest.raises(rlvr.UserError, match="task must be"):
+        rlvr.train("quickstart", task=3.5)
+    with pytest.raises(rlvr.UserError, match="--threads must be >= 0"):
+        rlvr.evaluate("tiny", "arithmetic-v1", threads=-1)
+
+
+def rlvr_way(base, pairs):
+    """TRL's documented GRPO quickstart (a dataset, a reward function, a trainer, train), the rlvr way; the
+    lines are the ones docs/python-api.md shows (there the model is a name and the settings are defaults)."""
+    import datasets, envs, rlvr, tasks  # noqa: E401, F811
+
+    def reward(problem, completion):
+        return envs.rewards.math_answer(completion, problem.reference)
+
+    rows = datasets.Dataset.from_dict({"question": [f"Compute {a}+{b}." for a, b in pairs], "answer": [str(a + b) for a, b in pairs]})
+    sums = tasks.from_dataset(rows, env=envs.from_function(reward))
+    run = rlvr.train("quickstart", task=sums, model={"name_or_path": str(base)}, update={"steps": 2},
+                     rollout={"prompts_per_step": 8, "group_size": 4}, eval={"limit": 8}, log={"progress": False, "tensorboard": False})
+    return run, sums
+
+
+@pytest.mark.slow
+def test_trls_grpo_quickstart_the_rlvr_way_in_python(sft_base, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rng = random.Random(0)
+    pairs = sorted({(rng.randint(10, 99), rng.randint(10, 99)) for _ in range(120)})
+    before_ids = (set(tasks.TASKS.registered_ids()), set(envs.ENVS.registered_ids()))
+    run, sums = rlvr_way(sft_base, pairs)
+    assert isinstance(run, TrainRun) and run.completed and run.steps == 2 and run.final_model.is_dir()
+    assert run.run_dir.resolve().is_relative_to(tmp_path.resolve())
+    assert [r["step"] for r in run.history if "reward/mean" in r] == [1, 2] and "reward/mean" in run.metrics
+    assert run.config.task.id.startswith("python/task")
+    assert (set(tasks.TASKS.registered_ids()), set(envs.ENVS.registered_ids())) == before_ids  # nothing left behind
+
+    before = rlvr.evaluate(sft_base, sums, split="validation", out=tmp_path / "eval" / "before", progress=False)
+    after = rlvr.evaluate(run.final_model, sums, split="validation", out=tmp_path / "eval" / "after", progress=False)
+    assert isinstance(after, EvalReport) and 0.0 <= after.accuracy <= 1.0 and after.report["split"] == "validation"
+    assert (after.folder / "report.md").is_file() and "accuracy" in after.markdown
+    comparison = rlvr.compare([before, after], labels=["before", "after"])
+    assert isinstance(comparison, Comparison) and comparison.problems == sums.size("validation")
+    assert set(comparison.accuracy) == {"before", "after"} and "after" in comparison.table
+
+
+def test_the_trl_comparison_counts_lines():
+    """The rlvr way above is at most TRL's ten lines (docs/python-api.md puts them side by side)."""
+    body = inspect.getsource(rlvr_way).split('"""', 2)[2]
+    lines = [line for line in body.splitlines() if line.strip() and not line.strip().startswith("return")]
+    assert len(lines) <= 10, lines
