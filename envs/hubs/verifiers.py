@@ -129,6 +129,8 @@ class VerifiersEnv(HubEnvironment):
         pass_reward / gold: see `envs.hubs.common.HubEnvironment`.
     """
 
+    hub = "verifiers"
+
     def __init__(self, taskset: str, taskset_config: dict[str, Any] | None = None, imports: list[str] | tuple[str, ...] = (),
                  timeout_s: float = 60.0, pass_reward: float = 1.0, gold: str | None = None):
         super().__init__(pass_reward, gold)

@@ -131,6 +131,8 @@ def _check_one(env_id: str, task, args: argparse.Namespace) -> str:
         where = f"{task.id}"
     report = check_environment(env, problems, timeout_s=args.timeout)
     print(f"{env_id} on {report.problems} {'problems of ' if task is not None else ''}{where}:")
+    if hasattr(env, "reward_semantics"):  # an imported hub environment: whose rewards these are
+        print(f"  [info] rewards: {env.reward_semantics()}")
     for r in report.results:
         mark = "skip" if r.skipped else ("PASS" if r.passed else "FAIL")
         print(f"  [{mark}] {r.name}: {r.detail}")

@@ -148,6 +148,6 @@ def test_cli_export_names_what_it_wrote(tmp_path, capsys):
     assert main(["envs", "export", "math-v1", "--task", "arithmetic-v1", "--to", "verifiers", "--split", "test", "--limit", "2",
                  "--out", str(tmp_path / "vf")]) == 0
     out = capsys.readouterr().out
-    assert "wrote" in out and "vf-eval rlvr_math_arithmetic_v1" in out
+    assert "wrote" in out and "vf-eval rlvr_vf_math_arithmetic_v1" in out and "--env.agent.runtime.type subprocess" in out and "--no-push" in out
     assert main(["envs", "export", "math-code-v1", "--task", "tool-products-v1", "--to", "harbor", "--out", str(tmp_path / "h")]) == 2
     assert "multi-turn" in capsys.readouterr().err
