@@ -52,6 +52,10 @@ def make(id: str, **config: Any) -> Task:
     except TypeError as e:  # an unknown config key
         raise TaskError(f"{id}: bad task config: {e}") from None
     task.id = id
+    try:  # the hub's environment exists (an unknown NAME is this one-line error, not a traceback at the first verify)
+        task.env
+    except (ValueError, ImportError) as e:
+        raise TaskError(f"{id}: {str(e).splitlines()[0]}") from None
     return task
 
 

@@ -226,7 +226,10 @@ class Episodes:
 
     def start(self, seed=None, split=None, index=None):
         self.close()
-        split, index = choose(seed, split, index)
+        try:
+            split, index = choose(seed, split, index)
+        except RlvrError as e:
+            return self._over(failed(e))
         self.split = split
         self.problem_id, checksum = problems(split)[index]
         try:

@@ -180,6 +180,8 @@ def episodes_module(folder: Path):
 
 
 def score_openenv(folder: Path, task, split, problem, turns, monkeypatch, url: str) -> float:
+    for source in folder.rglob("*.py"):  # the OpenEnv side (models, client, app) is valid Python
+        compile(source.read_text(), str(source), "exec")
     monkeypatch.setenv("RLVR_ENV_URL", url)
     monkeypatch.setenv("RLVR_ENV_TOKEN", TOKEN)
     episodes = episodes_module(folder).Episodes()
