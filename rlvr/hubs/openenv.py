@@ -117,9 +117,9 @@ class RlvrEnv(EnvClient[RlvrAction, RlvrObservation, State]):
 EPISODES = '''\"\"\"{env} on {task}: the episodes of this export, played on rlvr's environment server
 (RLVR_ENV_URL, RLVR_ENV_TOKEN) by split and index; plain Python, no OpenEnv import.
 
-Splits: {splits_doc}. A reset names its split (``split=...``, with ``index``), or gives a seed: seeds
-below {offset} play {train_split!r} (training), seeds from {offset} play {heldout_split!r} (held out), as rlvr's
-openenv: import numbers them. The data files are read only if they match the checksums below; rlvr's
+Splits: {splits_doc}.
+A reset names its split (``split=...``, with ``index``), or gives a seed: seeds below {offset} play {train_split!r} (training), seeds from {offset} play {heldout_split!r} (held out), as
+rlvr's openenv: import numbers them. The data files are read only if they match the checksums below; rlvr's
 server judges the problem it holds at that split and index (checked against the export's checksum),
 so the reference answer never travels.
 \"\"\"
@@ -359,7 +359,7 @@ def export(request: ExportRequest) -> ExportResult:
     files.append(write(out / "server" / "rlvr_environment.py", ENVIRONMENT.format(env=request.env_id, task=task)))
     files.append(write(out / "server" / "rlvr_episodes.py", EPISODES.format(
         env=request.env_id, task=task, checksums=repr(request.checksums()), heldout=repr(heldout), train_split=train,
-        heldout_split=heldout[0] if heldout else None, offset=TEST_SEED_OFFSET,
+        heldout_split="test" if "test" in heldout else (heldout[0] if heldout else None), offset=TEST_SEED_OFFSET,
         splits_doc=", ".join(f"{s} ({'held out' if s in heldout else 'training'})" for s in request.splits))))
     return ExportResult("openenv", out, files, [
         f"rlvr envs serve {request.env_id}" + (f" --task {request.task.id}" if request.task else "") + " --port 8400   # rlvr's server (prints its token)",

@@ -67,13 +67,44 @@ def build_wheel(folder: Path) -> Path:
     entries += [(f"{info}/METADATA", _metadata(version).encode()),
                 (f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: rlvr.hubs.wheel\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
                 (f"{info}/entry_points.txt", _entry_points().encode())]
+    return _write(folder / f"rlvr-{version}-py3-none-any.whl", info, entries)
+
+
+def installed_wheel(distribution: str, folder: Path) -> Path | None:
+    """A wheel of ``distribution`` as installed here (its package files and metadata, under the tag
+    its own WHEEL file names), written into ``folder``; None when it is not installed. For the few
+    packages a grader imports beyond the standard library, so a task's image needs no index for them."""
+    try:
+        dist = importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    wheel_text = dist.read_text("WHEEL") or ""
+    tag = next((line.split(":", 1)[1].strip() for line in wheel_text.splitlines() if line.startswith("Tag:")), "py3-none-any")
+    name = dist.metadata["Name"].replace("-", "_")
+    info = f"{name}-{dist.version}.dist-info"
+    skip = {f"{info}/{n}" for n in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")}
+    entries, executable = [], set()
+    for file in dist.files or []:
+        arc = file.as_posix()
+        if arc.startswith("..") or arc in skip or "__pycache__" in file.parts or arc.endswith((".pyc", ".pyo")):
+            continue  # (scripts outside site-packages: pip writes console scripts from entry_points.txt again)
+        path = Path(dist.locate_file(file))
+        if path.is_file():
+            entries.append((arc, path.read_bytes()))
+            if path.stat().st_mode & 0o111:
+                executable.add(arc)
+    return _write(folder / f"{name}-{dist.version}-{tag}.whl", info, entries, executable)
+
+
+def _write(path: Path, info: str, entries: list[tuple[str, bytes]], executable: frozenset[str] | set[str] = frozenset()) -> Path:
+    """The wheel at ``path``: ``entries`` and a RECORD of their hashes, in a stable order and with fixed
+    timestamps (the same files give the same bytes)."""
     record = "".join(f"{arc},{_digest(data)},{len(data)}\n" for arc, data in entries) + f"{info}/RECORD,,\n"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"rlvr-{version}-py3-none-any.whl"
+    path.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as wheel:
         for arc, data in [*entries, (f"{info}/RECORD", record.encode())]:
-            stamp = zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0))  # the same code gives the same bytes
+            stamp = zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0))
             stamp.compress_type = zipfile.ZIP_DEFLATED
-            stamp.external_attr = 0o644 << 16
+            stamp.external_attr = (0o755 if arc in executable else 0o644) << 16
             wheel.writestr(stamp, data)
     return path

