@@ -18,6 +18,7 @@ import pytest
 import tasks
 from rlvr.hubs import HubError, export, require
 from rlvr.hubs.session import hub_prompt
+from tests.rlvr.hub_state import fresh_exports
 
 HERE = Path(__file__).parent
 PYTHON_BIN = Path(sys.executable).parent
@@ -50,12 +51,9 @@ def local_verdict(task, problem, turns: list[str]):
 
 @pytest.fixture(autouse=True)
 def _fresh_imports():
-    """Each test imports its exported packages from its own folder."""
-    before = set(sys.modules)
-    yield
-    for name in set(sys.modules) - before:
-        if name.startswith("rlvr_"):
-            del sys.modules[name]
+    """Each test loads its exported packages from its own folder."""
+    with fresh_exports():
+        yield
 
 
 @pytest.mark.parametrize("env_id,task_id", CASES)

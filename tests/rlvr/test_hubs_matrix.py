@@ -22,6 +22,7 @@ import pytest
 
 import tasks
 from rlvr.hubs import HUBS, HubError, export
+from tests.rlvr.hub_state import fresh_exports
 
 TOKEN = "matrix-token-0123456789"
 
@@ -111,11 +112,9 @@ def post(url: str, body: dict) -> tuple[int, dict]:
 
 @pytest.fixture(autouse=True)
 def _fresh_imports():
-    before = set(sys.modules)
-    yield
-    for name in set(sys.modules) - before:
-        if name.startswith(("rlvr_", "server")):
-            del sys.modules[name]
+    """Each test loads its exported packages from its own folder."""
+    with fresh_exports():
+        yield
 
 
 def export_one(hub: str, task, env_id: str, split: str, out: Path):

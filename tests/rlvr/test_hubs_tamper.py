@@ -15,6 +15,7 @@ import pytest
 import tasks
 from rlvr.hubs import HubError, export
 from rlvr.serve import Guards, VerifySettings, make_env_server
+from tests.rlvr.hub_state import fresh_exports
 
 TOKEN = "tamper-token-0123456789"
 TASKS = [("math-v1", "arithmetic-v1"), ("code-v1", "program-synthesis-v1")]
@@ -22,11 +23,9 @@ TASKS = [("math-v1", "arithmetic-v1"), ("code-v1", "program-synthesis-v1")]
 
 @pytest.fixture(autouse=True)
 def _fresh_imports():
-    before = set(sys.modules)
-    yield
-    for name in set(sys.modules) - before:
-        if name.startswith("rlvr_"):
-            del sys.modules[name]
+    """Each test loads its exported packages from its own folder."""
+    with fresh_exports():
+        yield
 
 
 def change_gold(problem: dict) -> dict:
