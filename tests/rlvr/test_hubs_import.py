@@ -100,7 +100,7 @@ def skyrl_rows(folder: Path, env_class: str, answer_key: str = "reward_spec", n:
 
 @pytest.mark.parametrize("env_class,answer_key,gold", [("gsm8k", "reward_spec", "#### {ground_truth}"),
                                                        ("aime", "reward_model", "Answer: {ground_truth}")])
-def test_skyrl_gym_environments_import_with_their_own_rewards(tmp_path, env_class, answer_key, gold):
+def test_skyrl_gym_environments_import_with_their_own_rewards(tmp_path, capsys, env_class, answer_key, gold):
     import skyrl_gym
 
     data = skyrl_rows(tmp_path, env_class, answer_key)
@@ -123,6 +123,11 @@ def test_skyrl_gym_environments_import_with_their_own_rewards(tmp_path, env_clas
     # the hub's semantics kept: an empty reply never outranks a wrong one (SkyRL's AIME: -1 for both)
     assert rewards[""] <= min(rewards["Answer: 0"], rewards["#### 0"])
     assert "skyrl-gym's own rewards" in task.env.reward_semantics() and "empty" in task.env.reward_semantics()
+    from rlvr.cli import main
+
+    main(["envs", "check", "hubs/skyrl-gym-v1", "--task", f"skyrl-gym:{env_class}", "--task-config", json.dumps({"data": data, "gold": gold}),
+          "-n", "2"])
+    assert f"[info] rewards: {task.env.reward_semantics()}" in capsys.readouterr().out  # the self-check says whose rewards these are
     report = check_environment(task.env, task.problems("test", limit=4), timeout_s=30)
     assert report.passed, [(r.name, r.detail) for r in report.results]
 
