@@ -88,7 +88,7 @@ def row_for(problem, split: str, index: int, env_class: str, source: str, env) -
 
 def same_row(row: dict, expected: dict) -> bool:
     """Whether dataset row ``row`` (as SkyRL passes it: from parquet the problem is JSON text) says
-    what the export wrote; fields SkyRL or the user added are allowed."""
+    what the export wrote; fields SkyRL or the user added are allowed, ``extra_info`` is required."""
     info = dict(row.get("extra_info") or {})
     if isinstance(info.get("rlvr_problem"), str):
         try:
@@ -96,8 +96,11 @@ def same_row(row: dict, expected: dict) -> bool:
         except ValueError:
             return False
     want = expected["extra_info"]
-    return (_plain(row.get("prompt")) == _plain(expected["prompt"]) and _plain(row.get("reward_spec")) == _plain(expected["reward_spec"])
-            and all(_plain(info.get(k)) == _plain(v) for k, v in want.items()) and row.get("env_class", expected["env_class"]) == expected["env_class"])
+    # SkyRL's dataset may pass the prompt and env_class beside the extras rather than in them: a field
+    # that is there must match (the model is shown the export's own prompt by init either way)
+    present = [k for k in ("prompt", "reward_spec", "env_class") if k in row]
+    return (all(_plain(row[k]) == _plain(expected[k]) for k in present)
+            and all(_plain(info.get(k)) == _plain(v) for k, v in want.items()))
 
 
 def _plain(value):

@@ -68,7 +68,7 @@ class RlvrTextEnv(BaseTextEnv):
         problems, rows = _exported(rlvr["data"], split, checksums[split], row.get("env_class") or "")
         if not 0 <= index < len(problems):
             raise HubError(f"the dataset row names problem {index} of {split!r}, which has {len(problems)}")
-        if not same_row(row, {**rows[index], "env_class": row.get("env_class") or rows[index]["env_class"]}):
+        if not same_row(row, rows[index]):
             raise HubError(f"{Path(rlvr['data']) / (split + '.parquet')}: row {index} is not the row the export wrote "
                            f"(its problem, prompt or gold was changed)")
         return problems[index]

@@ -80,7 +80,8 @@ def test_skyrl_export_refuses_changed_rows_and_data(tmp_path, monkeypatch, env_i
     monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
     package = importlib.import_module(name)
     rows = pq.read_table(data / "train.parquet").to_pylist()
-    skyrl_gym.make(name, extras=rows[1])  # untouched: accepted
+    skyrl_gym.make(name, extras=rows[1])  # untouched: accepted, with or without the fields SkyRL may pass beside the extras
+    skyrl_gym.make(name, extras={k: v for k, v in rows[1].items() if k not in ("prompt", "env_class")})
     problem = json.loads(rows[1]["extra_info"]["rlvr_problem"])
     edits = [{**rows[1], "extra_info": {**rows[1]["extra_info"], "rlvr_problem": json.dumps(change_gold(problem))}},
              {**rows[1], "reward_spec": {**rows[1]["reward_spec"], "ground_truth": "12345"}},
