@@ -37,7 +37,7 @@ class {cls}TaskConfig(RlvrTaskConfig):
 class {cls}Config(RlvrTasksetConfig):
     data_dir: str = str(Path(__file__).parent / "data")
     split: str = {split!r}
-    """The split to play: {split!r} for training; held-out splits ({heldout}) are for evaluation."""
+    """The split to play: {split_note}; held-out splits ({heldout}) are for evaluation."""
     checksums: dict = {checksums}
     task: {cls}TaskConfig = {cls}TaskConfig()
 
@@ -62,6 +62,7 @@ def export(request: ExportRequest) -> ExportResult:
     files.append(write(package / "taskset.py", TASKSET.format(
         env=request.env_id, task=request.task.id if request.task else "examples", cls=cls, env_id=request.env_id,
         env_kwargs=literal(request.env_kwargs), split=split, splits=", ".join(request.splits), heldout=", ".join(heldout) or "none",
+        split_note=f"{split!r}, held out (this export has no training split)" if split in heldout else f"{split!r} for training",
         checksums=literal(request.checksums()))))
     exported = [f"{cls}Taskset"] + ([f"{cls}Env"] if request.multi_turn else [])
     files.append(write(package / "__init__.py", f"from {name}.taskset import {', '.join(exported)}\n\n__all__ = {exported!r}\n"))
