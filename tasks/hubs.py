@@ -54,6 +54,10 @@ def make(id: str, **config: Any) -> Task:
     except TypeError as e:  # an unknown config key
         raise TaskError(f"{id}: bad task config: {e}") from None
     task.id = id
+    try:  # the hub's environment exists (an unknown NAME is this one-line error, not a traceback at the first verify)
+        task.env
+    except (ValueError, ImportError) as e:
+        raise TaskError(f"{id}: {str(e).splitlines()[0]}") from None
     return task
 
 
@@ -250,13 +254,14 @@ class VerifiersTask(Task):
     Splits: ``splits`` maps each split to taskset config overrides (``{train: {dataset_split:
     train}, test: {dataset_split: test}}``); without it the taskset's tasks are split by a hash of
     each prompt, ``test_fraction`` of them held out as ``test`` and ``validation_fraction`` as
-    ``validation``. At most ``limit`` tasks are read (an infinite taskset needs it)."""
+    ``validation``. At most ``limit`` tasks are read (an infinite taskset needs it). ``paths``: folders
+    to import the taskset's package from when it is not installed (an rlvr export's folder)."""
 
     env_id = "hubs/verifiers-v1"
 
     def __init__(self, name: str, taskset: dict[str, Any] | None = None, splits: dict[str, dict[str, Any]] | None = None,
                  test_fraction: float = 0.2, limit: int = 1000, imports: list[str] | None = None, timeout_s: float = 60.0,
-                 pass_reward: float = 1.0, gold: str | None = None, validation_fraction: float = 0.1):
+                 pass_reward: float = 1.0, gold: str | None = None, validation_fraction: float = 0.1, paths: list[str] | None = None):
         if splits is not None and (not isinstance(splits, dict) or not splits or not all(isinstance(v, dict) for v in splits.values())):
             raise TaskError(f"verifiers:{name}: splits must map each split to taskset config overrides, e.g. {{train: {{}}, test: {{...}}}}")
         if splits and any("task" in v for v in splits.values()):
@@ -276,7 +281,7 @@ class VerifiersTask(Task):
         self.splits = tuple(splits) if splits else ("train", "test", "validation") if validation_fraction else ("train", "test")
         self.heldout_splits = tuple(s for s in self.splits if s in ("test", "validation"))
         self.env_kwargs = {"taskset": name, "taskset_config": self.taskset, "imports": list(imports or []), "timeout_s": timeout_s,
-                           "pass_reward": pass_reward, "gold": gold}
+                           "pass_reward": pass_reward, "gold": gold, "paths": [str(Path(p).expanduser().resolve()) for p in paths or []]}
         self._problems: dict[str, list[Problem]] = {}
 
     @property
@@ -286,8 +291,9 @@ class VerifiersTask(Task):
                 **{k: v for k, v in self.env_kwargs.items() if k not in ("taskset", "taskset_config")}}
 
     def _load(self, overrides: dict[str, Any]) -> list[Problem]:
-        from envs.hubs.verifiers import loaded, task_prompt
+        from envs.hubs.verifiers import loaded, on_path, task_prompt
 
+        on_path(self.env_kwargs["paths"])
         config = {**self.taskset, **overrides}
         try:
             taskset = loaded(self.name, json.dumps(config, sort_keys=True, default=str), tuple(self.env_kwargs["imports"]))

@@ -89,9 +89,6 @@ SKIPS: tuple[Skip, ...] = (
          lambda c: "http://127.0.0.1:" in c.text),
     Skip("a folder of the reader's own Harbor tasks (tests/rlvr/test_hubs_export.py runs an exported one)",
          lambda c: "harbor:path/to/tasks" in c.argv),
-    Skip("verifiers' reverse_text example is a package of its own (Prime Intellect's environments hub), not installed here "
-         "(tests/rlvr/test_hubs_import.py runs a taskset of the same shape)",
-         lambda c: "verifiers:reverse_text" in c.argv and importlib.util.find_spec("reverse_text") is None),
 )
 
 

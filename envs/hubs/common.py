@@ -48,6 +48,13 @@ class HubEnvironment(Environment):
         gold: Template of the gold completion over the problem's answer fields, or None.
     """
 
+    hub = "the hub"
+
+    def reward_semantics(self) -> str:
+        """What the rewards mean (`rlvr envs check` prints it): the hub's own, unchanged."""
+        return (f"{self.hub}'s own rewards for every completion, empty and malformed ones included (rlvr adds no reward of its "
+                f"own and scores no reply before the hub does); passed at reward >= {self.pass_reward:g}")
+
     def __init__(self, pass_reward: float = 1.0, gold: str | None = None):
         if gold is not None and not isinstance(gold, str):
             raise ValueError(f"gold must be a template string like '#### {{ground_truth}}', got {type(gold).__name__}")

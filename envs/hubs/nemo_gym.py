@@ -45,6 +45,8 @@ class NeMoGymEnv(HubEnvironment):
         pass_reward / gold: see `envs.hubs.common.HubEnvironment`.
     """
 
+    hub = "nemo-gym"
+
     def __init__(self, url: str, token: str | None = None, headers: dict[str, str] | None = None, timeout_s: float = 60.0,
                  pass_reward: float = 1.0, gold: str | None = None):
         super().__init__(pass_reward, gold)

@@ -95,6 +95,8 @@ class OpenEnvEnv(HubEnvironment):
         pass_reward / gold: see `envs.hubs.common.HubEnvironment`.
     """
 
+    hub = "openenv"
+
     def __init__(self, url: str, action_field: str = "message", headers: dict[str, str] | None = None, timeout_s: float = 60.0,
                  pass_reward: float = 1.0, gold: str | None = None):
         super().__init__(pass_reward, gold)

@@ -3,9 +3,10 @@
 generator does, ``skyrl_gym.make(NAME, env_config=..., extras=row)`` with the problem's dataset row,
 calls ``init`` with the row's prompt and ``step`` with the completion, and takes the step's reward.
 
-The reward is the SkyRL environment's own (its ``compute_score``); ``pass_reward`` says what counts
-as a pass. An environment that raises, or returns something that is not a step output, is an
-``error`` verdict naming it. A multi-turn SkyRL environment (one whose first step is not ``done``) is
+The reward is the SkyRL environment's own (its ``compute_score``) for every completion, empty and
+malformed ones included (SkyRL's AIME gives -1 to both, as to a wrong answer: an empty reply never
+outranks a wrong attempt); ``pass_reward`` says what counts as a pass. An environment that raises,
+or returns something that is not a step output, is an ``error`` verdict naming it. A multi-turn SkyRL environment (one whose first step is not ``done``) is
 judged on the reward of that first turn; ``info['done']`` says the episode would have gone on.
 """
 
@@ -33,6 +34,8 @@ class SkyRLGymEnv(HubEnvironment):
         imports: Modules to import first (packages that register their environments on import).
         pass_reward / gold: see `envs.hubs.common.HubEnvironment`.
     """
+
+    hub = "skyrl-gym"
 
     def __init__(self, env_class: str, env_config: dict[str, Any] | None = None, imports: list[str] | tuple[str, ...] = (),
                  pass_reward: float = 1.0, gold: str | None = None):
@@ -66,9 +69,7 @@ class SkyRLGymEnv(HubEnvironment):
         return fields
 
     def verify(self, problem: Problem, completion: str) -> Verdict:
-        if not completion.strip():
-            return Verdict.no_answer(reason="empty completion")
-        self.ensure_registered()  # (a worker process unpickles the environment without running __init__)
+        self.ensure_registered()  # an empty completion too: its reward is the hub's (SkyRL's AIME gives it -1, as a wrong one)
         gym = _skyrl_gym()
         row = problem.reference["row"]
         env = gym.make(self.env_class, env_config=self.env_config, extras=json.loads(json.dumps(row)))

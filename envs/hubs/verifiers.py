@@ -39,6 +39,15 @@ def _config_error(taskset: str, e: Exception) -> ValueError:
     return ValueError(f"verifiers taskset {taskset!r}: bad config: {'; '.join(lines[:6])}")
 
 
+def on_path(paths) -> None:
+    """Make taskset packages in ``paths`` (folders) importable."""
+    import sys
+
+    for path in paths:
+        if path not in sys.path:
+            sys.path.insert(0, path)
+
+
 @functools.lru_cache(maxsize=32)
 def loaded(taskset: str, config_json: str, imports: tuple[str, ...] = ()) -> Any:
     """The taskset ``taskset`` with config ``config_json`` (what its ``load()`` runs on); built once per process."""
@@ -125,23 +134,28 @@ class VerifiersEnv(HubEnvironment):
         taskset: The verifiers taskset id.
         taskset_config: Its config (the fields of its ``TasksetConfig``, as ``--env.taskset.*`` sets them).
         imports: Modules to import first.
+        paths: Folders to import taskset packages from (an export not installed: ``exports/arith-vf``).
         timeout_s: Budget of one scoring (the pool's per-item timeout bounds it too).
         pass_reward / gold: see `envs.hubs.common.HubEnvironment`.
     """
 
+    hub = "verifiers"
+
     def __init__(self, taskset: str, taskset_config: dict[str, Any] | None = None, imports: list[str] | tuple[str, ...] = (),
-                 timeout_s: float = 60.0, pass_reward: float = 1.0, gold: str | None = None):
+                 timeout_s: float = 60.0, pass_reward: float = 1.0, gold: str | None = None, paths: list[str] | tuple[str, ...] = ()):
         super().__init__(pass_reward, gold)
         if not isinstance(taskset, str) or not taskset:
             raise ValueError("taskset must name a verifiers taskset, e.g. 'nemo_gym'")
         self.taskset = taskset
         self.taskset_config = dict(taskset_config or {})
         self.imports = tuple(imports)
+        self.paths = tuple(str(p) for p in paths)
         self.timeout_s = float(timeout_s)
         self._loaded()  # refuse what cannot run at once
 
     def _loaded(self) -> tuple[type, Any]:
         """(task class, task config), built once per process."""
+        on_path(getattr(self, "paths", ()))
         return (task_class(self.taskset, self.imports),
                 task_config(self.taskset, json.dumps(self.taskset_config, sort_keys=True, default=str)))
 

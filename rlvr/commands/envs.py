@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       description="Every request but GET /health needs 'Authorization: Bearer TOKEN'. Listens on 127.0.0.1 "
                                   "unless --host names another address (then --allow-remote is required).")
     sv.add_argument("id", help="environment id, e.g. math-v1")
-    sv.add_argument("--task", default=None, help="task whose problems are served by split and index (default: the first task bound to the environment)")
+    sv.add_argument("--task", default=None, help="task whose problems are served by split and index (default: the environment's own task when it has one; required when it has several)")
     sv.add_argument("--task-config", default="{}", help="task config as YAML/JSON")
     sv.add_argument("--env-kwargs", default="{}", help="environment keyword arguments as YAML/JSON")
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -45,9 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("id", help="environment id, e.g. math-v1")
     ex.add_argument("--to", required=True, choices=_hub_names(), help="the hub's format")
     ex.add_argument("--out", required=True, help="folder to write (must not exist or be empty)")
-    ex.add_argument("--task", default=None, help="task whose problems are exported (default: the first task bound to the environment)")
+    ex.add_argument("--task", default=None, help="task whose problems are exported (default: the environment's own task when it has one; required when it has several)")
     ex.add_argument("--task-config", default="{}", help="task config as YAML/JSON")
-    ex.add_argument("--split", action="append", default=None, help="split(s) to export (default: every finite split, and --limit items of an unbounded one)")
+    ex.add_argument("--split", action="append", default=None, help="split(s) to export (default: every finite split, and --limit items of an unbounded one; sessions play the first training split, held-out ones are flagged)")
     ex.add_argument("--limit", type=int, default=None, help="problems per split (default: all of a finite split, 1000 of an unbounded one)")
     ex.add_argument("--name", default=None, help="the exported package's name (default from the environment and task)")
     ex.set_defaults(func=export_env)
@@ -135,6 +135,8 @@ def _check_one(env_id: str, task, args: argparse.Namespace) -> str:
         where = f"{task.id}"
     report = check_environment(env, problems, timeout_s=args.timeout)
     print(f"{env_id} on {report.problems} {'problems of ' if task is not None else ''}{where}:")
+    if hasattr(env, "reward_semantics"):  # an imported hub environment: whose rewards these are
+        print(f"  [info] rewards: {env.reward_semantics()}")
     for r in report.results:
         mark = "skip" if r.skipped else ("PASS" if r.passed else "FAIL")
         print(f"  [{mark}] {r.name}: {r.detail}")
@@ -176,20 +178,38 @@ def _hub_names() -> list[str]:
     return sorted(HUBS)
 
 
+def _own_task(env_id: str, config: dict) -> str | None:
+    """The task to use when no ``--task`` is given: the one task of the environment's own package bound
+    to it (never one a plugin binds to it); None when no task is bound; a `UserError` naming the
+    choices when there are several."""
+    import envs
+    import tasks
+    from rlvr import UserError
+
+    bound = [t for t in tasks.TASKS.specs() if _env_of(t) == env_id]
+    own = [t.id for t in bound if t.source == envs.ENVS.spec(env_id).source]
+    if len(own) == 1:
+        return own[0]
+    if not bound:
+        if config:
+            raise UserError(f"--task-config given but no --task, and no task is bound to {env_id}")
+        return None
+    choices = ", ".join(own or [t.id for t in bound])
+    raise UserError(f"{env_id} has several tasks: pass --task (one of: {choices})" if own else
+                    f"no task of {env_id}'s own is bound to it: pass --task (bound by plugins: {choices})")
+
+
 def _first_task(env_id: str, task_id: str | None, task_config: str):
-    """The task named, or the first one bound to ``env_id``; None when there is none."""
+    """The task named, or the environment's own task (`_own_task`); None when none is bound."""
     import tasks
     from rlvr import UserError
     from rlvr.commands.eval import _mapping as parse_mapping
 
     config = parse_mapping(task_config, "--task-config")
     if task_id is None:
-        bound = [t.id for t in tasks.TASKS.specs() if _env_of(t) == env_id]
-        if not bound:
-            if config:
-                raise UserError(f"--task-config given but no --task, and no task is bound to {env_id}")
+        task_id = _own_task(env_id, config)
+        if task_id is None:
             return None
-        task_id = bound[0]
     task = tasks.make(task_id, **config)
     if _canonical(task.env_id) != env_id:
         task.env_id, task.env_kwargs = env_id, {}

@@ -17,8 +17,10 @@ harbor         one task folder per problem                      no            ``
 The verdict always comes from rlvr's own environment (the same reward, reason and timeout): the
 verifiers, SkyRL-Gym and Harbor exports call rlvr in process (rlvr installed beside the hub); the
 OpenEnv and NeMo Gym exports call rlvr's environment server (`rlvr.serve`), so the hub's package
-needs no environment shared with rlvr's. Splits are written as separate frozen files with their
-checksums, so train and test stay disjoint.
+needs no environment shared with rlvr's (they send ``{split, index, checksum}``: the answer stays on
+the server). Splits are written as separate frozen files with their checksums, so train and test
+stay disjoint; the exported code carries the checksums and each hub's runtime refuses data that no
+longer matches, naming the file. Sessions play the first training split unless one is named.
 
 Import: task ids ``verifiers:NAME``, ``skyrl-gym:NAME``, ``nemo-gym:CONFIG``, ``openenv:URL`` and
 ``harbor:DIR`` make a hub's environment an rlvr task (`tasks.hubs`).

@@ -22,6 +22,8 @@ from rlvr.hubs import HubError
 
 MANIFEST = "rlvr_export.json"
 DEFAULT_UNBOUNDED_LIMIT = 1000
+HUB_TAGS = {"verifiers": "vf", "skyrl-gym": "skyrl", "openenv": "openenv", "nemo-gym": "nemo", "harbor": "harbor"}
+"""The hub's part of a default export name: two hubs' exports of one task never share a package."""
 
 
 @dataclass
@@ -76,16 +78,33 @@ class ExportRequest:
             if splits and splits != ["test"]:
                 raise HubError(f"{env_id} without a task has only its examples, written as split 'test'")
             data = {"test": examples[:limit] if limit else examples}
-        default = re.sub(r"\W+", "_", f"rlvr_{envs.parse_id(env_id).name}_{task.id if task is not None else 'examples'}").strip("_").lower()
+        tag = HUB_TAGS.get(hub, hub)
+        default = re.sub(r"\W+", "_", f"rlvr_{tag}_{envs.parse_id(env_id).name}_{task.id if task is not None else 'examples'}").strip("_").lower()
         name = name or default
         if not name.isidentifier():
             raise HubError(f"--name must be a Python identifier (letters, digits, _), got {name!r}")
         return cls(hub, env_id, env_kwargs, env, task, out, data, name)
 
+    @property
+    def heldout(self) -> list[str]:
+        return list(self.task.heldout_splits) if self.task is not None else ["test"]
+
+    @property
+    def default_split(self) -> str:
+        """The split a session plays when none is named: the first exported split that is not held
+        out (training must never default to test problems), else the first one."""
+        return next((s for s in self.splits if s not in self.heldout), next(iter(self.splits)))
+
+    def checksums(self) -> dict[str, str]:
+        """``{split: checksum}`` of the exported problems (also the sha256 of each split's file)."""
+        from tasks import problems_checksum
+
+        return {s: problems_checksum(ps) for s, ps in self.splits.items()}
+
     def manifest(self) -> dict[str, Any]:
         from tasks import problems_checksum
 
-        heldout = list(self.task.heldout_splits) if self.task is not None else ["test"]
+        heldout = self.heldout
         return {
             "format": 1, "hub": self.hub, "env": self.env_id, "env_kwargs": self.env_kwargs,
             "task": self.task.id if self.task is not None else None,
@@ -130,18 +149,32 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def read_split(folder: Path, split: str) -> list[Problem]:
-    """The problems an export wrote for ``split``, checked against the manifest's checksum."""
+def read_split(folder: Path, split: str, checksum: str | None = None) -> list[Problem]:
+    """The problems an export wrote for ``split``, checked against the manifest's checksum and
+    ``checksum`` (the one the exported code carries, so a manifest edited to match changed data is
+    caught too); a mismatch is a `HubError` naming the file."""
     from tasks import problems_checksum
 
+    folder = Path(folder)
     manifest = json.loads((folder / MANIFEST).read_text())
     if split not in manifest["splits"]:
         raise HubError(f"{folder}: no split {split!r}; exported splits: {', '.join(manifest['splits'])}")
-    problems = [Problem.from_dict(json.loads(line)) for line in (folder / f"{split}.jsonl").read_text().splitlines() if line.strip()]
-    want = manifest["splits"][split]["checksum"]
-    if problems_checksum(problems) != want:
-        raise HubError(f"{folder}/{split}.jsonl does not match its checksum in {MANIFEST}: the exported data was changed")
+    path = folder / f"{split}.jsonl"
+    try:
+        problems = [Problem.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    except (ValueError, KeyError, TypeError) as e:
+        raise HubError(f"{path} is not the exported problems ({type(e).__name__}: {e}): the exported data was changed") from None
+    got = problems_checksum(problems)
+    for want, where in ((manifest["splits"][split]["checksum"], MANIFEST), (checksum, "the exported package's code")):
+        if want is not None and got != want:
+            raise HubError(f"{path} does not match its checksum in {where}: the exported data was changed")
     return problems
+
+
+def literal(value: Any) -> str:
+    """``value`` as Python source (JSON data parsed at import: never JSON pasted into code, where
+    ``false`` and ``null`` are not Python)."""
+    return f"json.loads({json.dumps(json.dumps(value, sort_keys=True))})"
 
 
 def package_pyproject(name: str, description: str, requires_python: str, dependencies: list[str]) -> str:

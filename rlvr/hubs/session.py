@@ -86,13 +86,12 @@ class Session:
         self.verdict: Verdict | None = None
 
     @property
-    def prompt(self) -> str | list[Message]:
-        return self.judge.env.format_prompt(self.problem)
+    def prompt(self) -> list[Message]:
+        return hub_prompt(self.judge.env, self.problem)
 
     def messages(self) -> list[Message]:
-        """The prompt as chat messages (a text prompt is one user message)."""
-        prompt = self.prompt
-        return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        """The prompt as chat messages, with the answer-format instruction."""
+        return self.prompt
 
     def act(self, text: str) -> Reply:
         if self.verdict is not None:
@@ -115,6 +114,14 @@ class Session:
     def _finish(self, completion: Any) -> Reply:
         self.verdict = self.judge.verify(self.problem, completion)
         return Reply(None, self.verdict)
+
+
+def hub_prompt(env: envs.Environment, problem: Problem) -> list[Message]:
+    """The prompt every export shows: chat messages, the question followed by the environment's
+    answer-format instruction (as rlvr shows a chat model; a hub's models are chat models)."""
+    from rlvr.rollout.prompts import PromptStyle
+
+    return PromptStyle(chat=True).render(env, problem)
 
 
 def at_tool_call(text: str, stop: tuple[str, ...]) -> str:

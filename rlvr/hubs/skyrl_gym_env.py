@@ -7,6 +7,10 @@ where ``row`` is the dataset row: the exported rows carry the rlvr problem in
 gets the model's turn: a single-turn environment answers with the verdict (``done``), a multi-turn
 one with the tool's output as a user message until the episode ends, and then the verdict of the
 whole episode. The reward is rlvr's; ``metadata["rlvr_verdict"]`` has the verdict (status, reason).
+
+The problem judged is the exported one at the row's ``extra_info`` ``split`` and ``index``, read from the
+package's data folder only if it matches its checksums; a row that is not the one the export wrote
+for them (a changed gold, prompt or problem) is refused, naming its parquet file.
 """
 
 from __future__ import annotations
@@ -16,8 +20,21 @@ from typing import Any
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
+import functools
+from pathlib import Path
+
 from envs.types import Problem
+from rlvr.hubs import HubError
 from rlvr.hubs.session import Session, judge_for
+
+
+@functools.lru_cache(maxsize=16)
+def _exported(data: str, split: str, checksum: str | None, env_class: str) -> tuple[list[Problem], list[dict]]:
+    """The exported problems of ``split`` and the rows the export wrote for them (checked once per process)."""
+    from rlvr.hubs.common import read_split
+    from rlvr.hubs.skyrl_gym import dataset_rows
+
+    return read_split(Path(data), split, checksum), dataset_rows(Path(data), split, env_class, checksum)
 
 
 class RlvrTextEnv(BaseTextEnv):
@@ -30,12 +47,31 @@ class RlvrTextEnv(BaseTextEnv):
             raise ValueError("RlvrTextEnv needs rlvr={'env': ID, 'env_kwargs': {...}} (set by the exported package's registration)")
         extras = extras or {}
         info = extras.get("extra_info") or {}
-        if "rlvr_problem" not in info:
-            raise ValueError("the dataset row has no extra_info.rlvr_problem: use the rows the exported package writes")
         judge = judge_for(rlvr["env"], rlvr.get("env_kwargs") or {}, timeout_s=float(rlvr.get("timeout_s", 30.0)))
-        row = info["rlvr_problem"]
-        self.session = Session(judge, Problem.from_dict(json.loads(row) if isinstance(row, str) else row))
+        self.session = Session(judge, self._problem(rlvr, extras, info))
         self.max_turns = judge.env.limits.max_turns if judge.multi_turn else 1
+
+    @staticmethod
+    def _problem(rlvr: dict[str, Any], row: dict[str, Any], info: dict[str, Any]) -> Problem:
+        split, index = info.get("split"), info.get("index")
+        if "data" not in rlvr:  # a registration without the export's data folder: the row's own problem
+            if "rlvr_problem" not in info:
+                raise HubError("the dataset row has no extra_info.rlvr_problem: use the rows the exported package writes")
+            problem = info["rlvr_problem"]
+            return Problem.from_dict(json.loads(problem) if isinstance(problem, str) else problem)
+        from rlvr.hubs.skyrl_gym import same_row
+
+        checksums = rlvr.get("checksums") or {}
+        if not isinstance(split, str) or split not in checksums or isinstance(index, bool) or not isinstance(index, int):
+            raise HubError(f"the dataset row names no exported problem (extra_info.split {split!r}, index {index!r}; "
+                           f"splits: {', '.join(checksums)}): use the rows in {rlvr['data']}")
+        problems, rows = _exported(rlvr["data"], split, checksums[split], row.get("env_class") or "")
+        if not 0 <= index < len(problems):
+            raise HubError(f"the dataset row names problem {index} of {split!r}, which has {len(problems)}")
+        if not same_row(row, rows[index]):
+            raise HubError(f"{Path(rlvr['data']) / (split + '.parquet')}: row {index} is not the row the export wrote "
+                           f"(its problem, prompt or gold was changed)")
+        return problems[index]
 
     def init(self, prompt: Any = None) -> tuple[list[dict[str, str]], dict[str, Any]]:
         return self.session.messages(), {}

@@ -22,7 +22,7 @@ import verifiers.v1 as vf
 
 from envs.types import Problem, Verdict
 from rlvr.hubs.common import read_split
-from rlvr.hubs.session import Session, judge_for
+from rlvr.hubs.session import Session, hub_prompt, judge_for
 
 VERDICT_KEY = "rlvr_verdict"
 
@@ -30,7 +30,7 @@ VERDICT_KEY = "rlvr_verdict"
 class RlvrData(vf.TaskData):
     rlvr_problem: dict
     """The rlvr problem (``Problem.to_dict``)."""
-    split: str = "test"
+    split: str = "train"
 
 
 class RlvrTaskConfig(vf.TaskConfig):
@@ -78,7 +78,10 @@ class RlvrTask(vf.Task[RlvrData, vf.State, RlvrTaskConfig]):
 class RlvrTasksetConfig(vf.TasksetConfig):
     data_dir: str = ""
     """The folder with the exported splits and rlvr_export.json."""
-    split: str = "test"
+    split: str = "train"
+    """The split played (held-out ones, flagged in rlvr_export.json, are for evaluation)."""
+    checksums: dict = {}
+    """``{split: checksum}`` the exported package's code carries: a split that no longer matches is refused."""
     task: RlvrTaskConfig = RlvrTaskConfig()
 
 
@@ -95,8 +98,8 @@ class RlvrTaskset(vf.Taskset[RlvrTask, RlvrTasksetConfig]):
     def load(self):
         config: RlvrTasksetConfig = self.config
         judge = _judge(config.task)
-        for index, problem in enumerate(read_split(Path(config.data_dir), config.split)):
-            prompt, system = vf_prompt(judge.env.format_prompt(problem))
+        for index, problem in enumerate(read_split(Path(config.data_dir), config.split, config.checksums.get(config.split))):
+            prompt, system = vf_prompt(hub_prompt(judge.env, problem))
             yield RlvrTask(RlvrData(idx=index, id=problem.id, prompt=prompt, system_prompt=system,
                                     rlvr_problem=problem.to_dict(), split=config.split), config.task)
 

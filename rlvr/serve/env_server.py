@@ -22,7 +22,8 @@ as rlvr's trainer does (`rlvr.hubs.session.Session`). At most ``MAX_SESSIONS`` a
 
 A problem is either a full problem (``{"id", "prompt", "reference", "metadata"}``) or a reference
 into the served task, ``{"split": "test", "index": 3}``, which keeps the reference answer on the
-server. Verification runs in a `envs.pool.VerifierPool` (each item within ``timeout_s``; the
+server (with ``"checksum"``, an export's checksum of that problem: a server whose task differs from
+the export's refuses it). Verification runs in a `envs.pool.VerifierPool` (each item within ``timeout_s``; the
 process kind kills a verifier that hangs) and steps in a `envs.episode.StepRunner` (each within the
 environment's ``step_timeout_s``): an error or timeout is a verdict with its reason, as locally.
 """
@@ -233,7 +234,15 @@ class EnvService:
             size = task.size(split)
             if size is not None and index >= size:
                 raise HTTPFailure(400, f"{where}: split {split!r} has {size} problems, no index {index}")
-            return task.get(split, index)
+            problem = task.get(split, index)
+            checksum = item.get("checksum")
+            if checksum is not None:  # an export's reference: the served problem must be the one it exported
+                from tasks import problems_checksum
+
+                if problems_checksum([problem]) != checksum:
+                    raise HTTPFailure(400, f"{where}: problem {index} of {split!r} on this server is not the one the export "
+                                           f"wrote (checksum differs): serve the export's task and task config")
+            return problem
         try:
             return Problem.from_dict(item)
         except (KeyError, TypeError, ValueError) as e:

@@ -5,8 +5,9 @@ resources server (``rlvr envs serve ID --task T --dialect nemo-gym``), behind th
 NeMo Gym's agents call a resources server with the dataset row: ``POST /seed_session`` with the row,
 then, once the model has answered, ``POST /verify`` with the row plus ``response`` (a Responses API
 object whose ``output`` holds the model's messages); the answer is the request with ``reward`` added.
-Here a row names its rlvr problem in ``rlvr_problem`` (the problem itself, as the NeMo Gym export
-writes it, or ``{"split", "index"}`` into the served task), the completion is the text of the
+Here a row names its rlvr problem in ``rlvr_problem``: ``{"split", "index", "checksum"}`` into the
+served task as the NeMo Gym export writes it (a problem whose checksum differs is refused), or a
+whole problem; the completion is the text of the
 response's output messages, and the answer adds ``reward`` (rlvr's verdict's), ``passed``,
 ``verify_failed`` and ``rlvr_verdict`` (status and reason). A verifier error or timeout is a
 verdict with its reason (reward 0, ``verify_failed`` true), as everywhere in rlvr.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ import pytest
 
 import tasks
 from rlvr.hubs import HubError, export, require
+from rlvr.hubs.session import hub_prompt
+from tests.rlvr.hub_state import fresh_exports
 
 HERE = Path(__file__).parent
 PYTHON_BIN = Path(sys.executable).parent
@@ -48,12 +51,9 @@ def local_verdict(task, problem, turns: list[str]):
 
 @pytest.fixture(autouse=True)
 def _fresh_imports():
-    """Each test imports its exported packages from its own folder."""
-    before = set(sys.modules)
-    yield
-    for name in set(sys.modules) - before:
-        if name.startswith("rlvr_"):
-            del sys.modules[name]
+    """Each test loads its exported packages from its own folder."""
+    with fresh_exports():
+        yield
 
 
 @pytest.mark.parametrize("env_id,task_id", CASES)
@@ -93,15 +93,17 @@ def run_vf_eval(tmp_path: Path, env_id: str, task, script: dict[str, list[str]],
     sys.path.insert(0, str(HERE))
     from scripted_chat import ScriptedChat
 
-    export("verifiers", env_id, task, tmp_path / "pkg", splits=["test"], limit=n)
-    name = next(p.name for p in (tmp_path / "pkg").iterdir() if p.is_dir())
+    result = export("verifiers", env_id, task, tmp_path / "pkg", splits=["test"], limit=n)
+    # the command line the export prints, with the scripted model for MODEL and URL
+    printed = shlex.split(next(line for line in result.run if line.startswith("vf-eval") and "--model" in line))
+    printed[printed.index("-n") + 1] = str(n)
+    printed = [{"MODEL": "scripted"}.get(a, a) for a in printed]
     chat = ScriptedChat(script)
+    printed[printed.index("URL")] = chat.base_url
     try:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "pkg"), os.environ.get("PYTHONPATH", "")]),
                "SCRIPTED_KEY": "unused", "PATH": f"{PYTHON_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-        proc = subprocess.run([str(PYTHON_BIN / "vf-eval"), name, "-m", "scripted", "--client.base-url", chat.base_url,
-                               "--client.api-key-var", "SCRIPTED_KEY", "--env.agent.harness.id", "null",
-                               "--env.agent.runtime.type", "subprocess", "-n", str(n), "--no-push", "-o", str(tmp_path / "runs")],
+        proc = subprocess.run([str(PYTHON_BIN / "vf-eval"), *printed[1:], "--client.api-key-var", "SCRIPTED_KEY", "-o", str(tmp_path / "runs")],
                               env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     finally:
         chat.close()
@@ -118,8 +120,8 @@ def test_vf_eval_runs_the_export_with_rlvr_rewards(tmp_path, env_id, task_id):
     problems = task.problems("test", limit=3)
     episodes = [completions_for(task, p) for p in problems]
     chosen = [episodes[0][0], episodes[1][1], episodes[2][0]]  # gold, wrong, gold
-    prompts = [task.env.format_prompt(p) for p in problems]
-    script = {(p if isinstance(p, str) else p[-1]["content"]): turns for p, turns in zip(prompts, chosen)}
+    prompts = [hub_prompt(task.env, p) for p in problems]  # what the export shows: the question and its answer format
+    script = {p[-1]["content"]: turns for p, turns in zip(prompts, chosen)}
     traces = run_vf_eval(tmp_path, env_id, task, script, 3)
     by_id = {t["task"]["data"]["rlvr_problem"]["id"]: t for t in traces}
     for problem, turns in zip(problems, chosen):
@@ -148,6 +150,60 @@ def test_cli_export_names_what_it_wrote(tmp_path, capsys):
     assert main(["envs", "export", "math-v1", "--task", "arithmetic-v1", "--to", "verifiers", "--split", "test", "--limit", "2",
                  "--out", str(tmp_path / "vf")]) == 0
     out = capsys.readouterr().out
-    assert "wrote" in out and "vf-eval rlvr_math_arithmetic_v1" in out
+    assert "wrote" in out and "vf-eval rlvr_vf_math_arithmetic_v1" in out and "--env.agent.runtime.type subprocess" in out and "--no-push" in out
     assert main(["envs", "export", "math-code-v1", "--task", "tool-products-v1", "--to", "harbor", "--out", str(tmp_path / "h")]) == 2
     assert "multi-turn" in capsys.readouterr().err
+
+
+def test_printed_vf_eval_line_uses_flags_vf_eval_has(tmp_path, capsys):
+    from rlvr.cli import main
+
+    assert main(["envs", "export", "math-v1", "--task", "arithmetic-v1", "--to", "verifiers", "--limit", "2", "--out", str(tmp_path / "vf")]) == 0
+    line = next(ln.strip() for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("vf-eval") and "--model" in ln)
+    flags = [word for word in line.split() if word.startswith("--")]
+    assert {"--env.agent.runtime.type", "--no-push", "--env.taskset.split"} <= set(flags) and "train" in line.split()
+    name = line.split()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "vf"), os.environ.get("PYTHONPATH", "")]), "COLUMNS": "200"}
+    shown = subprocess.run([str(PYTHON_BIN / "vf-eval"), name, "--help"], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    for flag in flags:  # (the harness is chosen by --env.agent.harness.id, a sub-config the help lists as a group)
+        assert (flag if flag != "--env.agent.harness.id" else "--env.agent.harness") in shown.stdout, (flag, line)
+
+
+def test_unknown_hub_names_and_ambiguous_defaults_are_one_line_errors(tmp_path, capsys):
+    from rlvr.cli import main
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"prompt": [{"role": "user", "content": "1+1?"}], "reward_spec": {"ground_truth": "2"}}) + "\n")
+    for argv in (["envs", "check", "hubs/verifiers-v1", "--task", "verifiers:no_such_taskset"],
+                 ["envs", "check", "hubs/skyrl-gym-v1", "--task", "skyrl-gym:no_such_env", "--task-config", json.dumps({"data": {"test": str(rows)}})],
+                 ["envs", "export", "math-v1", "--to", "verifiers", "--out", str(tmp_path / "x")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "no_such" not in err and "--task" in err and "arithmetic-v1" in err  # several own tasks: --task names them
+
+
+def test_export_without_task_uses_the_environments_own_task(tmp_path, capsys):
+    from rlvr.cli import main
+
+    assert main(["envs", "export", "math-code-v1", "--to", "skyrl-gym", "--limit", "1", "--out", str(tmp_path / "s")]) == 0
+    manifest = json.loads(next((tmp_path / "s").rglob("rlvr_export.json")).read_text())
+    assert manifest["task"] == "tool-products-v1"
+
+
+def test_names_carry_the_hub_and_sessions_default_to_train(tmp_path, monkeypatch):
+    task = tasks.make("arithmetic-v1")
+    export("verifiers", "math-v1", task, tmp_path / "vf", limit=2)
+    export("skyrl-gym", "math-v1", task, tmp_path / "sk", limit=2)
+    names = {next(p.name for p in (tmp_path / h).iterdir() if p.is_dir()) for h in ("vf", "sk")}
+    assert len(names) == 2 and all("_vf_" in n or "_skyrl_" in n for n in names)
+    pyprojects = {(tmp_path / h / "pyproject.toml").read_text().split('name = "')[1].split('"')[0] for h in ("vf", "sk")}
+    assert len(pyprojects) == 2  # installing one does not remove the other
+    vf_name = next(n for n in names if "_vf_" in n)
+    monkeypatch.syspath_prepend(str(tmp_path / "vf"))
+    taskset = importlib.import_module(f"{vf_name}.taskset")
+    config = next(getattr(taskset, n) for n in dir(taskset) if n.endswith("Config") and not n.endswith("TaskConfig") and n.startswith("Rlvr") and n != "RlvrTasksetConfig")
+    assert config().split == "train"
+    manifest = json.loads((tmp_path / "vf" / vf_name / "data" / "rlvr_export.json").read_text())
+    assert {s: v["heldout"] for s, v in manifest["splits"].items()} == {"train": False, "test": True, "validation": True}

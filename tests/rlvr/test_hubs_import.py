@@ -49,7 +49,8 @@ def test_a_hand_written_harbor_task_imports_and_passes_the_self_check(tmp_path):
     env = task.env
     assert env.verify(problem, "```bash\necho 'Hello, world!' > /app/hello.txt\n```").passed
     assert not env.verify(problem, "```bash\necho 'Hello, world' > /app/hello.txt\n```").passed
-    assert env.verify(problem, "").status is Status.NO_ANSWER
+    empty = env.verify(problem, "")  # no commands: the task's own test.sh judges /app as the agent left it
+    assert empty.status is Status.OK and empty.reward == 0.0 and "test.sh" in env.reward_semantics()
     report = check_environment(env, task.problems("test"), timeout_s=60)
     assert report.passed, [(r.name, r.detail) for r in report.results]
 
@@ -99,7 +100,7 @@ def skyrl_rows(folder: Path, env_class: str, answer_key: str = "reward_spec", n:
 
 @pytest.mark.parametrize("env_class,answer_key,gold", [("gsm8k", "reward_spec", "#### {ground_truth}"),
                                                        ("aime", "reward_model", "Answer: {ground_truth}")])
-def test_skyrl_gym_environments_import_with_their_own_rewards(tmp_path, env_class, answer_key, gold):
+def test_skyrl_gym_environments_import_with_their_own_rewards(tmp_path, capsys, env_class, answer_key, gold):
     import skyrl_gym
 
     data = skyrl_rows(tmp_path, env_class, answer_key)
@@ -111,12 +112,22 @@ def test_skyrl_gym_environments_import_with_their_own_rewards(tmp_path, env_clas
     problem = task.get("test", 0)
     row = json.loads(Path(data["test"]).read_text().splitlines()[0])
     assert problem.prompt == row["prompt"][0]["content"]
-    for completion in (gold.format(ground_truth=row[answer_key]["ground_truth"]), "Answer: 0", "#### 0", problem.prompt):
+    rewards = {}
+    for completion in (gold.format(ground_truth=row[answer_key]["ground_truth"]), "Answer: 0", "#### 0", problem.prompt, "", "  \n"):
         hub = skyrl_gym.make(env_class, extras=row)  # the hub's own environment, as SkyRL's generator builds it
         hub.init(row["prompt"])
         want = hub.step(completion)["reward"]
         got = task.env.verify(problem, completion)
         assert got.reward == want and got.passed == (want >= 1.0), (completion, got, want)
+        rewards[completion] = got.reward
+    # the hub's semantics kept: an empty reply never outranks a wrong one (SkyRL's AIME: -1 for both)
+    assert rewards[""] <= min(rewards["Answer: 0"], rewards["#### 0"])
+    assert "skyrl-gym's own rewards" in task.env.reward_semantics() and "empty" in task.env.reward_semantics()
+    from rlvr.cli import main
+
+    main(["envs", "check", "hubs/skyrl-gym-v1", "--task", f"skyrl-gym:{env_class}", "--task-config", json.dumps({"data": data, "gold": gold}),
+          "-n", "2"])
+    assert f"[info] rewards: {task.env.reward_semantics()}" in capsys.readouterr().out  # the self-check says whose rewards these are
     report = check_environment(task.env, task.problems("test", limit=4), timeout_s=30)
     assert report.passed, [(r.name, r.detail) for r in report.results]
 

@@ -15,6 +15,7 @@ import pytest
 import tasks
 from envs.types import Status
 from rlvr.hubs import HubError, export
+from rlvr.hubs.session import hub_prompt
 from rlvr.serve import Guards, VerifySettings, make_env_server
 
 TOKEN = "nemo-token-0123456789"
@@ -54,11 +55,12 @@ def test_verify_requests_the_nemo_gym_way_give_rlvr_rewards(nemo_server):
     vf_task = tasks.make("verifiers:nemo_gym", taskset={"dataset": str(folder / "data" / "test.jsonl"),
                                                         "task": {"resources_url": server.url, "headers": {"Authorization": f"Bearer {TOKEN}"}}})
     assert sum(vf_task.size(s) for s in vf_task.splits) == 3
-    vf_problems = {p.reference["data"]["row"]["rlvr_problem"]["id"]: p for s in vf_task.splits for p in vf_task.problems(s)}
+    vf_problems = {p.reference["data"]["row"]["rlvr_problem"]["index"]: p for s in vf_task.splits for p in vf_task.problems(s)}
     for i, problem in enumerate(task.problems("test", limit=3)):
         mine = imported.get("test", i)
-        assert mine.prompt == task.env.format_prompt(problem)
-        theirs = vf_problems[problem.id]
+        assert mine.prompt == hub_prompt(task.env, problem)[0]["content"] and task.env.answer_instruction(problem) in mine.prompt
+        assert "reference" not in mine.reference["row"]["rlvr_problem"]  # the server holds the answer
+        theirs = vf_problems[i]
         for completion in completions(task, problem):
             want = task.env.verify(problem, completion)
             got = imported.env.verify(mine, completion)
@@ -105,6 +107,9 @@ def test_bad_requests_are_refused_and_failures_counted(nemo_server, tmp_path):
     assert post(json.dumps({"responses_create_params": {}, "response": response}).encode()) == 400  # no rlvr_problem
     assert post(json.dumps({**row, "response": {"output": "junk"}}).encode()) == 400
     assert post(json.dumps({**row, "response": response}).encode()) == 200
+    # a row edited to name another problem, or served by a server whose task differs, is refused
+    moved = {**row, "rlvr_problem": {**row["rlvr_problem"], "index": row["rlvr_problem"]["index"] + 1}}
+    assert post(json.dumps({**moved, "response": response}).encode()) == 400
 
     # an unauthenticated client, a dead server and a junk server are counted verdicts naming the URL
     no_token = tasks.make(f"nemo-gym:{folder / 'data' / 'test.jsonl'}", url=server.url, token="")

@@ -25,6 +25,7 @@ import tasks
 from envs.checks import check_environment
 from envs.types import Status
 from rlvr.hubs import export
+from rlvr.hubs.session import hub_prompt
 from rlvr.serve import Guards, VerifySettings, make_env_server
 
 pytestmark = pytest.mark.openenv
@@ -41,7 +42,7 @@ from models import RlvrAction
 episodes = json.loads(sys.stdin.read())
 with RlvrEnv(base_url=sys.argv[1]).sync() as env:
     for episode in episodes:
-        result = env.reset(index=episode["index"])
+        result = env.reset(split=episode.get("split", "test"), index=episode["index"])
         seen = {"index": episode["index"], "prompt": result.observation.prompt, "observations": [], "reset_done": result.done,
                 "verdict": result.observation.verdict}
         if not result.done:
@@ -132,7 +133,7 @@ def test_openenv_plays_rlvr_exports_with_rlvr_rewards(openenv_python, tmp_path, 
             assert got["verdict"]["status"] == want.status.value and got["verdict"]["passed"] == want.passed
         if env_id == "math-code-v1":  # the gold episode called the tool: its output came back as an observation
             assert seen[0]["observations"] and seen[0]["observations"][0]
-        assert seen[0]["prompt"] == task.env.format_prompt(problems[0])
+        assert seen[0]["prompt"] == hub_prompt(task.env, problems[0])  # with the answer format
     finally:
         stop(proc)
         server.shutdown()

@@ -70,6 +70,12 @@ def test_skyrl_gym_aime_trains_and_evaluates(tmp_path, sft_base, rl_overrides):
 def test_verifiers_nemo_gym_taskset_trains_and_evaluates(tmp_path, sft_base, rl_overrides):
     source = tasks.make("arithmetic-v1", direct_frac=0.5)
     export("nemo-gym", "math-v1", source, tmp_path / "rows", splits=["train", "test"], limit=64)
+    for split in ("train", "test"):  # the tiny SFT base knows rlvr's raw prompts: show it the questions without the chat instruction
+        path = tmp_path / "rows" / "data" / f"{split}.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for row, problem in zip(rows, source.problems(split, limit=64)):
+            row["responses_create_params"]["input"][-1]["content"] = problem.prompt
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     token = "train-token-0123456789"
     server, service = make_env_server(source.env, Guards(token), task=source, dialect="nemo-gym",
                                       verify=VerifySettings(workers=1, kind="thread", timeout_s=30))

@@ -265,7 +265,9 @@ def test_sessions_play_episodes_held_by_the_server():
     try:
         env = RemoteEnvironment(server.url, TOKEN)
         opened = env.endpoint.call("POST", "/session/start", {"problem": {"split": "test", "index": 0}})
-        assert opened["multi_turn"] and opened["prompt"] == task.env.format_prompt(problem)
+        from rlvr.hubs.session import hub_prompt
+
+        assert opened["multi_turn"] and opened["prompt"] == hub_prompt(task.env, problem)  # chat messages with the answer format
         turns = task.env.scripted_turns(problem)
         first = env.endpoint.call("POST", "/session/act", {"session": opened["session"], "text": turns[0]})
         assert first["observation"]
