@@ -7,7 +7,9 @@ from __future__ import annotations
 import functools
 import resource
 import sys
+import warnings
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import MethodType
@@ -28,6 +30,14 @@ class Component(Protocol):
     def save(self, directory: Path) -> None: ...
 
     def load(self, directory: Path) -> None: ...
+
+
+@contextmanager
+def _one_process_is_intended():
+    """torch.distributed.checkpoint in one process warns that it assumes one process: rlvr means it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized", category=UserWarning)
+        yield
 
 
 @dataclass
@@ -82,8 +92,9 @@ class TrainableModel:
             import torch.distributed.checkpoint as dcp
             from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
-            dcp.save({"optimizer": get_optimizer_state_dict(self.model, self.optimizer)}, checkpoint_id=str(directory / self.SHARDED_OPTIM_DIR),
-                     no_dist=self.accel.num_processes == 1)
+            with _one_process_is_intended():
+                dcp.save({"optimizer": get_optimizer_state_dict(self.model, self.optimizer)}, checkpoint_id=str(directory / self.SHARDED_OPTIM_DIR),
+                         no_dist=self.accel.num_processes == 1)
         if self.accel.is_main_process:
             if lora:
                 save_adapters(self.unwrapped, directory)
@@ -105,7 +116,8 @@ class TrainableModel:
             from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
 
             layout = {"optimizer": get_optimizer_state_dict(self.model, self.optimizer)}  # this run's shards, read in place
-            dcp.load(layout, checkpoint_id=str(directory / self.SHARDED_OPTIM_DIR), no_dist=self.accel.num_processes == 1)
+            with _one_process_is_intended():
+                dcp.load(layout, checkpoint_id=str(directory / self.SHARDED_OPTIM_DIR), no_dist=self.accel.num_processes == 1)
             set_optimizer_state_dict(self.model, self.optimizer, layout["optimizer"])
         elif state["optimizer"] is None:
             raise UserError(f"{directory} has neither {self.OPTIM_FILE}'s optimizer state nor {self.SHARDED_OPTIM_DIR}/: the checkpoint is incomplete")

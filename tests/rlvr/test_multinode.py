@@ -106,6 +106,12 @@ def test_two_localhost_nodes_train_like_one_process_and_resume_with_either_count
     seeded_with(two, out / "two_to_one", 2)
     said = run_one_process(sft_args(out, "two_to_one", 1, "resume=true"))
     assert "written by 2 processes, this run has 1: the optimizer state is resharded" in said
+    # an optimizer state that cannot be read at the new count is refused in one line naming both
+    seeded_with(two, out / "two_to_ddp", 2)
+    refused = subprocess.run([sys.executable, "-m", "rlvr.cli", *sft_args(out, "two_to_ddp", 1, "distributed=ddp", "resume=true")], cwd=REPO,
+                             env=one_process_env(), capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert refused.returncode != 0 and not (out / "two_to_ddp" / "final").exists()
+    assert "was written by 2 processes, this run has 1: its policy optimizer state is sharded (distributed=fsdp)" in refused.stderr
     seeded_with(one, out / "one_to_two", 2)
     said = "".join(run_two_nodes(tmp_path / "logs-one-to-two", sft_args(out, "one_to_two", 2, "resume=true")))
     assert "written by 1 process, this run has 2: the optimizer state is resharded" in said
