@@ -18,18 +18,17 @@ ROLL_CALL_S = 10.0
 """How long a survivor waits for the others to answer the roll call: they meet the broken
 collective within the same step, so seconds apart at most."""
 
-_TRANSPORT_FAILURES = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "gloo/transport",
-                       "NCCL communicator was aborted", "ProcessGroupNCCL")
+_GLOO_TRANSPORT = "gloo/transport"  # in every gloo transport error (the source file it names); NCCL's are DistErrors
 
 
 def is_lost_process(error: BaseException) -> bool:
     """Whether ``error`` (or what it was raised from) is a collective that failed because a peer
-    process went away (gloo and NCCL raise plain RuntimeErrors that say so)."""
+    process went away: a torch.distributed error, or gloo's transport error (a plain RuntimeError)."""
     seen: set[int] = set()
     e: BaseException | None = error
     while e is not None and id(e) not in seen:
         seen.add(id(e))
-        if isinstance(e, torch.distributed.DistError) or (isinstance(e, RuntimeError) and any(s in str(e) for s in _TRANSPORT_FAILURES)):
+        if isinstance(e, torch.distributed.DistError) or (isinstance(e, RuntimeError) and _GLOO_TRANSPORT in str(e)):
             return True
         e = e.__cause__ or e.__context__
     return False
