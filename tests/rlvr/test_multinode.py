@@ -144,3 +144,26 @@ def test_a_lost_node_stops_the_run_naming_its_rank_and_the_survivors_resume(tmp_
     said = run_one_process(sft_args(out, "run", 1, f"steps={last + 2}", "resume=true"))
     assert f"resumed from {kept[-1][1]}" in said and f"completed: {last + 2} steps" in said
     assert [r["step"] for r in train_rows(run)][-2:] == [last + 1, last + 2]
+
+
+def test_two_localhost_nodes_train_the_policy_and_one_process_continues(sft_base, tmp_path, rl_overrides):
+    """The quickstart's GRPO with FSDP2 on two nodes, continued from its first checkpoint by one
+    process with the same prompts a step. Each process samples with its own generator, so at another
+    process count the samples (and the weights) differ: this checks that the run continues, from the
+    same place in the prompt stream, not that it is equal."""
+    out = tmp_path / "runs"
+    args = rl_overrides(out, sft_base, "distributed=fsdp", "update.steps=2", "log.checkpoint_every=1", "rollout.group_size=4",
+                        "rollout.chunk_prompts=4", "optim.warmup_steps=0", "eval.every=0", "eval.at_start=false", "eval.limit=4",
+                        "log.tensorboard=false", "log.plot=false")
+    outputs = run_two_nodes(tmp_path / "logs", ["train", "quickstart", *args, "rollout.prompts_per_step=4"])
+    assert sum(o.count("completed: 2 steps") for o in outputs) == 1
+    two = [r for r in metrics(out / "run") if "reward/mean" in r]
+    assert [r["step"] for r in two] == [1, 2]
+    shards = out / "run" / "checkpoints" / "step-1" / "policy" / "optimizer_shards"
+    assert sorted(p.name for p in shards.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    seeded_with(out / "run", out / "one", 1)
+    said = run_one_process(["train", "quickstart", *args, "name=one", "rollout.prompts_per_step=8", "resume=true"])
+    assert "written by 2 processes, this run has 1: the optimizer state is resharded" in said and "completed: 2 steps" in said
+    one = [r for r in metrics(out / "one") if "reward/mean" in r]
+    assert [r["step"] for r in one] == [2]
+    assert one[0]["data/position"] == two[1]["data/position"] == 16  # 2 steps x 8 prompts, read by 2 processes or 1
