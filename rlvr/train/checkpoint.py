@@ -101,7 +101,8 @@ class CheckpointError(TrainingError):
 class HarnessCheckpoints:
     """Checkpoints of every registered component, mixed into `rlvr.train.harness.Harness` (which
     sets the attributes below): writing ``step-N`` (with the recipe's state and every process's
-    RNG) and restoring from the checkpoint being resumed."""
+    RNG) and restoring from the checkpoint being resumed, also by another number of processes
+    (a sharded optimizer state is read into the new layout; what cannot be is refused first)."""
 
     cfg: RunConfig
     accel: Any
