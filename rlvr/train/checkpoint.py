@@ -210,8 +210,8 @@ class HarnessCheckpoints:
             if not (folder / TrainableModel.SHARDED_OPTIM_DIR).is_dir() and component.sharded:
                 raise UserError(f"{change}: its {name} optimizer state is replicated (distributed=ddp) and cannot be sharded "
                                 "into distributed=fsdp; resume with distributed=ddp")
-        new_ranks = f"; ranks {saved_world}-{self.num_processes - 1} have no saved RNG and start from new seeds" if self.num_processes > saved_world else ""
-        self.print(f"note: {change}: the optimizer state is resharded{new_ranks}")
+        grown = f"; ranks from {saved_world} on have no saved RNG and start from new seeds" if self.num_processes > saved_world else ""
+        self.print(f"note: {change}: the optimizer state is resharded{grown}")
 
     def _restore_rng(self, step: int, saved_world: int) -> None:
         """This process's RNG as saved; a process the checkpoint did not have (more processes than

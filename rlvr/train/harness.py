@@ -18,8 +18,9 @@ One `Harness` per run owns
   weights come from);
 - the **loop** (`Harness.run`, here): progress bar, periodic evaluation, logging, periodic and
   final checkpoints, SIGINT/SIGTERM (finish the step, save, stop), a checkpoint on failure (a lost
-  process instead stops the run naming it, `rlvr.train.lost_process`), and what the run has spent (`rlvr.train.budget`: completions, optimizer steps, seconds), which stops
-  it when ``budget.*`` is reached.
+  process instead stops the run naming it, `rlvr.train.lost_process`), and what the run has spent
+  (`rlvr.train.budget`: completions, optimizer steps, seconds), which stops it when ``budget.*``
+  is reached.
 
 A recipe (`rlvr.train.recipes`) only says what one step does.
 """
