@@ -82,7 +82,8 @@ SKIPS: tuple[Skip, ...] = (
          lambda c: tuple(c.argv[:2]) in {("envs", "serve"), ("rollout", "serve")}),
     Skip("the vLLM engine: vLLM is not installed in this environment (scripts/test_vllm.sh runs it in .venv-vllm)",
          lambda c: not HAVE_VLLM and _uses_vllm(c)),
-    Skip("a launch on several machines (N, RANK and HOST0 stand for the reader's cluster)",
+    Skip("a launch of several torchrun nodes (the reader's cluster, or two launchers in two terminals; "
+         "tests/rlvr/test_multinode.py runs the localhost ones)",
          lambda c: bool({"--num_machines", "--nnodes"} & set(c.launcher))),
     Skip("needs the reader's running NeMo Gym resources server or OpenEnv server at a URL (tests/rlvr/test_hubs_nemo_gym.py, "
          "test_hubs_training.py and the OpenEnv lane run them against real servers)",

@@ -17,8 +17,9 @@ import torch
 from envs import faults
 from rlvr import TrainingError, UserError
 from rlvr.train.budget import Spent
-from rlvr.train.common import rng_state, set_rng_state
+from rlvr.train.common import rng_state, seed_everything, set_rng_state
 from rlvr.train.trainable import Component, TrainableModel
+from tasks.base import stable_hash
 
 if TYPE_CHECKING:
     from rlvr.train.config import RunConfig
@@ -100,7 +101,8 @@ class CheckpointError(TrainingError):
 class HarnessCheckpoints:
     """Checkpoints of every registered component, mixed into `rlvr.train.harness.Harness` (which
     sets the attributes below): writing ``step-N`` (with the recipe's state and every process's
-    RNG) and restoring from the checkpoint being resumed."""
+    RNG) and restoring from the checkpoint being resumed, also by another number of processes
+    (a sharded optimizer state is read into the new layout; what cannot be is refused first)."""
 
     cfg: RunConfig
     accel: Any
@@ -179,8 +181,9 @@ class HarnessCheckpoints:
         if self.resume_from is None:
             return 0
         state = torch.load(self.resume_from / STATE_FILE, weights_only=False)
-        if state.get("processes", 1) != self.num_processes:
-            raise UserError(f"checkpoint {self.resume_from} was written by {state['processes']} processes; resume it with as many")
+        saved_world = int(state.get("processes", 1))
+        if saved_world != self.num_processes:
+            self._check_reshardable(saved_world)
         unused = sorted(set(state.get("components", [])) - set(self.components))
         if unused:
             self.print(f"note: checkpoint {self.resume_from} holds {', '.join(unused)}, which this config does not use")
@@ -188,9 +191,37 @@ class HarnessCheckpoints:
             component.load(self.resume_from / name)
         recipe.load_state_dict(state["recipe"])
         self.spent = Spent.from_state(state.get("spent"))  # (a checkpoint written before budgets: nothing counted yet)
-        set_rng_state(torch.load(self.resume_from / f"rng-{self.rank}.pt", weights_only=False))
+        self._restore_rng(int(state["step"]), saved_world)
         self.print(f"resumed from {self.resume_from} (step {state['step']})")
         return int(state["step"])
+
+    def _check_reshardable(self, saved_world: int) -> None:
+        """Refuse, before anything loads, a checkpoint whose optimizer state cannot be read at this
+        process count: a replicated one (distributed=ddp, ``optimizer.pt``) loads at any count
+        unsharded, a sharded one (``optimizer_shards/``) at any count with distributed=fsdp."""
+        change = f"checkpoint {self.resume_from} was written by {saved_world} process{'es' * (saved_world != 1)}, this run has {self.num_processes}"
+        for name, component in self.components.items():
+            if not isinstance(component, TrainableModel):
+                continue
+            folder = self.resume_from / name
+            if (folder / TrainableModel.SHARDED_OPTIM_DIR).is_dir() and not component.resharded_optimizer:
+                raise UserError(f"{change}: its {name} optimizer state is sharded (distributed=fsdp) and reshards only into "
+                                "distributed=fsdp; resume with distributed=fsdp")
+            if not (folder / TrainableModel.SHARDED_OPTIM_DIR).is_dir() and component.sharded:
+                raise UserError(f"{change}: its {name} optimizer state is replicated (distributed=ddp) and cannot be sharded "
+                                "into distributed=fsdp; resume with distributed=ddp")
+        grown = f"; ranks from {saved_world} on have no saved RNG and start from new seeds" if self.num_processes > saved_world else ""
+        self.print(f"note: {change}: the optimizer state is resharded{grown}")
+
+    def _restore_rng(self, step: int, saved_world: int) -> None:
+        """This process's RNG as saved; a process the checkpoint did not have (more processes than
+        wrote it) is seeded from (seed, step, rank) instead: its samples cannot continue a stream
+        that never existed."""
+        saved = self.resume_from / f"rng-{self.rank}.pt"
+        if self.rank < saved_world and saved.exists():
+            set_rng_state(torch.load(saved, weights_only=False))
+        else:
+            seed_everything(stable_hash("resume-rng", self.cfg.seed, step, self.rank) % 2**31)
 
 
 __all__ = ["CheckpointError", "HarnessCheckpoints", "folder_bytes", "free_bytes", "is_out_of_space", "list_checkpoints", "out_of_space_message",

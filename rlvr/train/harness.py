@@ -14,11 +14,13 @@ One `Harness` per run owns
   clipping, the optimizer and scheduler steps;
 - **checkpoints** (`rlvr.train.checkpoint.HarnessCheckpoints`) of every registered component by
   name (``checkpoints/step-N/NAME/``), the RNG of every process and the recipe's own state, and
-  resuming from them (`Harness.source` says where a component's weights come from);
+  resuming from them, also with another process count (`Harness.source` says where a component's
+  weights come from);
 - the **loop** (`Harness.run`, here): progress bar, periodic evaluation, logging, periodic and
-  final checkpoints, SIGINT/SIGTERM (finish the step, save, stop), a checkpoint on failure, and
-  what the run has spent (`rlvr.train.budget`: completions, optimizer steps, seconds), which stops
-  it when ``budget.*`` is reached.
+  final checkpoints, SIGINT/SIGTERM (finish the step, save, stop), a checkpoint on failure (a lost
+  process instead stops the run naming it, `rlvr.train.lost_process`), and what the run has spent
+  (`rlvr.train.budget`: completions, optimizer steps, seconds), which stops it when ``budget.*``
+  is reached.
 
 A recipe (`rlvr.train.recipes`) only says what one step does.
 """
@@ -48,9 +50,11 @@ from rlvr.train.budget import Spent
 from rlvr.train.checkpoint import CheckpointError, HarnessCheckpoints, list_checkpoints, remove_partial_checkpoints
 from rlvr.train.common import seed_everything, set_threads
 from rlvr.train.config import RunConfig
+from rlvr.train.lost_process import first_line, is_lost_process, roll_call
 from rlvr.train.trainable import Component, HarnessModels
 
 RUN_MARKERS = ("config.yaml", "metrics.jsonl", "checkpoints", "final", "run_state.json")
+ROLL_CALL_DIR = "roll_call"  # where survivors answer when a process of the run is lost
 
 
 @dataclass
@@ -106,7 +110,10 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
         self.cfg = cfg
         set_threads(cfg.threads)
         self.chosen_device = self._resolve_device()
-        self.accel = Accelerator(cpu=self.chosen_device.type == "cpu", fsdp_plugin=_fsdp_plugin() if cfg.distributed == "fsdp" else None)
+        # the schedule steps once per optimizer step: accelerate would step it once per process (it
+        # assumes a per-process batch), so with 2 processes a schedule over N steps ended at N/2
+        self.accel = Accelerator(cpu=self.chosen_device.type == "cpu", fsdp_plugin=_fsdp_plugin() if cfg.distributed == "fsdp" else None,
+                                 step_scheduler_with_optimizer=False)
         self.sharded = cfg.distributed == "fsdp" and self.accel.num_processes > 1
         if self.sharded and cfg.model.precision != "fp32":
             raise UserError("model.precision=bf16 has not been run with distributed=fsdp (FSDP applies its own precision policy): "
@@ -268,6 +275,10 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
     def _run(self, recipe: Recipe) -> TrainResult:
         cfg = self.cfg
         step = self.start_step = self.restore(recipe)
+        if self.num_processes > 1:  # answers to an earlier attempt's roll call would hide a process lost now
+            if self.is_main:
+                shutil.rmtree(self.run_dir / ROLL_CALL_DIR, ignore_errors=True)
+            self.accel.wait_for_everyone()
         self.rundir.start(step)
         self.rundir.write_config(cfg)
         status = "running"
@@ -305,8 +316,11 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
                     status = "failed: every verification of the run failed; fix the environment (`rlvr envs check ID`)"
             return TrainResult(self.run_dir, step, final, status)
         except BaseException as e:
-            status = f"failed: {type(e).__name__}: {e}"
+            lost = self._lost_process_error(e, step) if self.num_processes > 1 and is_lost_process(e) else None
+            status = f"failed: {lost or f'{type(e).__name__}: {e}'}"
             consistent = getattr(recipe, "can_checkpoint", lambda: True)()
+            if lost is not None:  # no collective can run now: the last checkpoint stays the one to resume
+                raise lost from e
             if step > self.start_step and not isinstance(e, CheckpointError) and consistent:
                 if is_out_of_memory(e):
                     torch.cuda.empty_cache()  # room to write the checkpoint
@@ -330,6 +344,17 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
             except OSError as e:
                 self.print(f"could not write the run's summary files: {e}")
             self.rundir.close()
+
+    def _lost_process_error(self, error: BaseException, step: int) -> TrainingError:
+        """The one-line error of a collective broken by a process that went away, naming the ranks
+        that did not answer the roll call (`rlvr.train.lost_process`) and the checkpoint kept."""
+        missing = roll_call(self.run_dir / ROLL_CALL_DIR / f"step-{step + 1}", self.rank, self.num_processes)
+        gone = (f"process{'es' * (len(missing) > 1)} {', '.join(map(str, missing))} of {self.num_processes} stopped answering"
+                if missing else "every process answered the roll call after a transport error")
+        last = self._latest_checkpoint()
+        kept = f"the last checkpoint, {last.name}, is kept" if last is not None else "no checkpoint had been written"
+        return TrainingError(f"after step {step}: {gone} (process {self.rank} saw: {first_line(error)}); {kept}: continue with "
+                             f"`rlvr train {self.run_dir} --resume`, with the surviving or a new number of processes")
 
     # -- what the run spends ---------------------------------------------------------------------
 

@@ -81,7 +81,8 @@ class SFTRecipe:
         stats = self.harness.optimizer_step(self.policy, torch.arange(len(demos)),
                                             NextTokenObjective(self.policy.model, batch, self.harness.device),
                                             self.cfg.micro_batch_size, lengths=batch.attention_mask.sum(-1))
-        metrics = {"sft/loss": stats["loss"], "optim/lr": stats["lr"], "data/position": float(self.position),
+        loss = float(self.harness.reduce_sum(torch.tensor([stats["loss"]], dtype=torch.float64))[0])  # each process holds its share
+        metrics = {"sft/loss": loss, "optim/lr": stats["lr"], "data/position": float(self.position),
                    "time/elapsed": time.perf_counter() - self.t0}
         if "grad_norm" in stats:
             metrics["optim/grad_norm"] = stats["grad_norm"]

@@ -7,7 +7,9 @@ from __future__ import annotations
 import functools
 import resource
 import sys
+import warnings
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import MethodType
@@ -30,12 +32,23 @@ class Component(Protocol):
     def load(self, directory: Path) -> None: ...
 
 
+@contextmanager
+def _one_process_is_intended():
+    """torch.distributed.checkpoint in one process warns that it assumes one process: rlvr means it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized", category=UserWarning)
+        yield
+
+
 @dataclass
 class TrainableModel:
     """A model with its optimizer and schedule, prepared by accelerate; a checkpointed component.
 
     Its weights are saved in Hugging Face format (with the tokenizer when given), so a checkpoint's
     ``policy/`` folder loads with ``from_pretrained``; the optimizer and scheduler beside them.
+    With ``distributed=fsdp`` the optimizer state goes through torch.distributed.checkpoint
+    (``optimizer_shards/``: each process writes its own shard, keyed by parameter name), also in a
+    single process, so the checkpoint loads at any process count (each process reads its new shard).
     ``updates`` counts optimizer steps (a rollout engine with its own weights syncs when it moves).
     """
 
@@ -47,6 +60,7 @@ class TrainableModel:
     max_grad_norm: float
     tokenizer: Any = None
     sharded: bool = False  # FSDP: the weights and optimizer state are split across processes
+    resharded_optimizer: bool = False  # distributed=fsdp (any process count): the optimizer state is saved with torch.distributed.checkpoint
     updates: int = 0
 
     OPTIM_FILE = "optimizer.pt"
@@ -74,11 +88,13 @@ class TrainableModel:
     def save(self, directory: Path) -> None:
         lora = adapters_of(self.model) is not None  # LoRA: the adapters, not the frozen base
         state_dict = None if lora else self.full_state_dict()
-        if self.sharded:  # every process writes its shard of the optimizer state (torch.distributed.checkpoint)
+        if self.resharded_optimizer:  # every process writes its shard of the optimizer state (one file per process)
             import torch.distributed.checkpoint as dcp
             from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
-            dcp.save({"optimizer": get_optimizer_state_dict(self.model, self.optimizer)}, checkpoint_id=str(directory / self.SHARDED_OPTIM_DIR))
+            with _one_process_is_intended():
+                dcp.save({"optimizer": get_optimizer_state_dict(self.model, self.optimizer)}, checkpoint_id=str(directory / self.SHARDED_OPTIM_DIR),
+                         no_dist=self.accel.num_processes == 1)
         if self.accel.is_main_process:
             if lora:
                 save_adapters(self.unwrapped, directory)
@@ -86,23 +102,27 @@ class TrainableModel:
                 self.unwrapped.save_pretrained(directory, state_dict=state_dict)
             if self.tokenizer is not None:
                 self.tokenizer.save_pretrained(directory)
-            optimizer = None if self.sharded else self.optimizer.state_dict()
+            optimizer = None if self.resharded_optimizer else self.optimizer.state_dict()
             torch.save({"optimizer": optimizer, "scheduler": self.scheduler.state_dict(), "updates": self.updates}, directory / self.OPTIM_FILE)
 
     def load(self, directory: Path) -> None:
-        """Optimizer, scheduler and update count (the weights were loaded from `Harness.source`)."""
+        """Optimizer, scheduler and update count (the weights were loaded from `Harness.source`). A
+        sharded optimizer state is read into this run's layout, whatever the process count that wrote it."""
         state = torch.load(directory / self.OPTIM_FILE, weights_only=False)
-        if self.sharded:
+        if (directory / self.SHARDED_OPTIM_DIR).is_dir():
+            if not self.resharded_optimizer:
+                raise UserError(f"{directory} was saved with distributed=fsdp (a sharded optimizer state); resume it with distributed=fsdp")
             import torch.distributed.checkpoint as dcp
             from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
 
-            if not (directory / self.SHARDED_OPTIM_DIR).is_dir():
-                raise UserError(f"{directory} was saved without sharding (distributed=ddp); resume it with distributed=ddp")
-            sharded = {"optimizer": get_optimizer_state_dict(self.model, self.optimizer)}  # the layout to read into
-            dcp.load(sharded, checkpoint_id=str(directory / self.SHARDED_OPTIM_DIR))
-            set_optimizer_state_dict(self.model, self.optimizer, sharded["optimizer"])
+            layout = {"optimizer": get_optimizer_state_dict(self.model, self.optimizer)}  # this run's shards, read in place
+            with _one_process_is_intended():
+                dcp.load(layout, checkpoint_id=str(directory / self.SHARDED_OPTIM_DIR), no_dist=self.accel.num_processes == 1)
+            set_optimizer_state_dict(self.model, self.optimizer, layout["optimizer"])
         elif state["optimizer"] is None:
-            raise UserError(f"{directory} was saved sharded (distributed=fsdp); resume it with distributed=fsdp and as many processes")
+            raise UserError(f"{directory} has neither {self.OPTIM_FILE}'s optimizer state nor {self.SHARDED_OPTIM_DIR}/: the checkpoint is incomplete")
+        elif self.sharded:
+            raise UserError(f"{directory} was saved without sharding (distributed=ddp); resume it with distributed=ddp")
         else:
             self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -242,7 +262,8 @@ class HarnessModels:
         optimizer, scheduler = make_optimizer(model, optim, total_steps)
         model, optimizer, scheduler = self.accel.prepare(self.autocast_forward(model), optimizer, scheduler)
         self._route_fsdp()
-        part = TrainableModel(name, model, optimizer, scheduler, self.accel, optim.max_grad_norm, tokenizer, sharded=self.sharded)
+        part = TrainableModel(name, model, optimizer, scheduler, self.accel, optim.max_grad_norm, tokenizer, sharded=self.sharded,
+                              resharded_optimizer=self.cfg.distributed == "fsdp" and adapters_of(model) is None)
         self.register(name, part)
         return part
 
