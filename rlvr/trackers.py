@@ -180,7 +180,7 @@ class MlflowTracker(Tracker):
     hint = ("set MLFLOW_TRACKING_URI to a server (http://...), to sqlite:///mlflow.db (needs the full `mlflow` package) "
             "or to file:./mlruns with MLFLOW_ALLOW_FILE_STORE=true")
 
-    PARAMS_PER_CALL = 100  # mlflow's limit on one log_batch call
+    PARAMS_PER_CALL, METRICS_PER_CALL = 100, 1000  # mlflow's limits on one log_batch call
     PARAM_VALUE_CHARS = 6000
 
     def start(self, run: TrackedRun) -> None:
@@ -204,7 +204,9 @@ class MlflowTracker(Tracker):
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        self.client.log_batch(self.run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()])
+        rows = [Metric(k, v, now, step) for k, v in metrics.items()]
+        for i in range(0, len(rows), self.METRICS_PER_CALL):
+            self.client.log_batch(self.run_id, metrics=rows[i:i + self.METRICS_PER_CALL])
 
     def log_report(self, step: int, name: str, report: dict[str, Any], path: Path) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path="reports")

@@ -55,6 +55,19 @@ def test_a_tracker_with_bad_settings_is_one_line_naming_it_and_the_fix(tmp_path,
     assert "MLFLOW_TRACKING_URI" in message and "leave mlflow out of log.report_to" in message
 
 
+def test_wandb_without_a_login_is_one_line_naming_the_ways_to_log_in_or_go_offline(tmp_path):
+    pytest.importorskip("wandb")
+    # a process of its own: wandb keeps its settings per process; a fresh HOME holds no login
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")} | {"HOME": str(tmp_path), "WANDB_DIR": str(tmp_path)}
+    script = ("import sys; from pathlib import Path; from rlvr.trackers import Trackers, TrackedRun, TrackerError\n"
+              "try:\n    Trackers.open(['wandb'], TrackedRun('run', 'rlvr-test', Path(sys.argv[1]), {}, {}))\n"
+              "except TrackerError as e:\n    print('REFUSED', e)\n")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "run")], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    (line,) = [x for x in out.stdout.splitlines() if x.startswith("REFUSED")]
+    assert line.startswith("REFUSED log.report_to: wandb could not start (UsageError: No API key configured)"), out.stdout + out.stderr
+    assert "`wandb login`" in line and "WANDB_MODE=offline" in line
+
+
 def test_the_harness_refuses_the_run_before_anything_loads_and_leaves_no_run_directory(tmp_path, monkeypatch):
     from rlvr.train import train
 
