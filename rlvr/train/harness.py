@@ -414,7 +414,7 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
         step = self.current_step
         public = json.loads(json.dumps({k: v for k, v in report.items() if not k.startswith("_")}, default=str))  # plain JSON for every tracker
         if self.is_main:
-            path = self.rundir.write_json(f"reports/{name}-step-{step}.json", public)
+            path = self.rundir.write_json(str(Path("reports", f"{name}-step-{step}.json")), public)
             self.trackers.log_report(step, name, public, path)
 
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
