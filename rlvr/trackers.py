@@ -304,16 +304,17 @@ class Trackers:
 def _start_failure(tracker: Tracker, error: Exception) -> str:
     """The one line that explains why ``tracker`` could not start."""
     leave_out = f"or leave {tracker.name} out of log.report_to"
-    if isinstance(error, ImportError) and _missing_package(error, tracker):
+    if isinstance(error, ModuleNotFoundError) and _missing_package(error, tracker):
         return (f"log.report_to: {tracker.name} is not installed: pip install {tracker.install} "
                 f"(or pip install 'rlvr[trackers]'), {leave_out}")
     hint = f"{tracker.hint}, " if tracker.hint else ""
     return f"log.report_to: {tracker.name} could not start ({type(error).__name__}: {_first_line(error)}): {hint}{leave_out}"
 
 
-def _missing_package(error: ImportError, tracker: Tracker) -> bool:
-    missing = (getattr(error, "name", None) or "").partition(".")[0]
-    return missing in {tracker.name, tracker.install.replace("-skinny", ""), tracker.install} or not missing
+def _missing_package(error: ModuleNotFoundError, tracker: Tracker) -> bool:
+    """The tracker's own package is missing (not one of its dependencies, which the message names)."""
+    missing = (error.name or "").partition(".")[0]
+    return missing in {tracker.name, tracker.install.removesuffix("-skinny")}
 
 
 __all__ = ["TRACKERS", "TrackedRun", "Tracker", "TrackerError", "Trackers", "check_names", "register"]
