@@ -163,7 +163,9 @@ def test_one_run_reports_metrics_config_provenance_and_eval_reports_to_every_tra
         assert {k: history[row["step"]][k] for k in values} == pytest.approx(values)
     (config,) = [r["run"]["config"]["update"] for r in records if r.get("type") == "run"]
     assert config["log"]["report_to"] == ["tensorboard", "wandb", "mlflow", "trackio"] and config["provenance"]["code"]["commit"] == commit
-    assert (next((tmp_path / "wandb").glob("wandb/offline-run-*/files")) / "reports" / "eval-step-2.json").is_file()
+    assert json.loads((next((tmp_path / "wandb").glob("wandb/offline-run-*/files")) / "reports" / "eval-step-2.json").read_text()) == report
+    summaries = [r["summary"]["update"] for r in records if r.get("type") == "summary"]
+    assert [u["eval/report"] for u in summaries if "eval/report" in u] == [report]
 
     # MLflow: the local file store, read with MlflowClient
     from mlflow.tracking import MlflowClient
