@@ -19,7 +19,7 @@ from envs.base import Environment, safe_verify
 from envs.episode import End, Episode, EpisodeLimits, MultiTurnEnvironment, Role, StepResult, ToolCall, Turn
 from envs.function import BatchedFunctionEnv, FunctionEnv, from_function, reward_function
 from envs.registry import ParsedId, Registry, RegistryError, Spec, parse_id
-from envs.types import Message, Problem, Status, StepReward, Verdict
+from envs.types import CutText, Message, Problem, Status, StepReward, Verdict
 
 ENVS: Registry[Environment] = Registry("environment", entry_point_group="rlvr.envs")
 """Every registered environment, by versioned id."""
@@ -46,7 +46,8 @@ def make(id: str, **kwargs) -> Environment:
 
 
 __all__ = [
-    "BatchedFunctionEnv", "ENVS", "End", "Environment", "Episode", "EpisodeLimits", "FunctionEnv", "Message", "MultiTurnEnvironment", "ParsedId", "Problem",
+    "BatchedFunctionEnv", "CutText", "ENVS", "End", "Environment", "Episode", "EpisodeLimits", "FunctionEnv", "Message",
+    "MultiTurnEnvironment", "ParsedId", "Problem",
     "Registry", "RegistryError", "Role", "Spec", "Status", "StepResult", "StepReward", "ToolCall", "Turn", "Verdict",
     "from_function", "make", "parse_id", "register", "reward_function", "safe_verify",
 ]

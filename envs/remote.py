@@ -17,7 +17,8 @@ that is busy, restarting or gone costs a retry, and only a request that fails on
 an error verdict.
 
 The server's wire format (`rlvr.serve.env_server`): problems and verdicts as their ``to_dict``
-forms; ``POST /verify {"problems": [...], "completions": [...]}`` → ``{"verdicts": [...]}``;
+forms; ``POST /verify {"problems": [...], "completions": [...]}`` → ``{"verdicts": [...]}`` (with
+``"truncated": [bool, ...]`` when some completions were cut at their token budget, `CutText`);
 ``POST /step {"problem": ..., "turns": [{"role", "text"}]}`` → ``{"observation", "calls",
 "rewards"}``; ``POST /verify_episode {"problem", "turns", "end"}`` → ``{"verdict"}``;
 ``GET /info`` → what the environment is (multi-turn, stop strings, limits).
@@ -30,7 +31,7 @@ from typing import Any, Sequence
 
 from envs.base import Environment
 from envs.episode import End, Episode, EpisodeLimits, MultiTurnEnvironment, StepResult, ToolCall, Turn
-from envs.types import Problem, StepReward, Verdict
+from envs.types import CutText, Problem, StepReward, Verdict
 from envs.verdicts import validate_verdict
 from rlvr.serve.client import RemoteError, RetryPolicy, ServerPool
 
@@ -115,7 +116,10 @@ class RemoteEnvironment(Environment):
         if len(problems) != len(completions):
             raise ValueError(f"verify_many: {len(problems)} problems but {len(completions)} completions")
         try:
-            answer = self.endpoint.call("POST", "/verify", {"problems": [p.to_dict() for p in problems], "completions": list(completions)})
+            body: dict[str, Any] = {"problems": [p.to_dict() for p in problems], "completions": list(completions)}
+            if any(isinstance(c, CutText) for c in completions):  # JSON carries text only: say which were cut
+                body["truncated"] = [isinstance(c, CutText) for c in completions]
+            answer = self.endpoint.call("POST", "/verify", body)
         except RemoteError as e:
             return [failed_verdict(e, self.url, self.endpoint.timeout_s) for _ in problems]
         rows = answer.get("verdicts")

@@ -1,4 +1,4 @@
-"""The typed values that cross package boundaries: `Problem`, `Verdict`, `StepReward`.
+"""The typed values that cross package boundaries: `Problem`, `Verdict`, `StepReward`, `CutText`.
 
 Everything here is plain data: frozen where it can be, picklable (environments run in worker
 processes) and JSON-serialisable through `to_dict` (run directories and reports store them).
@@ -56,6 +56,17 @@ class Problem:
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> Problem:
         return cls(id=str(row["id"]), prompt=row["prompt"], reference=row["reference"], metadata=dict(row.get("metadata") or {}))
+
+
+class CutText(str):
+    """A completion's text that generation cut at its token budget (no end of turn was written).
+
+    It is a ``str``, so every environment reads it as the text it is; one that judges a cut
+    response differently asks ``isinstance(completion, CutText)`` (the math checker's lenient
+    extraction then credits only an answer committed with a marker before the cut). Pickles as
+    itself (process pools keep it); serialised as JSON it is plain text."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import sys
 import rlvr
 import rlvr.commands
 from rlvr.own_packages import shadowed
+from rlvr.progress import quiet_library_bars
 
 
 def user_errors() -> tuple[type[Exception], ...]:
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             faulthandler.enable()  # a crash in native code (SIGSEGV...) prints the Python stacks of every thread
         except (AttributeError, ValueError, OSError):  # stderr replaced by an object without a file descriptor
             pass
+    quiet_library_bars()  # before transformers is imported: it reads the setting once
     hidden = shadowed()
     if hidden:
         for line in hidden:

@@ -25,12 +25,13 @@ from envs.base import Environment, safe_verify
 from envs.math import nodes as N
 from envs.math.compare import Comparer
 from envs.math import commit, numwords
+from envs.math.cut import cut_reason
 from envs.math.extract import Extraction, check_mode, extract_answer, unescape
 from envs.math.forms import Question, is_numeric_literal, question_expressions, same_expression
 from envs.math.lexer import ParseError, normalize
 from envs.math.parser import parse_answer
 from envs.math.steps import step_rewards
-from envs.types import Problem, Status, Verdict
+from envs.types import CutText, Problem, Status, Verdict
 
 DEFAULT_TIMEOUT_S = 1.0
 MAX_ECHOED_EXPRESSIONS = 8
@@ -61,6 +62,7 @@ def check(
     symbolic: bool = True,
     numeric_literal: bool = False,
     question: str | None = None,
+    truncated: bool = False,
 ) -> Verdict:
     """Judge a model response against a gold answer.
 
@@ -86,6 +88,10 @@ def check(
             (``68*8`` for "Compute 68*8.", ``\\sqrt{8}`` for "Simplify $\\sqrt{8}$") never passes,
             unless it is written exactly as the gold; lenient extraction does not take a restated
             expression or operand as the value a sentence states.
+        truncated: Generation cut the response at its token budget. With lenient extraction a
+            cut response (this, or one that ends mid-sentence) is credited only for an answer it
+            committed to with a marker before the cut (`envs.math.cut`); ``info["cut"]`` says why
+            it counted as cut.
 
     Returns:
         A `Verdict`: reward 1.0 and ``passed`` when equal; ``extracted`` is the answer found;
@@ -94,13 +100,13 @@ def check(
     """
     start = time.monotonic()
     try:
-        return _check(response, gold, extraction, start, timeout_s, rel_tol, process_rewards, symbolic, numeric_literal, question)
+        return _check(response, gold, extraction, start, timeout_s, rel_tol, process_rewards, symbolic, numeric_literal, question, truncated)
     except Exception as e:  # a verifier must never raise to its caller: report, do not crash
         return Verdict(0.0, False, Status.ERROR, info={"error": f"{type(e).__name__}: {e}"[:500], "check_s": time.monotonic() - start})
 
 
 def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: float, rel_tol: float | None,
-           process_rewards: bool, symbolic: bool, numeric_literal: bool, question: str | None) -> Verdict:
+           process_rewards: bool, symbolic: bool, numeric_literal: bool, question: str | None, truncated: bool) -> Verdict:
     deadline = start + timeout_s
     if not isinstance(response, str):
         raise TypeError(f"response must be a string, got {type(response).__name__}")
@@ -111,11 +117,15 @@ def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: f
     response = unescape(response)
     asked = Question.of(question)
     steps = step_rewards(response) if process_rewards else ()
-    found = extract_answer(response, extraction=extraction, question=asked)
+    found = extract_answer(response, extraction=extraction, question=asked, truncated=truncated)
+    was_cut = cut_reason(response, truncated) if extraction == "lenient" else None
     if found is None:
-        why = _NO_ANSWER[extraction]
-        return Verdict(0.0, False, Status.NO_ANSWER, steps=steps, info={"rule": why, "check_s": time.monotonic() - start})
+        why = _NO_ANSWER_CUT if was_cut else _NO_ANSWER[extraction]
+        return Verdict(0.0, False, Status.NO_ANSWER, steps=steps,
+                       info={"rule": why, "check_s": time.monotonic() - start, **({"cut": was_cut} if was_cut else {})})
     info: dict[str, Any] = {"method": found.method, "span": [found.start, found.end], "rule": found.rule}
+    if was_cut:
+        info["cut"] = was_cut
 
     fast_gold = plain_number(gold_text)
     answer = _answer_text(found, lambda: fast_gold is not None or _numeric_gold(gold_text), info)
@@ -169,6 +179,11 @@ _NO_ANSWER = {
     "lenient": "no explicit answer, and no closing sentence states one value (sentences copied from the question or "
                "restating its operands are passed over; one mentioning several values states none)",
 }
+
+
+_NO_ANSWER_CUT = ("a cut response (at its token budget, or ending mid-sentence) answers only with a \\boxed{} or an answer marker "
+                  "(\"The answer is\", \"Answer:\", \"####\") whose sentence ended before the cut; the values in its unfinished "
+                  "reasoning are steps, not an answer")
 
 
 def _answer_text(found: Extraction, numeric_gold: Callable[[], bool], info: dict[str, Any]) -> str:
@@ -343,7 +358,7 @@ class MathEnv(Environment):
         return check(
             completion, problem.reference, extraction=self.extraction, timeout_s=self.timeout_s,
             rel_tol=self.rel_tol, process_rewards=self.process_rewards, numeric_literal=self.numeric_literal,
-            question=question_text(problem),
+            question=question_text(problem), truncated=isinstance(completion, CutText),
         )
 
     def verify_many(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:

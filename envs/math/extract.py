@@ -18,7 +18,9 @@ Rules, in order of preference:
 2. A *bare* answer: a completion that is a single short line (``$\\frac{1}{2}$``, ``2i``) is its
    own answer (in lenient mode only when it is not a prose sentence).
 3. Strict extraction stops there: no answer → ``no_answer``. Lenient extraction reads the prose
-   (`envs.math.prose.last_statement`).
+   (`envs.math.prose.last_statement`), except in a cut response (cut at its token budget, or
+   ending mid-sentence): there only a box, or a marker answer whose sentence ended before the cut,
+   is an answer (`envs.math.cut`).
 4. Given the question (``question=``), the prose's value is never a restatement of it: a
    sentence that only mentions the question's expression or names its operands ("The answer to
    75-53 is unknown to me.", "The sum of 47 and 38 is unknown.") states no answer.
@@ -41,7 +43,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from envs.math import commit, lexer, prose
+from envs.math import commit, cut, lexer, prose
 from envs.math.forms import Question
 
 EXTRACTION_MODES = ("strict", "lenient")
@@ -374,18 +376,25 @@ def check_mode(extraction: str) -> str:
     return extraction
 
 
-def extract_answer(text: str, *, extraction: str = "strict", question: str | Question | None = None) -> Extraction | None:
+def extract_answer(text: str, *, extraction: str = "strict", question: str | Question | None = None,
+                   truncated: bool = False) -> Extraction | None:
     """The final answer in ``text``, or None when there is none (see module docstring).
 
     ``question`` (the problem's text): a sentence's value is never one of the question's
-    expressions, nor one of its numbers named as an operand (rule 4 above)."""
+    expressions, nor one of its numbers named as an operand (rule 4 above). ``truncated``: generation
+    cut the response at its token budget; in lenient mode a cut response (that, or one ending
+    mid-sentence) answers only with what it committed to with a marker before the cut (`envs.math.cut`)."""
     check_mode(extraction)
     asked = question if isinstance(question, Question) else Question.of(question)
     boxed = _last_boxed(text)
     marker = _last_marker(text, asked)
     candidates = [c for c in (boxed, marker) if c is not None]
-    if candidates:
-        return max(candidates, key=lambda c: c.start)
+    last = max(candidates, key=lambda c: c.start) if candidates else None
+    if extraction == "lenient" and cut.cut_reason(text, truncated):
+        found = cut.committed_answer(text, last)
+        return replace(found, rule=f"{found.rule} (committed before the cut)") if found is not None else None
+    if last is not None:
+        return last
     bare = _bare(text)
     if extraction == "strict":
         return bare

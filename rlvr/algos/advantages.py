@@ -27,13 +27,17 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from dataclasses import dataclass
-from typing import Callable
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Callable
 
 from envs.registry import Registry
 from rlvr.algos.parts import ALGOS_GROUP
+from rlvr.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+else:
+    torch = lazy_module("torch")
 
 ADVANTAGES: Registry = Registry("advantage estimator", entry_point_group=ALGOS_GROUP, versioned=False)
 

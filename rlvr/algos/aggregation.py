@@ -16,12 +16,17 @@ as a weight of 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from envs.registry import Registry
 from rlvr.algos.parts import ALGOS_GROUP
+from rlvr.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+else:
+    torch = lazy_module("torch")
 
 AGGREGATIONS: Registry = Registry("loss aggregation", entry_point_group=ALGOS_GROUP, versioned=False)
 

@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Literal
 
 from envs.registry import Registry
 from rlvr.algos.parts import ALGOS_GROUP
+from rlvr.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+else:
+    torch = lazy_module("torch")
 
 CORRECTIONS: Registry = Registry("mismatch correction", entry_point_group=ALGOS_GROUP, versioned=False)
 

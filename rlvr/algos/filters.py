@@ -7,9 +7,15 @@ refills the batch lives in `rlvr.rollout.sampling`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor
+from rlvr.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+else:
+    torch = lazy_module("torch")
 
 
 @dataclass(frozen=True)

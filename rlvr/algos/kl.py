@@ -6,10 +6,13 @@ tokens, and return ``[B, T]``. Samples come from the policy, so each estimates K
 
 from __future__ import annotations
 
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from envs.registry import Registry
 from rlvr.algos.parts import ALGOS_GROUP
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 KL_ESTIMATORS: Registry = Registry("KL estimator", entry_point_group=ALGOS_GROUP, versioned=False)
 

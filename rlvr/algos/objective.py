@@ -32,16 +32,20 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from envs.registry import Registry
 from rlvr.algos.aggregation import AGGREGATIONS, Normalizer
 from rlvr.algos.kl import KL_ESTIMATORS
 from rlvr.algos.parts import ALGOS_GROUP, check_output
 from rlvr.algos.ratio import RATIOS
+from rlvr.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+else:
+    torch = lazy_module("torch")
 
 POLICY_LOSSES: Registry = Registry("policy loss", entry_point_group=ALGOS_GROUP, versioned=False)
 

@@ -34,14 +34,19 @@ them, so every process can join one sum).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
-
-import torch
-import torch.nn.functional as F
-from torch import Tensor
+from typing import TYPE_CHECKING, Callable
 
 from envs.registry import Registry
 from rlvr.algos.parts import ALGOS_GROUP
+from rlvr.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+    import torch.nn.functional as F
+    from torch import Tensor
+else:
+    torch = lazy_module("torch")
+    F = lazy_module("torch.nn.functional")
 
 PREFERENCE_LOSSES: Registry = Registry("preference loss", entry_point_group=ALGOS_GROUP, versioned=False)
 # the statistics of `pair_objective` and `unpaired_objective` (each logged with a ``_sum`` suffix: a share of the batch mean)

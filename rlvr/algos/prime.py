@@ -10,9 +10,17 @@ space and a ``[B, T]`` completion mask.
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor
+from typing import TYPE_CHECKING
+
+from rlvr.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+    import torch.nn.functional as F
+    from torch import Tensor
+else:
+    torch = lazy_module("torch")
+    F = lazy_module("torch.nn.functional")
 
 
 def implicit_process_rewards(logp_phi: Tensor, logp_ref: Tensor, mask: Tensor, beta: float) -> Tensor:

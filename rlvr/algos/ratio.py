@@ -3,10 +3,13 @@ and return a ``[B, T]`` ratio (the plain policy gradient, `rlvr.algos.objective`
 
 from __future__ import annotations
 
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from envs.registry import Registry
 from rlvr.algos.parts import ALGOS_GROUP
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 RATIOS: Registry = Registry("importance ratio", entry_point_group=ALGOS_GROUP, versioned=False)
 

@@ -8,8 +8,15 @@
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
+
+from rlvr.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+else:
+    torch = lazy_module("torch")
 
 
 def soft_overlong_penalty(lengths: Tensor, max_len: int, buffer: int, factor: float = 1.0) -> Tensor:

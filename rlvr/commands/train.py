@@ -31,8 +31,7 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
 
     from rlvr.config import describe, to_dict
     from rlvr.train.config import TrainConfig
-    from rlvr.train.harness import TrainingError
-    from rlvr.train.recipes import load_run_config, train
+    from rlvr.train.recipes import load_run_config
 
     if args.show_config and not args.config:
         cls = TrainConfig
@@ -53,15 +52,21 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
     if args.show_config:
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return 0
-    from rlvr.rollout.base import EngineError
     from rlvr.rollout.engines import check_engine_settings
-    from rlvr.rollout.sync import WeightSyncError
     from rlvr.rollout.reward_signal import reward_signal
+    from tasks import TASKS, hubs
 
     if isinstance(cfg, TrainConfig):  # an unknown engine or another engine's setting, before the model loads
         check_engine_settings(cfg.rollout)
         reward_signal(cfg.verify.reward)
+    if not hubs.is_hub_id(cfg.task.id):
+        TASKS.spec(cfg.task.id)  # an unknown task id, refused with the closest registered ones
+    # torch and transformers load from here on: every check above is refused without them
+    from rlvr.rollout.base import EngineError
+    from rlvr.rollout.sync import WeightSyncError
     from rlvr.train.checkpoint import is_out_of_space, out_of_space_message
+    from rlvr.train.harness import TrainingError
+    from rlvr.train.recipes import train
 
     try:
         result = train(cfg)

@@ -31,6 +31,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the question the response answers: an answer restating one of its expressions ('68*8' for "
                         "'Compute 68*8.') never passes, and lenient extraction does not take a restated expression or "
                         "operand as the answer (math-v1 always reads the problem's question)")
+    p.add_argument("--truncated", action="store_true",
+                   help="the response was cut at its token budget: lenient extraction then credits only an answer marked "
+                        "(\\boxed{}, 'The answer is', 'Answer:', '####') before the cut, as it does for a response ending mid-sentence")
     p.add_argument("--rel-tol", type=float, default=None, help="opt-in relative tolerance for numeric answers (default: exact)")
     p.add_argument("--timeout", type=float, default=1.0, help="time budget of the check in seconds (default 1)")
     p.add_argument("--explain", action="store_true",
@@ -61,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     warmup()  # a one-off check should not spend its budget starting sympy
     extraction = "lenient" if args.lenient else args.extraction
     verdict = check(response, args.gold, extraction=extraction, rel_tol=args.rel_tol, timeout_s=args.timeout,
-                    numeric_literal=not args.allow_expressions, question=args.question)
+                    numeric_literal=not args.allow_expressions, question=args.question, truncated=args.truncated)
     if args.json:
         print(json.dumps(verdict.to_dict(), indent=2, ensure_ascii=False))
         return 0 if verdict.passed else 1
@@ -72,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     if args.explain:
         print(f"mode:       {extraction}" + ("" if args.question else " (no --question: restatements of a question cannot be recognised)"))
         print(f"rule:       {info.get('rule', '-')}")
+        if "cut" in info:
+            print(f"cut:        {info['cut']}: only an answer marked before the cut counts")
         if "span" in info:
             a, b = info["span"]
             print(f"read from:  characters {a}-{b}: {response[max(0, a - 30): a]!r} >> {response[a: b]!r} << {response[b: b + 30]!r}")

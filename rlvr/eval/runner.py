@@ -15,14 +15,13 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 import rlvr
 from envs.pool import KINDS, VerifierPool
 from envs.types import Problem, Status, Verdict
 from rlvr.eval.episodes import episode_section, markdown_rows, prediction_fields
 from rlvr.eval.metrics import ks_up_to, majority_correct, mean_score_interval, pass_at_k, wilson_interval
 from rlvr.eval.provenance import component_provenance, library_versions, model_provenance, project_commit, redact, utc_now
+from rlvr.progress import progress_display
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams, verifier_input
 from rlvr.rollout.episodes import generate_for
 from rlvr.rollout.prompts import PromptConfig, PromptStyle, resolve_style
@@ -125,8 +124,9 @@ class SampleSet:
 
 
 def truncated_warning(name: str, section: dict[str, Any]) -> str | None:
-    """What to say when answers were credited to completions cut at max_new_tokens (lenient
-    extraction reads the last value stated, which in a cut response may be a step, not the answer)."""
+    """What to say when answers were credited to completions cut at max_new_tokens: the verifier
+    saw them as cut (`envs.types.CutText`; the math checker then credits only an answer marked
+    before the cut), but the model might have changed its answer had it gone on."""
     n = section.get("passed_truncated", 0)
     if not n:
         return None
@@ -153,7 +153,7 @@ def _run(engine: RolloutEngine, task: Task, problems: list[Problem], n: int, sam
          pool: VerifierPool, chunk: int, desc: str, progress: bool, style: PromptStyle) -> SampleSet:
     out = SampleSet()
     pending = []
-    bar = tqdm(total=len(problems), desc=desc, unit="prob", disable=not progress, leave=False)
+    bar = progress_display(len(problems), desc=desc, unit="prob", enabled=progress, leave=False)
     for start in range(0, len(problems), chunk):
         batch = problems[start: start + chunk]
         t0, setup = time.perf_counter(), getattr(engine, "setup_s", 0.0)

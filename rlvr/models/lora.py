@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Iterator
@@ -19,7 +18,7 @@ from typing import Any, Iterator
 import torch
 
 from rlvr import UserError
-from rlvr.config import help_field
+from rlvr.models.lora_settings import LoraSettings
 
 _HANDLE = "_rlvr_lora"  # the PeftModel, kept in the model's __dict__ (not a submodule: no duplicate parameters)
 
@@ -29,23 +28,6 @@ DEFAULT_TARGETS: dict[str, list[str]] = {
     arch: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     for arch in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "olmo2", "smollm3")
 }
-
-
-@dataclass
-class LoraSettings:
-    """Low-rank adapters instead of full fine-tuning (`model.lora.*`; off while ``r`` is 0)."""
-
-    r: int = help_field(0, "Adapter rank (0 = off: full fine-tuning). Adapters usually want a ~10x larger optim.lr than full fine-tuning", ge=0)
-    alpha: float = help_field(32.0, "Scaling numerator: the update is (alpha / r) * B @ A", gt=0)
-    dropout: float = help_field(0.0, "Dropout on the adapter's input", ge=0, lt=1)
-    target_modules: list[str] | None = help_field(None, "Module names (suffixes) that get adapters; None = the architecture's default "
-                                                        "(attention and MLP projections for Llama-style models, else every linear layer but the head)")
-    modules_to_save: list[str] = help_field([], "Modules trained in full beside the adapters and saved with them (e.g. lm_head)")
-    merge_on_save: bool = help_field(False, "Also write the final model merged (final/merged/, a plain Hugging Face model) beside the adapters (final/)")
-
-    @property
-    def enabled(self) -> bool:
-        return self.r > 0
 
 
 def default_targets(model: torch.nn.Module) -> list[str] | str:

@@ -10,11 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
-
-from rlvr.models.tokenizer import build_byte_tokenizer
-
 
 @dataclass
 class TinyModelConfig:
@@ -39,6 +34,11 @@ class TinyModelConfig:
 
 def build_tiny_model(cfg: TinyModelConfig, out_dir: str | Path) -> Path:
     """Create a randomly initialised tiny model and its tokenizer in ``out_dir`` (HF format)."""
+    import torch  # here, not above: TinyModelConfig is part of the sft config, read without torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rlvr.models.tokenizer import build_byte_tokenizer
+
     tokenizer = build_byte_tokenizer()
     torch.manual_seed(cfg.seed)
     config = LlamaConfig(

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Sequence
 
-from envs.types import Message
+from envs.types import CutText, Message
 
 if TYPE_CHECKING:
     from envs.episode import Episode
@@ -87,8 +87,11 @@ class Completion:
 
 def verifier_input(completion: Completion) -> str | Episode:
     """What the verifier judges: the episode of a multi-turn completion (whose final answer is read
-    from the model's own turns only), else the completion's text."""
-    return completion.episode if completion.episode is not None else completion.text
+    from the model's own turns only), else the completion's text, as `envs.types.CutText` when
+    generation cut it at its token budget (so a verifier can tell an unfinished response)."""
+    if completion.episode is not None:
+        return completion.episode
+    return CutText(completion.text) if completion.truncated else completion.text
 
 
 @dataclass(frozen=True)

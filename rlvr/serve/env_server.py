@@ -7,7 +7,7 @@ Routes (JSON; every one but ``GET /health`` needs the bearer token, see `rlvr.se
 ``GET /info``         the environment and task: id, multi-turn, stop strings, limits, splits
 ``POST /problems``    ``{"split", "start", "limit"}`` → ``{"problems": [...], "size"}``
 ``POST /prompt``      ``{"problem"}`` → ``{"prompt"}`` (the environment's ``format_prompt``)
-``POST /verify``      ``{"problems": [...], "completions": [...]}`` → ``{"verdicts": [...]}``
+``POST /verify``      ``{"problems": [...], "completions": [...]}`` → ``{"verdicts": [...]}`` (``"truncated"``: which were cut)
 ``POST /step``        ``{"problem", "turns"}`` → ``{"observation", "calls", "rewards"}`` (multi-turn)
 ``POST /verify_episode``  ``{"problem", "turns", "end"}`` → ``{"verdict"}`` (multi-turn)
 ``POST /session/start``   ``{"problem"}`` → ``{"session", "prompt"}``: an episode held by the server
@@ -36,7 +36,7 @@ from typing import Any
 import envs
 from envs.episode import End, Episode, MultiTurnEnvironment, Role, StepRunner, Turn
 from envs.pool import PoolKind, VerifierPool
-from envs.types import Problem
+from envs.types import CutText, Problem
 from rlvr.serve.http import GuardedServer, Guards, Handler, HTTPFailure
 
 MAX_ITEMS = 1024
@@ -128,6 +128,11 @@ class EnvService:
             raise HTTPFailure(413, f"{len(items)} completions in one request; at most {MAX_ITEMS}")
         if not all(isinstance(c, str) for c in completions):
             raise HTTPFailure(400, "every completion must be a string")
+        cut = body.get("truncated")
+        if cut is not None:
+            if not isinstance(cut, list) or len(cut) != len(completions) or not all(isinstance(t, bool) for t in cut):
+                raise HTTPFailure(400, "'truncated' must be a list of true/false, one per completion")
+            completions = [CutText(c) if t else c for c, t in zip(completions, cut)]
         problems = [self._problem(p, f"problems[{i}]") for i, p in enumerate(items)]
         return {"verdicts": [v.to_dict() for v in self._verify(problems, completions)]}
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from rlvr.algos.config import AlgoConfig
 from rlvr.config import help_field
-from rlvr.models.lora import LoraSettings
+from rlvr.models.lora_settings import LoraSettings
 from rlvr.rollout.config import RolloutConfig
 from rlvr.rollout.prompts import PromptConfig
 from rlvr.train.budget import BudgetConfig

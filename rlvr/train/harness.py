@@ -44,6 +44,7 @@ from tqdm import tqdm
 
 from rlvr import TrainingError, UserError
 from rlvr.models.device import OOM_HINT, is_out_of_memory
+from rlvr.progress import progress_display
 from rlvr.runs import RunDir
 from rlvr.trackers import TrackedRun, TrackerError, Trackers
 from rlvr.rollout.verification_tally import VerificationTally
@@ -314,8 +315,7 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
         status = "running"
         self.rundir.write_state(status=status, step=step)
         restore_signals = self._install_signal_handlers()
-        bar = tqdm(total=recipe.total_steps, initial=step, desc=recipe.title, unit="step",
-                   disable=not (cfg.log.progress and self.is_main), dynamic_ncols=True)
+        bar = progress_display(recipe.total_steps, initial=step, desc=recipe.title, unit="step", enabled=cfg.log.progress and self.is_main)
         spent_by = self._budget_reached()
         try:
             if cfg.eval.at_start and step == 0:

@@ -1,7 +1,9 @@
 """Training recipes by name, and the one entry point that runs any of them.
 
 A recipe is a class built from its config and a `rlvr.train.harness.Harness` that says what one
-training step does (see `rlvr.train.harness.Recipe`). Which recipe runs is data: a config's
+training step does (see `rlvr.train.harness.Recipe`). Its config class is registered beside it
+(`RECIPE_CONFIGS`, the recipe's ``config_class``) from a module without torch, so a config is read,
+checked and refused without importing the recipe. Which recipe runs is data: a config's
 ``recipe`` key, or else the recipe its ``algo.preset`` names (`rlvr/algos/presets/NAME.yaml`), so
 `rlvr train CONFIG` dispatches by lookup and a new recipe is one registration.
 """
@@ -9,12 +11,14 @@ training step does (see `rlvr.train.harness.Recipe`). Which recipe runs is data:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envs.registry import Registry
 from rlvr.config import CONFIG_DIR, ConfigError, apply_overrides, build_with_overrides, read_config
 from rlvr.train.config import RunConfig
-from rlvr.train.harness import Harness, TrainResult
+
+if TYPE_CHECKING:  # the harness imports torch; reading a config must not
+    from rlvr.train.harness import TrainResult
 
 RECIPES: Registry = Registry("training recipe", versioned=False)
 RECIPES.register("sft", "rlvr.train.sft:SFTRecipe", description="supervised fine-tuning on a task's worked solutions")
@@ -22,6 +26,10 @@ RECIPES.register("policy_gradient", "rlvr.train.policy_gradient:PolicyGradient",
                  description="GRPO family and PPO: sample groups, verify, advantages, clipped policy updates")
 RECIPES.register("preference", "rlvr.train.preference:PreferenceRecipe",
                  description="DPO (offline pairs or online), IPO, cDPO/rDPO, SLiC, KTO: verified-correct over verified-wrong")
+RECIPE_CONFIGS: Registry = Registry("training recipe config", versioned=False)
+RECIPE_CONFIGS.register("sft", "rlvr.train.sft_config:SFTConfig")
+RECIPE_CONFIGS.register("policy_gradient", "rlvr.train.config:TrainConfig")
+RECIPE_CONFIGS.register("preference", "rlvr.train.preference.config:PreferenceTrainConfig")
 
 
 def recipe_name(data: dict[str, Any]) -> str:
@@ -50,9 +58,10 @@ def legacy_keys() -> dict[str, str]:
 
 
 def config_class(name: str) -> type:
+    """The config class of recipe ``name`` (the recipe's ``config_class``, without importing the recipe)."""
     if name not in RECIPES:
         raise ConfigError(f"unknown recipe {name!r}; recipes: {', '.join(RECIPES.ids())}")
-    return RECIPES.get(name).config_class
+    return RECIPE_CONFIGS.get(name) if name in RECIPE_CONFIGS else RECIPES.get(name).config_class
 
 
 def load_run_config(source: str | Path, overrides: list[str]) -> RunConfig:
@@ -85,6 +94,8 @@ def _build(data: dict[str, Any], where: str, overrides: list[str]) -> RunConfig:
 
 def train(cfg: RunConfig) -> TrainResult:
     """Run ``cfg`` end to end with the recipe it names."""
+    from rlvr.train.harness import Harness
+
     name = cfg.recipe or recipe_name({"algo": {"preset": getattr(getattr(cfg, "algo", None), "preset", "grpo")}})
     recipe_cls = RECIPES.get(name)
     if not isinstance(cfg, recipe_cls.config_class):
@@ -98,4 +109,4 @@ def train(cfg: RunConfig) -> TrainResult:
     return harness.run(recipe)
 
 
-__all__ = ["RECIPES", "config_class", "load_run_config", "recipe_name", "train"]
+__all__ = ["RECIPES", "RECIPE_CONFIGS", "config_class", "load_run_config", "recipe_name", "train"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,28 +18,14 @@ import torch
 from tqdm import tqdm
 
 from rlvr import UserError
-from rlvr.config import help_field
-from rlvr.models.tiny import TinyModelConfig, build_tiny_model
+from rlvr.models.tiny import build_tiny_model
 from rlvr.rollout.episodes import TokenizedDemonstration, tokenize_demonstration
 from rlvr.rollout.engines.hf import HFGenerateEngine
 from rlvr.rollout.prompts import resolve_style
 from rlvr.models.batch import TokenBatch, build_token_batch, scatter_completion_values
-from rlvr.train.config import EvalConfig, OptimConfig, RunConfig
+from rlvr.train.sft_config import SFTConfig
 from rlvr.train.harness import Harness
 from rlvr.train.task_checks import open_training_task
-
-
-@dataclass
-class SFTConfig(RunConfig):
-    """A supervised warm-up run."""
-
-    recipe: str | None = help_field("sft", "Training recipe: sft")
-    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
-    steps: int = help_field(500, "Optimizer steps", ge=0)
-    batch_size: int = help_field(64, "Sequences per optimizer step (per process)", gt=0)
-    micro_batch_size: int = help_field(64, "Sequences per forward/backward", gt=0)
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-3, warmup_steps=25))
-    eval: EvalConfig = field(default_factory=lambda: EvalConfig(limit=200))
 
 
 @dataclass

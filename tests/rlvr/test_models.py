@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -174,19 +175,25 @@ def test_eval_of_the_builtin_name_runs_end_to_end(cache, smollm2_cache, tmp_path
 
 
 @needs_smollm2
-def test_lenient_credit_for_a_cut_completion_is_flagged(cache, smollm2_cache, tmp_path):
-    """Cut at 12 tokens, the real model's '58 * 5 = 290' still passes leniently: the report says the
-    answer came from an unfinished response, and predictions.jsonl marks it."""
+def test_lenient_credit_for_a_cut_completion_needs_a_marked_answer(cache, smollm2_cache, tmp_path):
+    """Cut at 12 tokens, the real model's '58 * 5 = 290' is reasoning still going, not an answer:
+    lenient extraction credits a cut completion only for an answer it marked before the cut
+    (`envs.math.cut`), and the report counts the passes that came from cut completions."""
     out = tmp_path / "eval"
     proc = _cli("eval", "--model", BUILTIN, "--task", "arithmetic-v1", "--split", "validation", "--limit", "40", "--max-new-tokens", "12",
                 "--env-kwargs", "{extraction: lenient}", "--threads", "1", "--out", str(out), env={sources.CACHE_ENV: str(cache)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((out / "report.json").read_text())
     rows = [json.loads(line)["greedy"][0] for line in (out / "predictions.jsonl").read_text().splitlines()]
-    cut = sum(r["passed"] and r["truncated"] for r in rows)
-    assert cut >= 1 and report["greedy"]["passed_truncated"] == cut
-    assert any(w.startswith(f"{cut} greedy completion") and "cut at max_new_tokens" in w for w in report["warnings"])
-    assert "counted correct although truncated" in (out / "report.md").read_text()
+    cut = [r for r in rows if r["truncated"]]
+    marked = re.compile(r"(?i)\\boxed\{|answer|####")
+    unmarked = [r for r in cut if not marked.search(r["text"])]
+    assert unmarked and not any(r["passed"] for r in unmarked), unmarked  # the values of unfinished reasoning pass no more
+    passed_cut = [r for r in cut if r["passed"]]
+    assert report["greedy"]["passed_truncated"] == len(passed_cut)
+    if passed_cut:
+        assert any(w.startswith(f"{len(passed_cut)} greedy completion") and "cut at max_new_tokens" in w for w in report["warnings"])
+        assert "counted correct although truncated" in (out / "report.md").read_text()
 
 
 @needs_smollm2

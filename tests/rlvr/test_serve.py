@@ -78,6 +78,29 @@ def test_remote_verdicts_equal_local_ones(arithmetic_server):
     assert sum(v.passed for v in served) == 6  # the gold completions, nothing else
 
 
+def test_a_cut_completion_stays_cut_over_http():
+    """JSON carries text only: the client says which completions were cut (`envs.types.CutText`),
+    so a served lenient math checker refuses the value of unfinished reasoning as a local one does."""
+    from envs.math.env import MathEnv
+    from envs.types import CutText
+
+    env = MathEnv(extraction="lenient")
+    server, service = serve(env)
+    try:
+        remote = envs.make("remote-v1", url=server.url, token=TOKEN)
+        problem = Problem("p0", "Compute 6*7.", "42")
+        text = "First, 6 times 7 is 42."
+        served = remote.verify_many([problem, problem], [text, CutText(text)])
+        assert [v.passed for v in served] == [True, False] == [env.verify(problem, text).passed, env.verify(problem, CutText(text)).passed]
+        status, body = raw(server.url, "POST", "/verify", json.dumps({"problems": [problem.to_dict()], "completions": [text], "truncated": ["yes"]}).encode(),
+                           {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+        assert status == 400 and "truncated" in json.dumps(body)
+    finally:
+        server.shutdown()
+        server.server_close()
+        service.close()
+
+
 def test_problems_by_reference_keep_the_answer_on_the_server(arithmetic_server):
     server, task = arithmetic_server
     remote = RemoteEnvironment(server.url, TOKEN)

@@ -28,7 +28,6 @@ from typing import Any, Callable
 
 from envs.registry import Registry, RegistryError
 from rlvr import UserError
-from rlvr.models.lora import is_adapter_folder
 from rlvr.models.paths import resolve_model
 from rlvr.rollout.base import RolloutEngine
 from rlvr.rollout.config import ENGINE_SECTIONS, RolloutConfig
@@ -119,7 +118,7 @@ def make_engine(cfg: RolloutConfig, model: Any = None, tokenizer: Any = None, *,
 
 def _hf(request: EngineRequest) -> RolloutEngine:
     from rlvr.models.device import check_fits, inference_dtype, resolve_device
-    from rlvr.models.lora import adapter_base
+    from rlvr.models.lora import adapter_base, is_adapter_folder
     from rlvr.models.loading import load_model
     from rlvr.rollout.engines.hf import HFGenerateEngine
 
@@ -139,6 +138,8 @@ def _hf(request: EngineRequest) -> RolloutEngine:
 
 
 def _vllm(request: EngineRequest) -> RolloutEngine:
+    from rlvr.models.lora import is_adapter_folder  # here: checking a config (check_engine_settings) imports no torch
+
     if request.model_path and is_adapter_folder(request.model_path):  # vLLM loads full weights by name
         raise UserError(f"{request.model_path} holds LoRA adapters, which rollout.engine=vllm cannot load: evaluate the merged model "
                         "(a LoRA run with model.lora.merge_on_save=true writes final/merged/) or use the hf engine")

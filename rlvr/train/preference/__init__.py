@@ -10,7 +10,7 @@ One update fed by one of three example sources (`rlvr.train.preference.sources`)
     online labels (kto):  sample groups -> verify -> each completion desirable (passed) or not
                           (the objective takes each minibatch's reference point)
 
-Modules: `rlvr.train.preference.recipe` (the config and the update), `.sources` (the example
+Modules: `rlvr.train.preference.config` (the config), `.recipe` (the update), `.sources` (the example
 sources), `.batches` (the batches, their objectives and reference scoring).
 
 The loss is a registered pure function (`rlvr.algos.preference`), the settings are
@@ -32,10 +32,27 @@ file, tokenizer or base) from a temporarily loaded reference. ``algo.preference.
 holds the reference in memory instead and scores each batch as it comes.
 """
 
-from rlvr.train.preference.batches import LabelledBatch, LabelledObjective, PairBatch, PairObjective, sequence_logps
-from rlvr.train.preference.recipe import PairsConfig, PreferenceRecipe, PreferenceTrainConfig
-from rlvr.train.preference.sources import (ExampleSource, LabelledSource, OfflinePairs, OfflinePairSource, OnlinePairSource,
-                                           example_source)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlvr.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from rlvr.train.preference.batches import LabelledBatch, LabelledObjective, PairBatch, PairObjective, sequence_logps
+    from rlvr.train.preference.config import PairsConfig, PreferenceTrainConfig
+    from rlvr.train.preference.recipe import PreferenceRecipe
+    from rlvr.train.preference.sources import (ExampleSource, LabelledSource, OfflinePairs, OfflinePairSource, OnlinePairSource,
+                                               example_source)
+
+# Imported on first use: the config (`.config`) is read without torch, the rest needs it.
+__getattr__ = lazy_exports(__name__, {
+    **dict.fromkeys(["LabelledBatch", "LabelledObjective", "PairBatch", "PairObjective", "sequence_logps"], f"{__name__}.batches"),
+    **dict.fromkeys(["PairsConfig", "PreferenceTrainConfig"], f"{__name__}.config"),
+    "PreferenceRecipe": f"{__name__}.recipe",
+    **dict.fromkeys(["ExampleSource", "LabelledSource", "OfflinePairs", "OfflinePairSource", "OnlinePairSource", "example_source"],
+                    f"{__name__}.sources"),
+})
 
 __all__ = ["ExampleSource", "LabelledBatch", "LabelledObjective", "LabelledSource", "OfflinePairSource", "OfflinePairs", "OnlinePairSource",
            "PairBatch", "PairObjective", "PairsConfig", "PreferenceRecipe", "PreferenceTrainConfig", "example_source", "sequence_logps"]

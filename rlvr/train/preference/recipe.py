@@ -5,39 +5,19 @@ picture): each step the example source gives a batch with its reference log-prob
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from rlvr.algos.preference import PREFERENCE_LOSSES, LossParams, PreferenceLoss, SequenceLogps, kto_reference_point
 from rlvr.algos.config import AlgoConfig, PreferenceConfig
-from rlvr.config import help_field
 from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.accumulation import merge_stats
-from rlvr.train.config import TrainConfig
 from rlvr.train.harness import Harness
+from rlvr.train.preference.config import PairsConfig, PreferenceTrainConfig
 from rlvr.train.preference.batches import LabelledBatch, LabelledObjective, PairBatch, PairObjective, sequence_logps
 from rlvr.train.preference.sources import ExampleSource, example_source
 from rlvr.train.recipe_base import AlgorithmRecipe
-
-
-@dataclass
-class PairsConfig:
-    """Offline preference pairs (``algo.preference.source=pairs``, the dpo preset)."""
-
-    path: str | None = help_field(None, "JSONL pairs file: `rlvr pairs build` output, or TRL's layout (prompt, chosen, rejected; text or chat messages)")
-    batch_size: int = help_field(32, "Pairs per training step (per process); each step takes update.epochs_per_batch x update.minibatches optimizer steps on them (default one)", gt=0)
-    on_bad_row: Literal["skip", "error"] = help_field("skip", "A malformed or too long row: skip (counted, reported with file:line and written to pairs_report.json) or error (stop at the first)")
-    max_length: int | None = help_field(None, "Longest prompt + completion in tokens (None = the model's max_position_embeddings); longer pairs are reported like malformed rows", gt=0)
-
-
-@dataclass
-class PreferenceTrainConfig(TrainConfig):
-    """A run of the preference recipe: the RL config (rollouts for online sources and evaluation),
-    and where offline pairs come from."""
-
-    pairs: PairsConfig = field(default_factory=PairsConfig)
 
 
 class PreferenceRecipe(AlgorithmRecipe):

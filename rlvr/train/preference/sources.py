@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import torch
-from tqdm import tqdm
 
 from rlvr import UserError
 from rlvr.algos.preference import mismatched_partners
 from rlvr.models.batch import TokenBatch, build_token_batch
 from rlvr.models.paths import resolve_model
+from rlvr.progress import progress_display
 from rlvr.rollout.groups import GroupSource
 from rlvr.rollout.sampling import SamplingReport
 from rlvr.rollout.tensors import sample_rows
@@ -166,8 +166,8 @@ class OfflinePairs:
         """``[len(idx), 2]`` reference log-probs of the chosen and rejected completions of pairs
         ``idx``, in chunks of `SCORE_CHUNK` pairs, with a progress bar when there is more than one."""
         out = torch.zeros(len(idx), 2)
-        with tqdm(total=len(idx), desc="reference log-probs", unit="pair", leave=False, dynamic_ncols=True,
-                  disable=not progress or len(idx) <= SCORE_CHUNK) as bar:
+        with progress_display(len(idx), desc="reference log-probs", unit="pair", leave=False,
+                              enabled=progress and len(idx) > SCORE_CHUNK) as bar:
             for start in range(0, len(idx), SCORE_CHUNK):
                 chunk = idx[start: start + SCORE_CHUNK]
                 tokens = PairBatch.build([self.prompts[i] for i in chunk], [self.chosen[i] for i in chunk], [self.rejected[i] for i in chunk],

@@ -7,7 +7,9 @@ one class: hedges, remarks, an expression followed by its value, numbers in word
 result followed by its operands, sentences copied from the question, echoes). Each row is labelled
 by reading it:
 
-- ``correct``: the response commits to the gold as its one final answer;
+- ``correct``: the response commits to the gold as its one final answer (a response that stops
+  mid-sentence commits only to an answer it marked before it stopped, `envs.math.cut`: the two
+  rambling rows cut at "including algebra," and "which is" were relabelled when that rule came);
 - ``marked``: that answer is explicit (a box, an answer marker, a bare answer line), so strict
   extraction can see it.
 

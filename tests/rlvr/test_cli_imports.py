@@ -1,0 +1,138 @@
+"""The CLI answers help, listings and a bad config without importing torch or transformers (which take
+seconds to import): each case runs the real `rlvr` in a fresh interpreter and reads `sys.modules`
+when it is done. What is asserted is what got imported, never how long it took."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "transformers", "accelerate", "peft")
+
+# Runs rlvr's main with argv (argparse's help exits through SystemExit) and reports its exit code and
+# which heavy packages it imported.
+PROBE = """
+import contextlib, io, json, sys
+from rlvr.cli import main
+err = io.StringIO()
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+    try:
+        code = main(sys.argv[1:])
+    except SystemExit as e:
+        code = e.code
+heavy = sorted({m.split('.')[0] for m in sys.modules} & set(%r))
+print(json.dumps({"code": code, "heavy": heavy, "stderr": err.getvalue()}))
+""" % (HEAVY,)
+
+
+def run_probe(argv: list[str], tmp_path: Path, code: str = PROBE) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"], ["train", "--help"], ["sft", "--help"], ["eval", "--help"],
+    ["envs", "list"], ["tasks", "list"], ["algos", "list"], ["train", "--show-config"], ["sft", "--show-config"],
+])
+def test_help_and_listings_import_no_torch(argv, tmp_path):
+    out = run_probe(argv, tmp_path)
+    assert out["code"] == 0, out["stderr"]
+    assert out["heavy"] == [], f"rlvr {' '.join(argv)} imported {out['heavy']}"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["train", "quickstart", "foo.bar=1"], "unknown key 'foo'"),
+    (["train", "quickstart", "optim.lr=abc"], "'optim.lr' must be float"),
+    (["train", "quickstart", "update.steps=-5"], "'update.steps' must be >= 0"),
+    (["train", "quickstart", "algo.preset=nope"], "unknown algo.preset 'nope'"),
+    (["train", "quickstart", "algo.policy_loss.clip_hgh=0.2"], "takes no argument 'clip_hgh'"),
+    (["train", "quickstart", "algo.kl.mode=bad"], "'algo.kl.mode' must be one of"),
+    (["train", "quickstart", "model.lora.r=-1"], "'model.lora.r' must be >= 0"),
+    (["train", "quickstart", "rollout.engine=nope"], "not a registered engine"),
+    (["train", "quickstart", "rollout.vllm.gpu_memory_utilization=0.5"], "is a setting of the vllm engine"),
+    (["train", "quickstart", "verify.reward=nope"], "not a reward signal"),
+    (["train", "quickstart", "task.id=nope-v1"], "unknown task 'nope-v1'"),
+    (["train", "no_such_config"], "neither a file nor a built-in config"),
+    (["sft", "sft_quickstart", "steps=-1"], "'steps' must be >= 0"),
+    (["sft", "quickstart"], "configures the policy_gradient recipe, not sft"),
+])
+def test_a_bad_training_config_is_refused_before_torch_is_imported(argv, message, tmp_path):
+    out = run_probe(argv, tmp_path)
+    assert out["code"] == 2 and message in out["stderr"], out["stderr"]
+    assert len(out["stderr"].strip().splitlines()) == 1, out["stderr"]
+    assert out["heavy"] == [], f"rlvr {' '.join(argv)} imported {out['heavy']} before refusing the config"
+
+
+def test_every_subcommands_help_imports_no_torch(tmp_path):
+    """Every subcommand and sub-subcommand (found by walking the parser, so a new one is covered)."""
+    walk = """
+import argparse, contextlib, io, json, sys
+from rlvr.cli import build_parser, main
+def commands(parser, prefix):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield prefix + [name]
+                yield from commands(sub, prefix + [name])
+seen = 0
+for argv in commands(build_parser(), []):
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main([*argv, "--help"])
+        except SystemExit:
+            seen += 1
+heavy = sorted({m.split('.')[0] for m in sys.modules} & set(%r))
+print(json.dumps({"code": seen, "heavy": heavy, "stderr": ""}))
+""" % (HEAVY,)
+    out = run_probe([], tmp_path, walk)
+    assert out["code"] >= 15  # every help exited; train, sft, eval, envs and its subcommands...: the walk found them
+    assert out["heavy"] == []
+
+
+def test_each_recipes_registered_config_class_is_the_one_it_runs():
+    """`RECIPE_CONFIGS` lets a config be read without importing its recipe: it must name the class
+    the recipe itself takes."""
+    from rlvr.train.recipes import RECIPE_CONFIGS, RECIPES, config_class
+
+    assert set(RECIPE_CONFIGS.ids()) == set(RECIPES.ids())
+    for name in RECIPES.ids():
+        assert config_class(name) is RECIPES.get(name).config_class
+
+
+def test_a_lazy_module_imports_on_first_use_only(tmp_path):
+    code = """
+import sys
+from rlvr.lazy import lazy_module
+m = lazy_module("fractions")
+sys.modules.pop("fractions", None)
+before = "fractions" in sys.modules
+value = m.Fraction(1, 3) + m.Fraction(1, 6)
+print(before, "fractions" in sys.modules, value)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == ["False", "True", "1/2"], proc.stdout + proc.stderr
+
+
+def test_training_packages_give_their_configs_without_torch_and_the_rest_on_first_use(tmp_path):
+    code = """
+import sys
+from rlvr.train import TrainConfig, load_run_config
+from rlvr.train.preference import PreferenceTrainConfig
+from rlvr.train.sft_config import SFTConfig
+before = "torch" in sys.modules
+from rlvr.train import TrainingError
+from rlvr.train.preference import PreferenceRecipe
+print(before, "torch" in sys.modules, PreferenceRecipe.config_class is PreferenceTrainConfig)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.stdout.split() == ["False", "True", "True"], proc.stdout + proc.stderr
