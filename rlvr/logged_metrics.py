@@ -1,4 +1,4 @@
-"""Every metric a training run logs to ``metrics.jsonl`` (and TensorBoard): name, meaning, unit and
+"""Every metric a training run logs to ``metrics.jsonl`` (and to its trackers, `rlvr.trackers`): name, meaning, unit and
 which recipes log it, declared once here.
 
 The code that produces a metric (the harness, the recipes, the rollout side, the learned scorers)

@@ -1,6 +1,7 @@
 """The run directory ``runs/NAME/``: resolved config, metrics, TensorBoard events, sampled
-completions with their verdicts, checkpoints and plots. Every write is flushed at once, so a
-killed run keeps everything it logged."""
+completions with their verdicts, evaluation reports, checkpoints and plots. Every write is flushed
+at once, so a killed run keeps everything it logged. Experiment trackers (TensorBoard's ``tb/``
+among them) are `rlvr.trackers`."""
 
 from __future__ import annotations
 
@@ -17,29 +18,21 @@ from rlvr.plots import plot_metrics
 class RunDir:
     """Writer for one run's directory (only the main process writes).
 
-    Layout: ``config.yaml``, ``metrics.jsonl``, ``samples.jsonl``, ``tb/`` (TensorBoard),
-    ``checkpoints/step-N/``, ``final/`` (the trained model), ``curves.png``, ``run_state.json``.
+    Layout: ``config.yaml``, ``provenance.json``, ``metrics.jsonl``, ``samples.jsonl``,
+    ``reports/`` (evaluation reports), ``tb/`` (TensorBoard), ``checkpoints/step-N/``, ``final/``
+    (the trained model), ``curves.png``, ``run_state.json``.
     """
 
-    def __init__(self, path: str | Path, *, tensorboard: bool = True, enabled: bool = True):
+    def __init__(self, path: str | Path, *, enabled: bool = True):
         self.path = Path(path)
         self.enabled = enabled
-        self.tensorboard = tensorboard
-        self._tb = None
         if enabled:
             self.path.mkdir(parents=True, exist_ok=True)
 
     def start(self, step: int = 0) -> None:
-        """Begin logging after ``step``: rows a resumed run will log again are dropped, and
-        TensorBoard purges its events past ``step`` (otherwise its curves run backwards)."""
-        if not self.enabled:
-            return
-        if step:
+        """Begin logging after ``step``: rows a resumed run will log again are dropped."""
+        if self.enabled and step:
             self.truncate_after(step)
-        if self.tensorboard and self._tb is None:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._tb = SummaryWriter(str(self.path / "tb"), purge_step=step + 1 if step else None)
 
     @property
     def metrics_path(self) -> Path:
@@ -55,11 +48,6 @@ class RunDir:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
         with self.metrics_path.open("a") as f:
             f.write(json.dumps({"step": step, "time": time.time(), **clean}) + "\n")
-        if self._tb is not None:
-            for k, v in clean.items():
-                if isinstance(v, (int, float)) and v is not None:
-                    self._tb.add_scalar(k, v, step)
-            self._tb.flush()
 
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         if self.enabled and rows:
@@ -79,19 +67,17 @@ class RunDir:
         if self.enabled:
             (self.path / "run_state.json").write_text(json.dumps(state, indent=2, default=str))
 
-    def write_json(self, name: str, data: Any) -> None:
+    def write_json(self, name: str, data: Any) -> Path:
+        path = self.path / name
         if self.enabled:
-            (self.path / name).write_text(json.dumps(data, indent=2, default=str))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(data, indent=2, default=str))
+        return path
 
     def plot(self, title: str = "") -> Path | None:
         if not self.enabled:
             return None
         return plot_metrics(self.metrics_path, self.path / "curves.png", title=title)
-
-    def close(self) -> None:
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
 
 
 def _row_step(line: str) -> float:

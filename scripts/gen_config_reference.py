@@ -92,7 +92,8 @@ def metrics_reference() -> str:
     out = [
         "# Logged metrics", "", GENERATED.format(what="rlvr/logged_metrics.py"), "",
         "Every metric a training run writes to `metrics.jsonl` (one JSON row per step, with `step` and `time`) and to",
-        "TensorBoard (`tb/`), by section. Values are per step unless the meaning says otherwise; a metric some runs",
+        "each tracker of `log.report_to` (TensorBoard's `tb/` by default; [Experiment trackers](../training.md#experiment-trackers)),",
+        "by section. Values are per step unless the meaning says otherwise; a metric some runs",
         "do not log says when it is logged. The recipes are those of `rlvr train` (`policy_gradient`: the GRPO family",
         "and PPO; `preference`: DPO, IPO, online DPO, KTO) and `rlvr sft`. `rlvr/logged_metrics.py` is the table",
         "this page is generated from; the tests refuse a metric the code logs without an entry there.",

@@ -8,6 +8,8 @@ runs in one child process). A line runs as written except for what makes it smal
   small rollouts and evaluations (`SMALL_TRAINING`: only lowered, never raised), no progress bars, one
   thread, ``overwrite=true`` (pages retrain the same run names);
 - evaluation and sampling (`rlvr eval`, `rlvr pairs build`, exports): a few problems (`SMALL_FLAGS`);
+- ``NAME=value`` words before the command (``WANDB_MODE=offline rlvr train ...``) are set in the
+  environment while it runs, as the shell would;
 - a model that is not here (a hub id, a placeholder such as ``MODEL``) is replaced by the embedded
   model the test session builds (`sft_base`), placed where the pages expect it,
   ``runs/quickstart/sft/final``; the built-in real model (``smollm2-135m-instruct``) runs as itself;
@@ -63,6 +65,11 @@ class Command:
     @property
     def text(self) -> str:
         return " ".join((*self.launcher, *self.argv))
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The ``NAME=value`` words before the command (``WANDB_MODE=offline rlvr train ...``): set while it runs."""
+        return dict(w.split("=", 1) for w in self.launcher if re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", w))
 
 
 @dataclass(frozen=True)
@@ -255,13 +262,29 @@ def _quiet(out: Path, base: Path, *extra: str) -> list[str]:
             "rollout.group_size=4", "eval.limit=8", "log.checkpoint_every=1", *extra]
 
 
-def _run(argv: list[str], cwd: Path | None = None) -> tuple[int, str]:
+@contextlib.contextmanager
+def _environment(env: dict[str, str]):
+    """``os.environ`` with ``env`` set, restored afterwards."""
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _run(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[int, str]:
     from rlvr.cli import main
 
     out = io.StringIO()
     with contextlib.ExitStack() as stack:
         if cwd is not None:
             stack.enter_context(_chdir(cwd))
+        stack.enter_context(_environment(env or {}))
         stack.enter_context(contextlib.redirect_stdout(out))
         stack.enter_context(contextlib.redirect_stderr(out))
         try:
@@ -396,7 +419,7 @@ def run_commands(commands: list[Command], cwd: Path) -> tuple[list[str], list[st
         if missing:
             log.append(f"skip  {c}\n      (the built-in model's package is not installed: {missing})")
             continue
-        rc, out = _run(argv, cwd)
+        rc, out = _run(argv, cwd, env=c.env)
         log.append(f"{time.perf_counter() - start:5.1f}s {c}" + ("" if list(c.argv) == argv else f"\n      ran: rlvr {' '.join(argv)}"))
         if rc not in EXIT_CODES.get(c.argv[0], (0,)):
             problems.append(f"{c}\n    ran: rlvr {' '.join(argv)}\n    exit {rc}; output ends:\n" + _tail(out))

@@ -82,11 +82,29 @@ class LogConfig:
     """What the run directory receives, and how often."""
 
     samples_per_step: int = help_field(4, "Completions (with verdicts) written to samples.jsonl each step", ge=0)
-    tensorboard: bool = help_field(True, "Write TensorBoard events to tb/")
+    report_to: list[str] | str = help_field(["tensorboard"], "Experiment trackers that receive every metric, the resolved config, the run's provenance "
+                                                       "and the evaluation reports: any of tensorboard (events in tb/), wandb, mlflow, trackio "
+                                                       "(`rlvr.trackers`; [] = metrics.jsonl only). Each reads its own settings from its environment "
+                                                       "variables (WANDB_MODE, MLFLOW_TRACKING_URI, TRACKIO_DIR, ...); one that cannot start refuses the run "
+                                                       "before any model loads")
+    project: str = help_field("rlvr", "Project the run is filed under in wandb and trackio, and the mlflow experiment (the run is named by name)")
+    tensorboard: bool = help_field(True, "False leaves tensorboard out of report_to (the older spelling, kept for existing configs)")
     plot: bool = help_field(True, "Write curves.png at the end (and at each checkpoint)")
     checkpoint_every: int = help_field(0, "Save a checkpoint every this many steps (0 = only at the end)", ge=0)
     keep_checkpoints: int = help_field(2, "Checkpoints kept (older ones are deleted)", gt=0)
     progress: bool = help_field(True, "Show a progress bar")
+
+    def __post_init__(self) -> None:
+        from rlvr.trackers import check_names
+
+        if isinstance(self.report_to, str):  # log.report_to=wandb on a command line: one tracker
+            self.report_to = [self.report_to]
+        check_names(self.report_to)
+
+    @property
+    def trackers(self) -> list[str]:
+        """The trackers this run reports to: `report_to`, less tensorboard when `tensorboard` is false."""
+        return [name for name in self.report_to if self.tensorboard or name != "tensorboard"]
 
 
 @dataclass

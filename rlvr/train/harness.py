@@ -16,6 +16,9 @@ One `Harness` per run owns
   name (``checkpoints/step-N/NAME/``), the RNG of every process and the recipe's own state, and
   resuming from them, also with another process count (`Harness.source` says where a component's
   weights come from);
+- the **experiment trackers** (``log.report_to``, `rlvr.trackers`): started before any model
+  loads (one that cannot start refuses the run), given the config, the provenance, every metric
+  and every evaluation report;
 - the **loop** (`Harness.run`, here): progress bar, periodic evaluation, logging, periodic and
   final checkpoints, SIGINT/SIGTERM (finish the step, save, stop), a checkpoint on failure (a lost
   process instead stops the run naming it, `rlvr.train.lost_process`), and what the run has spent
@@ -27,6 +30,7 @@ A recipe (`rlvr.train.recipes`) only says what one step does.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -44,6 +48,7 @@ from rlvr import TrainingError, UserError
 from rlvr.models.device import OOM_HINT, is_out_of_memory
 from rlvr.progress import progress_display
 from rlvr.runs import RunDir
+from rlvr.trackers import TrackedRun, TrackerError, Trackers
 from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.accumulation import HarnessAccumulation
 from rlvr.train.budget import Spent
@@ -125,7 +130,9 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
         self.checkpoint_dir = self.run_dir / "checkpoints"
         self.created_run_dir = not self.run_dir.exists()
         self._prepare_run_dir()
-        self.rundir = RunDir(self.run_dir, tensorboard=cfg.log.tensorboard, enabled=self.accel.is_main_process)
+        self.provenance = self._provenance()
+        self.trackers = self._open_trackers()
+        self.rundir = RunDir(self.run_dir, enabled=self.accel.is_main_process)
         if self.is_main:
             for partial in remove_partial_checkpoints(self.checkpoint_dir):
                 self.print(f"note: removed the partial checkpoint {partial} (an interrupted write)")
@@ -206,9 +213,43 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
     def discard_failed_start(self) -> None:
         """After a failure before the first step of a new run: remove the run directory this run
         created (nothing in it can be resumed), so the corrected command runs as typed."""
-        self.rundir.close()
+        self.trackers.finish("failed: before the first step")
         if self.created_run_dir and self.is_main and not list_checkpoints(self.checkpoint_dir):
             shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    # -- provenance and trackers -----------------------------------------------------------------
+
+    def _provenance(self) -> dict[str, Any]:
+        """Where the run's numbers come from: code commit, library versions, device, processes, host."""
+        import platform
+
+        from rlvr.eval.provenance import library_versions, project_commit, utc_now
+        from rlvr.models.device import describe_device
+
+        return {"created_utc": utc_now(), "code": project_commit(), "libraries": library_versions(),
+                "device": describe_device(self.device), "processes": self.num_processes, "host": platform.node()}
+
+    def _open_trackers(self) -> Trackers:
+        """Start ``log.report_to``'s trackers on the main process; if one cannot start, every process
+        refuses the run (its one-line `TrackerError`) and a run directory made for it is removed."""
+        from rlvr.config import to_dict
+
+        error: TrackerError | None = None
+        trackers = Trackers(print=self.print)
+        if self.is_main and self.cfg.log.trackers:
+            found = list_checkpoints(self.checkpoint_dir) if self.cfg.resume else []
+            run = TrackedRun(name=self.cfg.name, project=self.cfg.log.project, run_dir=self.run_dir, config=to_dict(self.cfg),
+                             provenance=self.provenance, start_step=found[-1][0] if found else 0)
+            try:
+                trackers = Trackers.open(self.cfg.log.trackers, run, print=self.print)
+            except TrackerError as e:
+                error = e
+        failed = float(self.reduce_sum(torch.tensor([float(error is not None)]))[0]) > 0
+        if failed:
+            if self.created_run_dir and self.is_main:
+                shutil.rmtree(self.run_dir, ignore_errors=True)  # a tracker may have written into it
+            raise error or TrackerError("log.report_to: a tracker could not start on the main process (its message is above)")
+        return trackers
 
     def _latest_checkpoint(self) -> Path | None:
         found = list_checkpoints(self.checkpoint_dir)
@@ -281,6 +322,7 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
             self.accel.wait_for_everyone()
         self.rundir.start(step)
         self.rundir.write_config(cfg)
+        self.rundir.write_json("provenance.json", self.provenance)
         status = "running"
         self.rundir.write_state(status=status, step=step)
         restore_signals = self._install_signal_handlers()
@@ -343,7 +385,7 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
                     self.rundir.plot(title=recipe.title)
             except OSError as e:
                 self.print(f"could not write the run's summary files: {e}")
-            self.rundir.close()
+            self.trackers.finish(status)
 
     def _lost_process_error(self, error: BaseException, step: int) -> TrainingError:
         """The one-line error of a collective broken by a process that went away, naming the ranks
@@ -389,6 +431,16 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         self.rundir.log_metrics(step, metrics)
+        self.trackers.log_metrics(step, metrics)
+
+    def log_report(self, name: str, report: dict[str, Any]) -> None:
+        """Keep an evaluation report of the current step: ``reports/NAME-step-N.json`` in the run
+        directory, and each tracker."""
+        step = self.current_step
+        public = json.loads(json.dumps({k: v for k, v in report.items() if not k.startswith("_")}, default=str))  # plain JSON for every tracker
+        if self.is_main:
+            path = self.rundir.write_json(str(Path("reports", f"{name}-step-{step}.json")), public)
+            self.trackers.log_report(step, name, public, path)
 
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         self.rundir.log_samples(step, rows)

@@ -98,6 +98,7 @@ class AlgorithmRecipe:
                                 prompt=cfg.prompt)
         with self.groups.engine_for_evaluation() as engine:
             report = evaluate(engine, self.groups.task, settings, progress=False)
+        self.harness.log_report("eval", report)
         return {"eval/accuracy": report["greedy"]["accuracy"], "eval/no_answer_rate": report["greedy"]["no_answer_rate"]}
 
     def save_final(self) -> Path:

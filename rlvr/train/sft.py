@@ -115,7 +115,9 @@ class SFTRecipe:
         ev = self.cfg.eval
         settings = EvalSettings(split=ev.split, limit=ev.limit, max_new_tokens=ev.max_new_tokens or 128, chunk_prompts=256,
                                 prompt=self.cfg.prompt)
-        self.last_eval = {"eval/accuracy": evaluate(self.engine, self.task, settings, progress=False)["greedy"]["accuracy"]}
+        report = evaluate(self.engine, self.task, settings, progress=False)
+        self.harness.log_report("eval", report)
+        self.last_eval = {"eval/accuracy": report["greedy"]["accuracy"]}
         return self.last_eval
 
     def save_final(self) -> Path:
