@@ -133,7 +133,7 @@ def _inline(task: Any = None, env: Any = None) -> Iterator[list[str]]:
             if isinstance(env, str):
                 extra.append(f"task.env={env}")
             elif isinstance(env, envs.Environment):
-                key = f"python/reward{next(_INLINE)}-v1"
+                key = f"inline-reward{next(_INLINE)}-v1"
                 envs.ENVS.register(key, lambda _env=env, **_: _env, override=True)
                 added.append((envs.ENVS, key))
                 extra.append(f"task.env={key}")
@@ -143,7 +143,7 @@ def _inline(task: Any = None, env: Any = None) -> Iterator[list[str]]:
             if isinstance(task, str):
                 extra.append(f"task.id={task}")
             elif isinstance(task, tasks.Task):
-                key = f"python/task{next(_INLINE)}-v1"
+                key = f"inline-task{next(_INLINE)}-v1"
                 tasks.TASKS.register(key, lambda _task=task, **_: _task, override=True)
                 added.append((tasks.TASKS, key))
                 extra.append(f"task.id={key}")
@@ -299,7 +299,7 @@ def _eval_task(registry: Any, task: Any, config: dict[str, Any], split: str, env
         raise UserError(f"task must be a task id or a tasks.Task, got {type(task).__name__}")
     the_task.check_split(split)
     if isinstance(env, envs.Environment):
-        key = f"python/reward{next(_INLINE)}-v1"
+        key = f"inline-reward{next(_INLINE)}-v1"
         envs.ENVS.register(key, lambda _env=env, **_: _env, override=True)
         try:
             the_task.env_id, the_task.env_kwargs = key, {}

@@ -109,7 +109,7 @@ class LineProgress:
         if self.total:
             count += f" ({100 * self.n / self.total:.0f}%)"
         rate = (self.n - self.start) / elapsed if elapsed > 0 else 0.0
-        parts = [f"{self.desc}: {count}", f"{elapsed:.0f} s", f"{rate:.3g} {self.unit}s/s"] + ([self.postfix] if self.postfix else [])
+        parts = [f"{self.desc}: {count}", f"{elapsed:.0f} s", f"{rate:.3g} {self.unit}s per second"] + ([self.postfix] if self.postfix else [])
         print(", ".join(parts), file=self.stream, flush=True)
 
 

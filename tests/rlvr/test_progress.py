@@ -46,7 +46,7 @@ def test_a_loop_cut_short_still_ends_with_its_count_and_a_disabled_one_writes_no
     with LineProgress(50, desc="eval", unit="prob", stream=out, interval=30, clock=clock, initial=10) as bar:
         clock.now = 5.0
         bar.update(7)
-    assert out.getvalue().splitlines() == ["eval: 17/50 probs (34%), 5 s, 1.4 probs/s"]
+    assert out.getvalue().splitlines() == ["eval: 17/50 probs (34%), 5 s, 1.4 probs per second"]
     silent = io.StringIO()
     with LineProgress(50, desc="eval", unit="prob", stream=silent, interval=0, enabled=False) as bar:
         bar.update(50)
