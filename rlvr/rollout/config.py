@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -97,6 +98,40 @@ class AsyncConfig:
         [], "CPU cores the generation worker process is pinned to (os.sched_setaffinity; [] = not pinned); its torch threads = "
             "their number. Pin the trainer apart with taskset (scripts/bench_async.py does both)")
 
+    def __post_init__(self) -> None:
+        # settings that cannot work whatever the model: refused while the config is read, before anything loads
+        k = self.max_staleness
+        if self.partial and k < 2:
+            raise ValueError(f"rollout.async.partial=true with rollout.async.max_staleness={k}: a generation continued after one "
+                             "weight push is 2 versions old when it is trained; set rollout.async.max_staleness >= 2")
+        if k >= 1 and self.worker_cpus:
+            allowed = usable_cores()
+            outside = [c for c in self.worker_cpus if c not in allowed]
+            if outside:
+                raise ValueError(f"rollout.async.worker_cpus={list(self.worker_cpus)}: this process may not use core {outside[0]} "
+                                 f"(it may use cores {format_cores(allowed)}, os.sched_getaffinity); choose among those")
+
+
+def usable_cores() -> set[int]:
+    """The cores this process may run on (its affinity, e.g. a container's cpuset), not the machine's count."""
+    if hasattr(os, "sched_getaffinity"):
+        return set(os.sched_getaffinity(0))
+    return set(range(os.cpu_count() or 1))
+
+
+def format_cores(cores: set[int]) -> str:
+    """``{0, 1, 2, 5}`` as ``0-2, 5``."""
+    ranges: list[list[int]] = []
+    for c in sorted(cores):
+        if ranges and c == ranges[-1][1] + 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+ASYNC_ENGINES = ("hf", "vllm_server")  # engines a generation worker can run: hf in a process of its own, or the rollout server
+
 
 @dataclass
 class RolloutConfig:
@@ -122,3 +157,20 @@ class RolloutConfig:
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     probe: SyncProbeConfig = field(default_factory=SyncProbeConfig)
     async_: AsyncConfig = field(default_factory=AsyncConfig, metadata={"key": "async"})  # `async` is a Python keyword
+
+    def __post_init__(self) -> None:
+        # asynchronous settings that contradict the rest of rollout: refused while the config is read, before anything loads
+        k = self.async_.max_staleness
+        if k < 1:
+            return
+        where = f"rollout.async.max_staleness={k}"
+        if self.overlap:
+            raise ValueError(f"{where} and rollout.overlap=true both generate ahead of training: rollout.async replaces overlap "
+                             "(max_staleness=1 is its one-step-ahead schedule, in a worker process); drop rollout.overlap")
+        if self.engine not in ASYNC_ENGINES:
+            raise ValueError(f"{where} with rollout.engine={self.engine}: the generation worker runs {' or '.join(ASYNC_ENGINES)} "
+                             "(hf in a process of its own; vllm_server, `rlvr rollout serve` on other GPUs); colocated vllm shares the "
+                             "trainer's GPU and process")
+        if self.engine == "vllm_server" and self.vllm.weight_transfer != "http":
+            raise ValueError(f"{where} with rollout.vllm.weight_transfer={self.vllm.weight_transfer}: the generation side pushes the "
+                             "versions it needs over http; set rollout.vllm.weight_transfer=http")
