@@ -24,8 +24,11 @@ so a run is reproducible, its resume exact, and a worker that dies regenerates i
 - **Partial rollouts** (``rollout.async.partial``): `rlvr.rollout.partial.PartialRollouts` cuts long
   generations at a per-round budget and continues them in the next round.
 - **Checkpoints**: `state_dict` waits until the rounds up to ``version + lag`` are done (they need
-  only versions the trainer already pushed) and saves them with the producer's state after them;
-  a resumed run restores them and starts the worker at the next round with the checkpoint's weights.
+  only versions the trainer already pushed; none past the run's last step, which no step trains, is
+  generated) and saves them with the producer's state after them, the probe and its results; a
+  resumed run restores them and starts the worker at the next round with the checkpoint's weights.
+  A resume with another ``max_staleness`` or ``partial`` is refused (its rounds follow the saved
+  schedule); a checkpoint whose wait stalls saves the rounds finished so far and the run stops.
 - **Faults**: a worker that dies is started again (``rollout.async.restarts``; its round is
   regenerated), then the run stops naming it; a side that makes no progress for
   ``rollout.async.timeout_s`` is named (`AsyncStalled`).
