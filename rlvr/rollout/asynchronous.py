@@ -456,9 +456,8 @@ class AsyncRollouts:
                 if self._stop:
                     raise
                 if self.restarts_left <= 0:
-                    raise AsyncStalled(f"{e} in round {round_}, and rollout.async.restarts={self.settings.restarts} "
-                                       f"{'is' if self.settings.restarts == 1 else 'are'} spent: the run stops and keeps its checkpoints "
-                                       f"(continue with `rlvr train {self.settings.run_dir} --resume`)") from None
+                    raise AsyncStalled(f"{e} in round {round_}, with no restart left (rollout.async.restarts={self.settings.restarts}): "
+                                       f"the run stops and keeps its checkpoints (continue with `rlvr train {self.settings.run_dir} --resume`)") from None
                 self.restarts_left -= 1
                 restarts += 1
                 self.say(f"warning: {e} in round {round_}; starting it again ({self.settings.restarts - self.restarts_left} of "

@@ -140,6 +140,7 @@ def _worker_main(conn: Any, model: torch.nn.Module, tokenizer: Any, slots: list[
                     model.load_state_dict(slots[args[0]])
                 answer: Any = None
             elif command == "generate":
+                faults.reached("generate_call")
                 answer = (engine.generate_ids(*args), engine.choice.as_dict() if engine.choice is not None else None)
             elif command == "score":
                 answer = engine.score(*args)

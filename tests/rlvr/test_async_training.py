@@ -147,9 +147,9 @@ def test_a_worker_that_dies_is_started_again_and_the_run_ends_as_an_uninterrupte
 
 
 def test_a_worker_that_dies_past_its_restarts_stops_the_run_naming_it(sft_base, tmp_path, rl_overrides):
-    # token 120 is in batch 4 or 5: a checkpoint or two are written before (the one after step s waits for batch s + 1)
+    # token 90 is in batch 3 or 4 (of 4): a checkpoint or two are written before (the one after step s waits for batch s + 1)
     out = _cli("train", "quickstart", *rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=1", "rollout.async.restarts=0", *ARGS),
-               RLVR_WORKER_KILL_AT="generate:120")
+               RLVR_WORKER_KILL_AT="generate:90")
     assert out.returncode == 1, out.stderr[-2000:]
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, out.stderr[-2000:]
@@ -164,6 +164,18 @@ def test_a_worker_that_dies_past_its_restarts_stops_the_run_naming_it(sft_base, 
     resumed = _cli("train", str(run), "--resume")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert [r["step"] for r in _rows(run)] == [1, 2, 3, 4]
+
+
+def test_a_worker_that_would_die_after_the_last_batch_leaves_a_completed_run(sft_base, tmp_path, rl_overrides):
+    """The worker is set to die at its fifth generate call (one a batch here) of a 4-step run at k = 2
+    with no restart: no step trains a fifth batch, so none is generated, and the run completes with
+    its final model (it used to generate k batches more for the last checkpoint, and fail there)."""
+    out = _cli("train", "quickstart", *rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=2", "rollout.async.restarts=0", *ARGS),
+               RLVR_WORKER_KILL_AT="generate_call:5")
+    assert out.returncode == 0, out.stderr[-2000:]
+    run = tmp_path / "run"
+    assert json.loads((run / "run_state.json").read_text())["status"] == "completed" and (run / "final").is_dir()
+    assert [r["step"] for r in _rows(run)] == [1, 2, 3, 4] and "died" not in out.stdout + out.stderr
 
 
 def test_a_stuck_worker_is_named_and_the_checkpoint_waiting_for_it_keeps_its_step(sft_base, tmp_path, rl_overrides):
