@@ -424,3 +424,13 @@ def test_a_missing_rollout_server_is_refused_before_anything_loads(tmp_path, rl_
     message = str(e.value)
     assert "\n" not in message and f"no rollout server answers at rollout.vllm.server_url={url}" in message
     assert "rlvr rollout serve" in message and not (tmp_path / "run").exists()
+
+
+def test_partial_rollouts_on_a_multi_turn_task_are_refused_before_any_model_loads(tmp_path, rl_overrides):
+    """What needs the task (not the config alone) is refused once the task opens, before the (here
+    missing) model would load."""
+    cfg = load_run_config("quickstart", rl_overrides(tmp_path, tmp_path / "no-model", "update.steps=1", "task.id=tool-products-v1",
+                                                     "task.config={}", "rollout.async.max_staleness=2", "rollout.async.partial=true"))
+    with pytest.raises(UserError) as e:
+        train(cfg)
+    assert "\n" not in str(e.value) and "rollout.async.partial=true with the multi-turn environment of tool-products-v1" in str(e.value)
