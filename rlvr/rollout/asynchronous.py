@@ -365,11 +365,11 @@ class AsyncRollouts:
         new_partial = self.partial is not None
         if saved_k == self.k and saved_partial == new_partial:
             return
-        queued = len(state["rounds"]) + len(state["producer"].parked)
+        queued, parked = len(state["rounds"]), len(state["producer"].parked)
         raise UserError(f"this checkpoint was written with rollout.async.max_staleness={saved_k} and rollout.async.partial="
                         f"{str(saved_partial).lower()}, and is resumed with max_staleness={self.k} and partial={str(new_partial).lower()}: "
-                        f"its {queued} queued batches and parked generations follow the saved schedule and would be dropped or "
-                        f"trained out of bound; resume with rollout.async.max_staleness={saved_k} rollout.async.partial="
+                        f"its {queued} queued batches ({parked} parked generations) follow the saved schedule and would be dropped "
+                        f"or trained out of bound; resume with rollout.async.max_staleness={saved_k} rollout.async.partial="
                         f"{str(saved_partial).lower()}")
 
     @property
