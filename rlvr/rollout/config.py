@@ -95,8 +95,9 @@ class AsyncConfig:
         1, "Times a generation worker that dies is started again (its batch is regenerated, deterministically); past them the run "
            "stops naming the worker and keeps its last checkpoint", ge=0)
     worker_cpus: list[int] = help_field(
-        [], "CPU cores the generation worker process is pinned to (os.sched_setaffinity; [] = not pinned); its torch threads = "
-            "their number. Pin the trainer apart with taskset (scripts/bench_async.py does both)")
+        [], "CPU cores the generation worker process is pinned to (os.sched_setaffinity; [] = not pinned), among those this process "
+            "may use (os.sched_getaffinity); its torch threads = their number. Pin the trainer apart with taskset "
+            "(scripts/bench_async.py does both)")
 
     def __post_init__(self) -> None:
         # settings that cannot work whatever the model: refused while the config is read, before anything loads
