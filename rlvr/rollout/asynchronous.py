@@ -401,9 +401,12 @@ class AsyncRollouts:
             self._moved("waiting to start the first round")
             while True:
                 round_ = self.state.round + 1
-                if self.settings.last_round and round_ > self.settings.last_round:
+                if self.settings.last_round and round_ > self.settings.last_round:  # no step trains a later batch
                     self._moved(f"done: the run's last batch ({self.settings.last_round}) is generated")
-                    return  # no step trains a later batch
+                    with self._cond:  # this thread stays: the worker it started dies with it (PR_SET_PDEATHSIG)
+                        while not self._stop:
+                            self._cond.wait(timeout=0.5)
+                    return
                 version = self._version_for(round_)
                 t0 = time.monotonic()
                 if not self._wait_for(version):

@@ -89,8 +89,11 @@ def test_no_batch_is_generated_past_the_last_step_and_the_last_checkpoint_waits_
         run.step()
     state = run.pipe.state_dict()  # the final checkpoint: the schedule would run 2 rounds ahead, but no step trains them
     assert state["rounds"] == [] and state["producer"].round == 3
-    run.pipe._thread.join(timeout=60)
-    assert not run.pipe._thread.is_alive() and run.pipe.state.round == 3  # the producer stopped after the last batch
+    deadline = time.monotonic() + 60
+    while run.pipe._activity != "done: the run's last batch (3) is generated" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert run.pipe.state.round == 3 and run.pipe._activity.startswith("done")  # the producer stopped after the last batch
+    assert run.pipe._thread.is_alive()  # and stays until closed: a worker process dies with the thread that started it
 
 
 def test_every_batch_logs_the_proof_of_its_version_and_a_resume_keeps_the_probe(pipelines):
