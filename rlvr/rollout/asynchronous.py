@@ -220,7 +220,11 @@ class AsyncRollouts:
         with self._cond:
             self.probe = probe
         if self.engine is not None and self._loaded == self.version:
-            self._judge(self.version, probe.engine_logprobs(self.engine))
+            try:
+                rows = probe.engine_logprobs(self.engine)
+            except EngineError:
+                return  # the worker died meanwhile: the producer starts it again and scores the probe after its load
+            self._judge(self.version, rows)
 
     def take(self) -> tuple[Produced, dict[str, float]]:
         """The next round (the batch for step ``version + 1``), waiting for it, and metrics of the

@@ -216,7 +216,8 @@ class ProcessEngine(RolloutEngine):
         """Start a new worker on the same shared weights (after a death); it holds no version until
         the next `load_weights`."""
         self._stop(wait_s=5)
-        self._start()
+        with self._lock:  # a call from another thread (the trainer scoring the probe) waits for the new worker to be ready
+            self._start()
 
     def _died(self) -> WorkerDied:
         self._process.join(timeout=5)
