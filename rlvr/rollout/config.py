@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -110,14 +111,33 @@ class AsyncConfig:
             outside = [c for c in self.worker_cpus if c not in allowed]
             if outside:
                 raise ValueError(f"rollout.async.worker_cpus={list(self.worker_cpus)}: this process may not use core {outside[0]} "
-                                 f"(it may use cores {format_cores(allowed)}, os.sched_getaffinity); choose among those")
+                                 f"(it may use cores {format_cores(allowed)}: its affinity, os.sched_getaffinity, within its cpuset); "
+                                 "choose among those")
 
 
 def usable_cores() -> set[int]:
-    """The cores this process may run on (its affinity, e.g. a container's cpuset), not the machine's count."""
-    if hasattr(os, "sched_getaffinity"):
-        return set(os.sched_getaffinity(0))
-    return set(range(os.cpu_count() or 1))
+    """The cores a process started from this one may be pinned to: this process's affinity, and the
+    cores it may widen it to. A mask set by ``taskset`` can be widened (the trainer pinned to core 0
+    may put its worker on core 1); a container's cpuset cannot. Probed in a throwaway thread (on
+    Linux an affinity is a thread's own), so this process keeps its own."""
+    if not hasattr(os, "sched_getaffinity"):
+        return set(range(os.cpu_count() or 1))
+    found = set(os.sched_getaffinity(0))
+    others = [c for c in range(os.cpu_count() or 1) if c not in found]
+
+    def probe() -> None:
+        for core in others:
+            try:
+                os.sched_setaffinity(0, {core})
+                found.add(core)
+            except OSError:  # outside the cpuset
+                pass
+
+    if others:
+        thread = threading.Thread(target=probe, name="rlvr-core-probe", daemon=True)
+        thread.start()
+        thread.join()
+    return found
 
 
 def format_cores(cores: set[int]) -> str:

@@ -392,22 +392,32 @@ def test_the_config_refusals_need_no_torch():
     assert out.stdout.strip().endswith("False")
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores to take one away")
 def test_worker_cpus_are_checked_against_the_cores_this_process_may_use(tmp_path, rl_overrides):
-    """A cpuset-limited process (as in a container) may not use every core the machine has: a core
-    outside its affinity is refused while the config is read, naming the cores it may use."""
+    """A core the process cannot be pinned to (outside its affinity and cpuset) is refused while the
+    config is read, naming the cores it may use."""
+    usable = sorted(os.sched_getaffinity(0))
+    with pytest.raises(ConfigError) as e:
+        load_run_config("quickstart", rl_overrides(tmp_path, tmp_path / "no-model", "rollout.async.max_staleness=1",
+                                                   "rollout.async.worker_cpus=[4096]"))
+    message = str(e.value)
+    assert "\n" not in message and "rollout.async.worker_cpus=[4096]" in message and "may not use core 4096" in message
+    assert f"may use cores {usable[0]}" in message and "os.sched_getaffinity" in message
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
+def test_a_trainer_pinned_apart_may_still_put_its_worker_on_another_core(tmp_path, rl_overrides):
+    """The documented recipe: the trainer under `taskset -c 0`, its worker on core 1. An affinity
+    mask can be widened (a cpuset cannot), so the check asks whether the worker can be pinned there,
+    not only what the trainer's mask holds; the check leaves the trainer's own mask as it was."""
     allowed = sorted(os.sched_getaffinity(0))
-    keep, drop = allowed[0], allowed[-1]
+    keep, other = allowed[0], allowed[-1]
     os.sched_setaffinity(0, {keep})
     try:
-        with pytest.raises(ConfigError) as e:
-            load_run_config("quickstart", rl_overrides(tmp_path, tmp_path / "no-model", "rollout.async.max_staleness=1",
-                                                       f"rollout.async.worker_cpus=[{drop}]"))
+        cfg = load_run_config("quickstart", rl_overrides(tmp_path, tmp_path / "no-model", "rollout.async.max_staleness=1",
+                                                         f"rollout.async.worker_cpus=[{other}]"))
+        assert cfg.rollout.async_.worker_cpus == [other] and os.sched_getaffinity(0) == {keep}
     finally:
         os.sched_setaffinity(0, allowed)
-    message = str(e.value)
-    assert "\n" not in message and f"rollout.async.worker_cpus=[{drop}]" in message
-    assert f"may not use core {drop}" in message and f"may use cores {keep}" in message
 
 
 def test_a_missing_rollout_server_is_refused_before_anything_loads(tmp_path, rl_overrides):
