@@ -10,7 +10,8 @@ Points: ``generate`` (each decoded token of a batch), ``verify`` (each batch a v
 verifies), ``optimizer_step`` (after the backward passes, before the weights change),
 ``checkpoint_write`` (components written, the checkpoint not yet complete); in asynchronous runs
 (`ASYNC_POINTS`) also ``queued`` (the trainer takes a batch while at least one more finished batch
-waits in the queue: samples are in flight).
+waits in the queue: samples are in flight), and in their generation worker ``generate_call`` (each
+generate call it is asked for: one a batch for a run without a group filter).
 
 The generation worker of an asynchronous run (`rlvr.rollout.worker`) is a process of its own: it
 ignores the variables above and obeys ``RLVR_WORKER_KILL_AT``, ``RLVR_WORKER_STALL_AT`` (same
@@ -29,7 +30,7 @@ import time
 from collections import Counter
 
 POINTS = ("generate", "verify", "optimizer_step", "checkpoint_write")
-ASYNC_POINTS = ("queued",)
+ASYNC_POINTS = ("queued", "generate_call")
 ALL_POINTS = POINTS + ASYNC_POINTS
 
 

@@ -211,8 +211,9 @@ def from_dict(cls: type[C], data: Any, *, where: str = "config", prefix: str = "
         return cls(**{fields[key].name: value for key, value in values.items()})
     except TypeError as e:  # a required field is missing
         raise ConfigError(f"{where}: {prefix or 'config'}: {e}") from e
-    except ValueError as e:  # __post_init__ validation
-        raise ConfigError(f"{where}: {prefix or 'config'}: {e}") from e
+    except ValueError as e:  # __post_init__ validation (a message that names its keys needs no prefix)
+        named = bool(prefix) and str(e).startswith(prefix)
+        raise ConfigError(f"{where}: {e}" if named else f"{where}: {prefix or 'config'}: {e}") from e
 
 
 def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:

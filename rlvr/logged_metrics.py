@@ -219,7 +219,7 @@ METRIC_LIST: tuple[Metric, ...] = (
     # -- asynchronous training (rollout.async.max_staleness >= 1) -------------------------------------
     _m("async/round", "batches", SAMPLING, "The generation round (batch number) the step trains on", _ASYNC),
     _m("async/version", "policy versions", SAMPLING, "The policy version that sampled the step's batch (versions count training steps)", _ASYNC),
-    _m("async/queue_depth", "batches", SAMPLING, "Finished batches waiting in the queue when the trainer took this one", _ASYNC),
+    _m("async/queue_depth", "batches", SAMPLING, "Finished batches waiting in the queue when the trainer took this one (0 to the lag; depends on timing, unlike the samples)", _ASYNC),
     _m("async/trainer_wait_s", "seconds", SAMPLING, "Time the trainer waited for the batch", _ASYNC),
     _m("async/trainer_idle_frac", "fraction", SAMPLING, "Share of the time since the previous batch the trainer spent waiting for this one", _ASYNC),
     _m("async/generator_idle_frac", "fraction", SAMPLING, "Share of the batch's generation round the generator spent waiting for weights", _ASYNC),

@@ -24,8 +24,11 @@ so a run is reproducible, its resume exact, and a worker that dies regenerates i
 - **Partial rollouts** (``rollout.async.partial``): `rlvr.rollout.partial.PartialRollouts` cuts long
   generations at a per-round budget and continues them in the next round.
 - **Checkpoints**: `state_dict` waits until the rounds up to ``version + lag`` are done (they need
-  only versions the trainer already pushed) and saves them with the producer's state after them;
-  a resumed run restores them and starts the worker at the next round with the checkpoint's weights.
+  only versions the trainer already pushed; none past the run's last step, which no step trains, is
+  generated) and saves them with the producer's state after them, the probe and its results; a
+  resumed run restores them and starts the worker at the next round with the checkpoint's weights.
+  A resume with another ``max_staleness`` or ``partial`` is refused (its rounds follow the saved
+  schedule); a checkpoint whose wait stalls saves the rounds finished so far and the run stops.
 - **Faults**: a worker that dies is started again (``rollout.async.restarts``; its round is
   regenerated), then the run stops naming it; a side that makes no progress for
   ``rollout.async.timeout_s`` is named (`AsyncStalled`).
@@ -43,7 +46,7 @@ from typing import Any, Callable
 import torch
 
 from envs.types import Problem
-from rlvr import TrainingError
+from rlvr import TrainingError, UserError
 from rlvr.rollout.base import Completion, EngineError, RolloutEngine, SamplingParams
 from rlvr.rollout.partial import Parked, PartialRollouts
 from rlvr.rollout.sampling import GroupSampler, SamplingReport
@@ -51,6 +54,9 @@ from rlvr.rollout.staleness import generation_lag, max_segments, round_version, 
 from rlvr.rollout.sync import SyncProbe
 from rlvr.rollout.worker import WeightSlots
 from tasks.base import Task, stable_hash
+
+
+STARTUP_S = 600.0  # a generation worker's start-up (spawn, imports, the model copy) may take this long before it counts as stuck
 
 
 class AsyncStalled(TrainingError):
@@ -116,6 +122,7 @@ class AsyncSettings:
     seed: int
     split: str
     run_dir: str = "RUN"
+    last_round: int = 0  # the run's last step (update.steps): no round after it is generated; 0 = no end
 
 
 class AsyncRollouts:
@@ -170,6 +177,10 @@ class AsyncRollouts:
         self._last_take: float | None = None
         self._round = self._round_version = self._round_calls = self._taken = 0
         self._stream: Any = None
+        self._checkpoint_stall: AsyncStalled | None = None  # a stall a checkpoint met: the run stops at its next batch
+        self._starting = False  # the worker is starting: its start-up is not a stall (the stall clock runs from when it is ready)
+        self._floor = 0  # after a resume: the oldest version the worker has (the checkpoint's); older rounds take it instead
+        self.proofs: dict[int, dict[str, float]] = {}  # version -> the probe's result for it (logged with every batch it sampled)
 
     # -- the trainer's side -----------------------------------------------------------------------
 
@@ -202,20 +213,30 @@ class AsyncRollouts:
         self.push(updates)
 
     def set_probe(self, probe: SyncProbe, model: torch.nn.Module, pad_id: int) -> None:
-        """Check every version the worker loads from now on (its current one included) with ``probe``."""
+        """Check every version the worker loads from now on with ``probe``; the one it holds now (the
+        trainer's current version: nothing newer was pushed) is scored and judged at once, so the
+        first batches are proven too, whatever the timing."""
         self.trainer_probe[self.version] = probe.trainer_logprobs(model, pad_id)
         with self._cond:
             self.probe = probe
+        if self.engine is not None and self._loaded == self.version:
+            try:
+                rows = probe.engine_logprobs(self.engine)
+            except EngineError:
+                return  # the worker died meanwhile: the producer starts it again and scores the probe after its load
+            self._judge(self.version, rows)
 
     def take(self) -> tuple[Produced, dict[str, float]]:
         """The next round (the batch for step ``version + 1``), waiting for it, and metrics of the
         wait. Raises the producer's error, or `AsyncStalled` when nothing moved for the timeout."""
         wanted = self.version + 1
         t0 = time.monotonic()
+        if self._checkpoint_stall is not None:
+            raise self._checkpoint_stall
         with self._cond:
             while not (self.queue and self.queue[0].round == wanted):
                 self._raise_if_failed()
-                if time.monotonic() - max(self._progress_at, t0) > self.settings.timeout_s:
+                if self._stalled_since(t0):
                     raise self._fail(AsyncStalled(self._stalled_message(wanted)))
                 self._cond.wait(timeout=0.5)
             produced = self.queue.popleft()
@@ -238,19 +259,24 @@ class AsyncRollouts:
     def check_probe(self, produced: Produced) -> dict[str, float]:
         """Compare the worker's probe scores that came with a round with the trainer's log-probs of
         the same versions (`SyncProbe.judge` raises `WeightSyncError` on a failed sync)."""
-        metrics: dict[str, float] = {}
         for version, rows in produced.probe:
-            trainer_lp = self.trainer_probe.pop(version, None)
-            if self.probe is None or trainer_lp is None:
-                continue  # a version scored before a resume: its trainer side is gone
-            try:
-                result = self.probe.judge(*self.probe.compare(rows, trainer_lp))
-            except Exception as e:  # the worker's batches cannot be trusted, nor saved
-                raise self._fail(e)
-            metrics |= result.metrics()
+            self._judge(version, rows)
         for stale in [v for v in self.trainer_probe if v < produced.version]:
             self.trainer_probe.pop(stale)  # versions the worker skipped (never loaded)
-        return metrics
+        for old in [v for v in self.proofs if v < produced.version - self.k]:
+            self.proofs.pop(old)  # no batch sampled by them is trained any more
+        return dict(self.proofs.get(produced.version, {}))  # the proof of the version that sampled this batch
+
+    def _judge(self, version: int, rows: list[list[float]]) -> None:
+        """Compare the worker's probe score of ``version`` with the trainer's (taken when it pushed it)."""
+        trainer_lp = self.trainer_probe.pop(version, None)
+        if self.probe is None or trainer_lp is None:
+            return  # scored again (the worker restarted): the version was judged already
+        try:
+            result = self.probe.judge(*self.probe.compare(rows, trainer_lp))
+        except Exception as e:  # the worker's batches cannot be trusted, nor saved
+            raise self._fail(e)
+        self.proofs[version] = result.metrics()
 
     def queued_batch_waiting(self) -> bool:
         """Whether a finished batch waits in the queue behind the next one (samples in flight)."""
@@ -267,7 +293,13 @@ class AsyncRollouts:
         if self._error is not None:
             raise self._error
 
-    def _stalled_message(self, wanted: int) -> str:
+    def _stalled_since(self, t0: float) -> bool:
+        """Whether nothing moved on the generation side for ``timeout_s`` since ``t0`` (a worker
+        starting counts only past a start-up allowance of its own: a loaded machine spawns slowly)."""
+        allowed = max(self.settings.timeout_s, STARTUP_S) if self._starting else self.settings.timeout_s
+        return time.monotonic() - max(self._progress_at, t0) > allowed
+
+    def _stalled_message(self, wanted: int, checkpoint: bool = False) -> str:
         idle = time.monotonic() - self._progress_at
         if self._activity.startswith("waiting for the weights"):
             side = (f"the generation side waits for weights the trainer has not pushed ({self._activity}; the trainer holds "
@@ -276,39 +308,73 @@ class AsyncRollouts:
             pid = getattr(self.engine, "pid", None)
             worker = f"the generation worker{f' (pid {pid})' if pid else ''}"
             side = f"{worker} is stuck: {self._activity} for {idle:.0f} s"
-        return (f"rollout.async: the trainer waited {self.settings.timeout_s:g} s (rollout.async.timeout_s) for the batch of step {wanted} "
-                f"and nothing moved: {side}; raise rollout.async.timeout_s if generation is this slow, else look at the engine; "
-                f"the run keeps its checkpoints (`rlvr train {self.settings.run_dir} --resume`)")
+        waiter = (f"the checkpoint after step {self.version} waited {self.settings.timeout_s:g} s (rollout.async.timeout_s) for batch "
+                  f"{wanted} (generated ahead of the trainer)" if checkpoint else
+                  f"the trainer waited {self.settings.timeout_s:g} s (rollout.async.timeout_s) for the batch of step {wanted}")
+        kept = (f"step {self.version} is saved with the batches finished before (a resume generates the others with its weights)"
+                if checkpoint else "the run keeps its checkpoints")
+        return (f"rollout.async: {waiter} and nothing moved: {side}; raise rollout.async.timeout_s if generation is this slow, else "
+                f"look at the engine; {kept} (`rlvr train {self.settings.run_dir} --resume`)")
 
     # -- checkpoints ----------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
         """The rounds the worker produces ahead of the trainer (waited for: up to ``version + lag``,
-        all sampled by versions the trainer has pushed) and the producer's state after them."""
+        all sampled by versions the trainer has pushed; none past the run's last step) and the
+        producer's state after them, with the probe and what it proved of the versions behind them.
+
+        When that wait stalls, the state holds the rounds finished so far (a resume generates the
+        others with the checkpoint's weights: fresher than scheduled, within the bound) and the run
+        stops at its next batch naming the stall: the step just trained is kept."""
         last = self.version + self.lag
+        if self.settings.last_round:
+            last = min(last, self.settings.last_round)
         t0 = time.monotonic()
+        stalled = False
         with self._cond:
             while not (self.state.round >= last or self._error is not None):
-                if time.monotonic() - max(self._progress_at, t0) > self.settings.timeout_s:
-                    self._error = AsyncStalled(self._stalled_message(last))
+                if self._stalled_since(t0):  # raised at the next batch, once this checkpoint is written
+                    self._error = self._checkpoint_stall = AsyncStalled(self._stalled_message(last, checkpoint=True))
+                    stalled = True
+                    break
                 self._cond.wait(timeout=0.5)
-            self._raise_if_failed()
+            if self._error is not None and not stalled:
+                raise self._error  # a failed probe or a dead worker: what it left cannot be saved as it is
             rounds = [p for p in self.queue if p.round <= last]
-        saved = [dataclasses.replace(p, probe=[]) for p in rounds]
-        state = rounds[-1].state if rounds else self.state
-        return {"version": self.version, "rounds": saved, "producer": state, "updates_of": dict(self.updates_of),
-                "restarts_left": self.restarts_left}
+            state = rounds[-1].state if rounds else self.state
+        return {"version": self.version, "rounds": rounds, "producer": state, "updates_of": dict(self.updates_of),
+                "restarts_left": self.restarts_left, "max_staleness": self.k, "partial": self.partial is not None,
+                "probe": self.probe, "trainer_probe": dict(self.trainer_probe), "proofs": dict(self.proofs)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a checkpoint's state before `start` (the worker then begins with the next round)."""
-        self.version = int(state["version"])
+        """Restore a checkpoint's state before `start` (the worker then begins with the next round).
+        Raises `UserError` when the checkpoint's queued batches were made for another schedule."""
+        self._check_same_schedule(state)
+        self.version = self._floor = int(state["version"])
         self.queue = deque(state["rounds"])
         self.state = state["producer"]
+        self.probe = state.get("probe")
+        self.trainer_probe = dict(state.get("trainer_probe", {}))
+        self.proofs = dict(state.get("proofs", {}))
         self.updates_of = dict(state.get("updates_of", {}))
         self.restarts_left = int(state.get("restarts_left", self.restarts_left))
         self.sampler.yield_estimate = self.state.yield_estimate
         if self.partial is not None:
             self.partial.restore(self.state.parked)
+
+    def _check_same_schedule(self, state: dict[str, Any]) -> None:
+        saved_k, saved_partial = state.get("max_staleness"), state.get("partial")
+        if saved_k is None:
+            return  # written before these were saved
+        new_partial = self.partial is not None
+        if saved_k == self.k and saved_partial == new_partial:
+            return
+        queued, parked = len(state["rounds"]), len(state["producer"].parked)
+        raise UserError(f"this checkpoint was written with rollout.async.max_staleness={saved_k} and rollout.async.partial="
+                        f"{str(saved_partial).lower()}, and is resumed with max_staleness={self.k} and partial={str(new_partial).lower()}: "
+                        f"its {queued} queued batches ({parked} parked generations) follow the saved schedule and would be dropped "
+                        f"or trained out of bound; resume with rollout.async.max_staleness={saved_k} rollout.async.partial="
+                        f"{str(saved_partial).lower()}")
 
     @property
     def can_checkpoint(self) -> bool:
@@ -333,10 +399,19 @@ class AsyncRollouts:
     def _run(self) -> None:
         try:
             # built here, not in the trainer's thread: the trainer goes on (e.g. evaluates) while the worker starts
+            self._starting = True
             self.engine = self.make_engine(self.slots, None)
+            self._starting = False
+            self._moved("waiting to start the first round")
             while True:
                 round_ = self.state.round + 1
-                version = round_version(round_, self.lag)
+                if self.settings.last_round and round_ > self.settings.last_round:  # no step trains a later batch
+                    self._moved(f"done: the run's last batch ({self.settings.last_round}) is generated")
+                    with self._cond:  # this thread stays: the worker it started dies with it (PR_SET_PDEATHSIG)
+                        while not self._stop:
+                            self._cond.wait(timeout=0.5)
+                    return
+                version = self._version_for(round_)
                 t0 = time.monotonic()
                 if not self._wait_for(version):
                     return
@@ -353,6 +428,11 @@ class AsyncRollouts:
                 if not self._stop:
                     self._error = e
                 self._cond.notify_all()
+
+    def _version_for(self, round_: int) -> int:
+        """The version that samples ``round_``: the schedule's, or after a resume from a checkpoint
+        that holds fewer rounds than the schedule runs ahead, the checkpoint's (fresher, within k)."""
+        return max(round_version(round_, self.lag), self._floor)
 
     def _wait_for(self, version: int) -> bool:
         """Block until the trainer pushed ``version``; False when closing. Says once when the wait
@@ -383,15 +463,17 @@ class AsyncRollouts:
                 if self._stop:
                     raise
                 if self.restarts_left <= 0:
-                    raise AsyncStalled(f"{e} in round {round_}, and rollout.async.restarts={self.settings.restarts} "
-                                       f"{'is' if self.settings.restarts == 1 else 'are'} spent: the run stops and keeps its checkpoints "
-                                       f"(continue with `rlvr train {self.settings.run_dir} --resume`)") from None
+                    raise AsyncStalled(f"{e} in round {round_}, with no restart left (rollout.async.restarts={self.settings.restarts}): "
+                                       f"the run stops and keeps its checkpoints (continue with `rlvr train {self.settings.run_dir} --resume`)") from None
                 self.restarts_left -= 1
                 restarts += 1
                 self.say(f"warning: {e} in round {round_}; starting it again ({self.settings.restarts - self.restarts_left} of "
                          f"rollout.async.restarts={self.settings.restarts}); the round is generated again")
                 self._moved("restarting the generation worker")
+                self._starting = True
                 self.engine = self.make_engine(self.slots, self.engine)
+                self._starting = False
+                self._moved(f"restarted: generating round {round_} again")
                 self._loaded = self._probed = None
                 self._restore(before)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -94,8 +96,62 @@ class AsyncConfig:
         1, "Times a generation worker that dies is started again (its batch is regenerated, deterministically); past them the run "
            "stops naming the worker and keeps its last checkpoint", ge=0)
     worker_cpus: list[int] = help_field(
-        [], "CPU cores the generation worker process is pinned to (os.sched_setaffinity; [] = not pinned); its torch threads = "
-            "their number. Pin the trainer apart with taskset (scripts/bench_async.py does both)")
+        [], "CPU cores the generation worker process is pinned to (os.sched_setaffinity; [] = not pinned), among those this process "
+            "may use (os.sched_getaffinity); its torch threads = their number. Pin the trainer apart with taskset "
+            "(scripts/bench_async.py does both)")
+
+    def __post_init__(self) -> None:
+        # settings that cannot work whatever the model: refused while the config is read, before anything loads
+        k = self.max_staleness
+        if self.partial and k < 2:
+            raise ValueError(f"rollout.async.partial=true with rollout.async.max_staleness={k}: a generation continued after one "
+                             "weight push is 2 versions old when it is trained; set rollout.async.max_staleness >= 2")
+        if k >= 1 and self.worker_cpus:
+            allowed = usable_cores()
+            outside = [c for c in self.worker_cpus if c not in allowed]
+            if outside:
+                raise ValueError(f"rollout.async.worker_cpus={list(self.worker_cpus)}: this process may not use core {outside[0]} "
+                                 f"(it may use cores {format_cores(allowed)}: its affinity, os.sched_getaffinity, within its cpuset); "
+                                 "choose among those")
+
+
+def usable_cores() -> set[int]:
+    """The cores a process started from this one may be pinned to: this process's affinity, and the
+    cores it may widen it to. A mask set by ``taskset`` can be widened (the trainer pinned to core 0
+    may put its worker on core 1); a container's cpuset cannot. Probed in a throwaway thread (on
+    Linux an affinity is a thread's own), so this process keeps its own."""
+    if not hasattr(os, "sched_getaffinity"):
+        return set(range(os.cpu_count() or 1))
+    found = set(os.sched_getaffinity(0))
+    others = [c for c in range(os.cpu_count() or 1) if c not in found]
+
+    def probe() -> None:
+        for core in others:
+            try:
+                os.sched_setaffinity(0, {core})
+                found.add(core)
+            except OSError:  # outside the cpuset
+                pass
+
+    if others:
+        thread = threading.Thread(target=probe, name="rlvr-core-probe", daemon=True)
+        thread.start()
+        thread.join()
+    return found
+
+
+def format_cores(cores: set[int]) -> str:
+    """``{0, 1, 2, 5}`` as ``0-2, 5``."""
+    ranges: list[list[int]] = []
+    for c in sorted(cores):
+        if ranges and c == ranges[-1][1] + 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+ASYNC_ENGINES = ("hf", "vllm_server")  # engines a generation worker can run: hf in a process of its own, or the rollout server
 
 
 @dataclass
@@ -122,3 +178,20 @@ class RolloutConfig:
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     probe: SyncProbeConfig = field(default_factory=SyncProbeConfig)
     async_: AsyncConfig = field(default_factory=AsyncConfig, metadata={"key": "async"})  # `async` is a Python keyword
+
+    def __post_init__(self) -> None:
+        # asynchronous settings that contradict the rest of rollout: refused while the config is read, before anything loads
+        k = self.async_.max_staleness
+        if k < 1:
+            return
+        where = f"rollout.async.max_staleness={k}"
+        if self.overlap:
+            raise ValueError(f"{where} and rollout.overlap=true both generate ahead of training: rollout.async replaces overlap "
+                             "(max_staleness=1 is its one-step-ahead schedule, in a worker process); drop rollout.overlap")
+        if self.engine not in ASYNC_ENGINES:
+            raise ValueError(f"{where} with rollout.engine={self.engine}: the generation worker runs {' or '.join(ASYNC_ENGINES)} "
+                             "(hf in a process of its own; vllm_server, `rlvr rollout serve` on other GPUs); colocated vllm shares the "
+                             "trainer's GPU and process")
+        if self.engine == "vllm_server" and self.vllm.weight_transfer != "http":
+            raise ValueError(f"{where} with rollout.vllm.weight_transfer={self.vllm.weight_transfer}: the generation side pushes the "
+                             "versions it needs over http; set rollout.vllm.weight_transfer=http")

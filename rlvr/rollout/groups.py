@@ -295,7 +295,7 @@ class GroupSource:
 
         plan = AsyncSettings(settings.max_staleness, settings.partial, settings.partial_tokens, settings.timeout_s, settings.restarts,
                              rollout.group_size, rollout.prompts_per_step, rollout.max_new_tokens, cfg.seed, cfg.task.split,
-                             str(cfg.run_dir))
+                             str(cfg.run_dir), last_round=cfg.update.steps)
         return AsyncRollouts(plan, make, weights, in_process, self.sampler, generate, self.sampling, self.task, self.tokenizer,
                              self.harness.print)
 
@@ -442,6 +442,7 @@ class GroupSource:
                             "resume with the run's own setting (a run cannot switch between synchronous and asynchronous generation)")
         if self.asynchronous is not None:
             self.asynchronous.load_state_dict(saved_async)
+            self.probe = self.asynchronous.probe  # the probe the saved batches' versions were scored with
             self.saved_decoder_choice = state.get("decoder_choice")
         elif state.get("decoder_choice") and hasattr(self.engine, "restore_choice"):
             self.engine.restore_choice(state["decoder_choice"])
@@ -463,38 +464,18 @@ def _evaluation_settings(rollout: RolloutConfig) -> RolloutConfig:
     return dataclasses.replace(rollout, engine="hf", vllm=VLLMConfig())
 
 
-ASYNC_ENGINES = ("hf", "vllm_server")
-
-
 def check_async(rollout: RolloutConfig, processes: int, task: Task) -> None:
-    """Refuse, in one line naming the settings, an asynchronous run that cannot work."""
+    """Refuse, in one line naming the settings, an asynchronous run that cannot work with these
+    processes or this task (what the config alone decides is refused when it is read:
+    `rlvr.rollout.config.RolloutConfig`)."""
     k = rollout.async_.max_staleness
     where = f"rollout.async.max_staleness={k}"
-    if rollout.overlap:
-        raise UserError(f"{where} and rollout.overlap=true both generate ahead of training: rollout.async replaces overlap "
-                        "(max_staleness=1 is its one-step-ahead schedule, in a worker process); drop rollout.overlap")
     if processes > 1:
         raise UserError(f"{where} runs one generation worker for one training process; this run has {processes}: "
                         "train in one process, or drop rollout.async")
-    if rollout.engine not in ASYNC_ENGINES:
-        raise UserError(f"{where} with rollout.engine={rollout.engine}: the generation worker runs {' or '.join(ASYNC_ENGINES)} "
-                        "(hf in a process of its own; vllm_server, `rlvr rollout serve` on other GPUs); colocated vllm shares the "
-                        "trainer's GPU and process")
-    if rollout.engine == "vllm_server" and rollout.vllm.weight_transfer != "http":
-        raise UserError(f"{where} with rollout.vllm.weight_transfer={rollout.vllm.weight_transfer}: the generation side pushes the "
-                        "versions it needs over http; set rollout.vllm.weight_transfer=http")
-    if rollout.async_.partial and k < 2:
-        raise UserError(f"rollout.async.partial=true with {where}: a generation continued after one weight push is 2 versions old "
-                        "when it is trained; set rollout.async.max_staleness >= 2")
     if rollout.async_.partial and isinstance(task.env, MultiTurnEnvironment):
         raise UserError(f"rollout.async.partial=true with the multi-turn environment of {task.id}: an episode's turns are cut at "
                         "tool calls already; drop rollout.async.partial")
-    cpus = rollout.async_.worker_cpus
-    available = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
-    missing = [c for c in cpus if c < 0 or c >= (os.cpu_count() or 1)]
-    if missing:
-        raise UserError(f"rollout.async.worker_cpus={list(cpus)}: this machine has no core {missing[0]} (cores 0-{(os.cpu_count() or 1) - 1}; "
-                        f"this process may use {sorted(available)})")
 
 
 __all__ = ["GroupSource", "check_async"]

@@ -140,6 +140,7 @@ def _worker_main(conn: Any, model: torch.nn.Module, tokenizer: Any, slots: list[
                     model.load_state_dict(slots[args[0]])
                 answer: Any = None
             elif command == "generate":
+                faults.reached("generate_call")
                 answer = (engine.generate_ids(*args), engine.choice.as_dict() if engine.choice is not None else None)
             elif command == "score":
                 answer = engine.score(*args)
@@ -215,7 +216,8 @@ class ProcessEngine(RolloutEngine):
         """Start a new worker on the same shared weights (after a death); it holds no version until
         the next `load_weights`."""
         self._stop(wait_s=5)
-        self._start()
+        with self._lock:  # a call from another thread (the trainer scoring the probe) waits for the new worker to be ready
+            self._start()
 
     def _died(self) -> WorkerDied:
         self._process.join(timeout=5)

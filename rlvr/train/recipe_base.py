@@ -18,7 +18,7 @@ import torch
 
 from rlvr import UserError
 from rlvr.algos.config import AlgoConfig
-from rlvr.rollout.groups import GroupSource
+from rlvr.rollout.groups import GroupSource, check_async
 from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.config import TrainConfig
 from rlvr.train.harness import Harness
@@ -59,8 +59,11 @@ class AlgorithmRecipe:
     def _open_task(self) -> Task:
         """The training task, checked before any model loads (`open_training_task`)."""
         cfg, harness = self.cfg, self.harness
-        return open_training_task(cfg, evaluates=bool(cfg.eval.every or cfg.eval.at_start), say=harness.print,
+        task = open_training_task(cfg, evaluates=bool(cfg.eval.every or cfg.eval.at_start), say=harness.print,
                                   prompts_needed=prompts_drawn(cfg, self.algo.sampling_budget, harness.num_processes))
+        if cfg.rollout.async_.max_staleness:  # what the config alone could not decide (processes, the task), before any model loads
+            check_async(cfg.rollout, harness.num_processes, task)
+        return task
 
     def _passes(self) -> tuple[int, int]:
         """Passes over each batch and optimizer steps per pass: ``update.*``, else the preset's."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from envs.registry import Registry
 from rlvr.config import CONFIG_DIR, ConfigError, apply_overrides, build_with_overrides, read_config
+from rlvr.rollout.server_health import require_server
 from rlvr.train.config import RunConfig
 
 if TYPE_CHECKING:  # the harness imports torch; reading a config must not
@@ -100,6 +101,9 @@ def train(cfg: RunConfig) -> TrainResult:
     recipe_cls = RECIPES.get(name)
     if not isinstance(cfg, recipe_cls.config_class):
         raise ConfigError(f"recipe {name!r} takes a {recipe_cls.config_class.__name__}, got a {type(cfg).__name__}")
+    rollout = getattr(cfg, "rollout", None)
+    if rollout is not None and rollout.engine == "vllm_server":  # before anything loads: a missing server is refused in seconds
+        require_server(rollout.vllm.server_url)
     harness = Harness(cfg)
     try:
         recipe = recipe_cls(cfg, harness)

@@ -8,6 +8,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -33,6 +37,8 @@ from rlvr.rollout.tensors import build_rollouts
 from rlvr.rollout.worker import ProcessEngine, WeightSlots, WorkerDied, WorkerSettings
 from rlvr.train import TrainConfig, train
 from rlvr.train.recipes import load_run_config
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 # -- the config key ---------------------------------------------------------------------------------
@@ -347,12 +353,94 @@ def _refused(sft_base, tmp_path, rl_overrides, *extra, config="quickstart"):
     return str(e.value)
 
 
-def test_asynchronous_runs_that_cannot_work_are_refused_in_one_line(sft_base, tmp_path, rl_overrides, verified_pairs):
+def test_asynchronous_offline_dpo_is_refused_in_one_line(sft_base, tmp_path, rl_overrides, verified_pairs):
     message = _refused(sft_base, tmp_path, rl_overrides, "rollout.async.max_staleness=2", "algo.preset=dpo", f"pairs.path={verified_pairs}")
     assert "rollout.async.max_staleness=2" in message and "algo.preset=dpo" in message
-    message = _refused(sft_base, tmp_path, rl_overrides, "rollout.async.max_staleness=1", "rollout.overlap=true")
-    assert "rollout.overlap" in message and "rollout.async.max_staleness=1" in message
-    assert "max_staleness >= 2" in _refused(sft_base, tmp_path, rl_overrides, "rollout.async.max_staleness=1", "rollout.async.partial=true")
-    assert "rollout.engine=vllm" in _refused(sft_base, tmp_path, rl_overrides, "rollout.async.max_staleness=1", "rollout.engine=vllm")
-    assert "rollout.async.worker_cpus=[4096]" in _refused(sft_base, tmp_path, rl_overrides, "rollout.async.max_staleness=1",
-                                                          "rollout.async.worker_cpus=[4096]")
+
+
+@pytest.mark.parametrize("overrides, named", [
+    (["rollout.async.max_staleness=1", "rollout.overlap=true"], ["rollout.overlap", "rollout.async.max_staleness=1"]),
+    (["rollout.async.max_staleness=1", "rollout.async.partial=true"], ["rollout.async.partial=true", "max_staleness >= 2"]),
+    (["rollout.async.max_staleness=1", "rollout.engine=vllm"], ["rollout.engine=vllm", "rollout.async.max_staleness=1"]),
+    (["rollout.async.max_staleness=1", "rollout.engine=vllm_server", "rollout.vllm.weight_transfer=nccl"],
+     ["rollout.vllm.weight_transfer=nccl", "rollout.async.max_staleness=1"]),
+    (["rollout.async.max_staleness=1", "rollout.async.worker_cpus=[4096]"], ["rollout.async.worker_cpus=[4096]", "core 4096"]),
+    (["algo.policy_loss=decoupled", "algo.correction=tis"], ["algo.policy_loss=decoupled", "algo.correction=tis"]),
+])
+def test_asynchronous_settings_that_cannot_work_are_refused_while_the_config_is_read(tmp_path, rl_overrides, overrides, named):
+    """Refused by the config itself, in one line naming both settings: the model path does not even
+    exist, so nothing was loaded (and nothing written)."""
+    with pytest.raises(ConfigError) as e:
+        load_run_config("quickstart", rl_overrides(tmp_path, tmp_path / "no-model", *overrides))
+    assert "\n" not in str(e.value) and all(name in str(e.value) for name in named), str(e.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_config_refusals_need_no_torch():
+    """The rollout settings are validated in pure Python (a CLI can check a config before importing torch)."""
+    code = ("import sys\n"
+            "from rlvr.config import ConfigError, from_dict\n"
+            "from rlvr.rollout.config import RolloutConfig\n"
+            "try:\n"
+            "    from_dict(RolloutConfig, {'async': {'max_staleness': 1, 'partial': True}}, where='x', prefix='rollout.')\n"
+            "except ConfigError as e:\n"
+            "    print('refused:', e)\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert "refused: x: rollout.async.partial=true with rollout.async.max_staleness=1" in out.stdout
+    assert out.stdout.strip().endswith("False")
+
+
+def test_worker_cpus_are_checked_against_the_cores_this_process_may_use(tmp_path, rl_overrides):
+    """A core the process cannot be pinned to (outside its affinity and cpuset) is refused while the
+    config is read, naming the cores it may use."""
+    usable = sorted(os.sched_getaffinity(0))
+    with pytest.raises(ConfigError) as e:
+        load_run_config("quickstart", rl_overrides(tmp_path, tmp_path / "no-model", "rollout.async.max_staleness=1",
+                                                   "rollout.async.worker_cpus=[4096]"))
+    message = str(e.value)
+    assert "\n" not in message and "rollout.async.worker_cpus=[4096]" in message and "may not use core 4096" in message
+    assert f"may use cores {usable[0]}" in message and "os.sched_getaffinity" in message
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
+def test_a_trainer_pinned_apart_may_still_put_its_worker_on_another_core(tmp_path, rl_overrides):
+    """The documented recipe: the trainer under `taskset -c 0`, its worker on core 1. An affinity
+    mask can be widened (a cpuset cannot), so the check asks whether the worker can be pinned there,
+    not only what the trainer's mask holds; the check leaves the trainer's own mask as it was."""
+    allowed = sorted(os.sched_getaffinity(0))
+    keep, other = allowed[0], allowed[-1]
+    os.sched_setaffinity(0, {keep})
+    try:
+        cfg = load_run_config("quickstart", rl_overrides(tmp_path, tmp_path / "no-model", "rollout.async.max_staleness=1",
+                                                         f"rollout.async.worker_cpus=[{other}]"))
+        assert cfg.rollout.async_.worker_cpus == [other] and os.sched_getaffinity(0) == {keep}
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
+def test_a_missing_rollout_server_is_refused_before_anything_loads(tmp_path, rl_overrides):
+    """engine=vllm_server with nothing at the address: one line naming it, before the (here missing)
+    model would load."""
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    cfg = load_run_config("quickstart", rl_overrides(tmp_path, tmp_path / "no-model", "update.steps=1", "rollout.engine=vllm_server",
+                                                     f"rollout.vllm.server_url={url}", "rollout.async.max_staleness=1"))
+    with pytest.raises(UserError) as e:
+        train(cfg)
+    message = str(e.value)
+    assert "\n" not in message and f"no rollout server answers at rollout.vllm.server_url={url}" in message
+    assert "rlvr rollout serve" in message and not (tmp_path / "run").exists()
+
+
+def test_partial_rollouts_on_a_multi_turn_task_are_refused_before_any_model_loads(tmp_path, rl_overrides):
+    """What needs the task (not the config alone) is refused once the task opens, before the (here
+    missing) model would load."""
+    cfg = load_run_config("quickstart", rl_overrides(tmp_path, tmp_path / "no-model", "update.steps=1", "task.id=tool-products-v1",
+                                                     "task.config={}", "rollout.async.max_staleness=2", "rollout.async.partial=true"))
+    with pytest.raises(UserError) as e:
+        train(cfg)
+    assert "\n" not in str(e.value) and "rollout.async.partial=true with the multi-turn environment of tool-products-v1" in str(e.value)

@@ -51,11 +51,25 @@ def test_an_asynchronous_run_never_trains_a_sample_older_than_k(sft_base, tmp_pa
         assert hist == {min(k, n - 1): 16.0}  # 4 prompts x 4 completions, all of one version
         assert r["async/version"] == max(0, n - 1 - k) and r["async/round"] == n
         assert 0 <= r["async/queue_depth"] <= k and 0 <= r["async/trainer_idle_frac"] <= 1 and r["async/samples_per_s"] > 0
-    gaps = [r["sync/logprob_gap_mean"] for r in rows if "sync/logprob_gap_mean" in r]
-    assert len(gaps) >= steps - k - 1 and max(gaps) < 1e-5  # every version the worker loaded was proven
+    gaps = [r.get("sync/logprob_gap_mean") for r in rows]
+    assert None not in gaps and max(gaps) < 1e-5  # the version behind every batch was proven, the first one's too
     assert [r["rollout/staleness"] for r in rows] == [float(min(k, r["step"] - 1)) for r in rows]  # the policy's optimizer steps
     resources = json.loads((tmp_path / "run" / "resources.json").read_text())
     assert resources.get("decoder", {}).get("name")  # the worker measured its decoders and reported the choice
+    saved = _async_state(tmp_path / "run" / "checkpoints" / f"step-{steps}")
+    assert saved["rounds"] == [] and saved["producer"].round == steps  # no batch past the last step was generated or waited for
+
+
+def _async_state(checkpoint: Path) -> dict:
+    """The asynchronous pipeline's state in a checkpoint (`AsyncRollouts.state_dict`)."""
+    def find(node):
+        if isinstance(node, dict):
+            if "rounds" in node and "producer" in node:
+                return node
+            return next((f for f in map(find, node.values()) if f is not None), None)
+        return None
+
+    return find(torch.load(checkpoint / "trainer_state.pt", weights_only=False)["recipe"])
 
 
 def test_partial_rollouts_mix_versions_within_the_bound(sft_base, tmp_path, rl_overrides):
@@ -133,9 +147,9 @@ def test_a_worker_that_dies_is_started_again_and_the_run_ends_as_an_uninterrupte
 
 
 def test_a_worker_that_dies_past_its_restarts_stops_the_run_naming_it(sft_base, tmp_path, rl_overrides):
-    # token 120 is in batch 4 or 5: a checkpoint or two are written before (the one after step s waits for batch s + 1)
+    # token 90 is in batch 3 or 4 (of 4): a checkpoint or two are written before (the one after step s waits for batch s + 1)
     out = _cli("train", "quickstart", *rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=1", "rollout.async.restarts=0", *ARGS),
-               RLVR_WORKER_KILL_AT="generate:120")
+               RLVR_WORKER_KILL_AT="generate:90")
     assert out.returncode == 1, out.stderr[-2000:]
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, out.stderr[-2000:]
@@ -152,13 +166,35 @@ def test_a_worker_that_dies_past_its_restarts_stops_the_run_naming_it(sft_base, 
     assert [r["step"] for r in _rows(run)] == [1, 2, 3, 4]
 
 
-def test_a_stuck_worker_is_named_when_the_queue_stays_empty(sft_base, tmp_path, rl_overrides):
+def test_a_worker_that_would_die_after_the_last_batch_leaves_a_completed_run(sft_base, tmp_path, rl_overrides):
+    """The worker is set to die at its fifth generate call (one a batch here) of a 4-step run at k = 2
+    with no restart: no step trains a fifth batch, so none is generated, and the run completes with
+    its final model (it used to generate k batches more for the last checkpoint, and fail there)."""
+    out = _cli("train", "quickstart", *rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=2", "rollout.async.restarts=0", *ARGS),
+               RLVR_WORKER_KILL_AT="generate_call:5")
+    assert out.returncode == 0, out.stderr[-2000:]
+    run = tmp_path / "run"
+    assert json.loads((run / "run_state.json").read_text())["status"] == "completed" and (run / "final").is_dir()
+    assert [r["step"] for r in _rows(run)] == [1, 2, 3, 4] and "died" not in out.stdout + out.stderr
+
+
+def test_a_stuck_worker_is_named_and_the_checkpoint_waiting_for_it_keeps_its_step(sft_base, tmp_path, rl_overrides):
+    """With a checkpoint every step (k = 1) the checkpoint after step s waits for batch s + 1: the
+    worker hangs in it; the stall names the checkpoint and the worker, the checkpoint is written with
+    the batches finished, and a resume (a new worker) ends the run."""
     out = _cli("train", "quickstart", *rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=1", "rollout.async.timeout_s=15", *ARGS),
                RLVR_WORKER_STALL_AT="generate:60")
     assert out.returncode == 1, out.stderr[-2000:]
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "rollout.async.timeout_s" in errors[0], out.stderr[-2000:]
     assert "the generation worker (pid" in errors[0] and "is stuck: generating round" in errors[0]
+    run = tmp_path / "run"
+    steps = len(_rows(run))
+    assert f"the checkpoint after step {steps} waited 15 s (rollout.async.timeout_s) for batch {steps + 1}" in errors[0]
+    assert f"step {steps} is saved" in errors[0] and (run / "checkpoints" / f"step-{steps}").is_dir()  # the step just trained is kept
+    resumed = _cli("train", str(run), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert [r["step"] for r in _rows(run)] == [1, 2, 3, 4]
 
 
 def test_a_stuck_trainer_is_named_by_the_waiting_worker(sft_base, tmp_path, rl_overrides):
