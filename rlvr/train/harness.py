@@ -6,6 +6,9 @@ One `Harness` per run owns
   overwrite) and the resolved config;
 - **accelerate** (one process, DDP over many GPUs, or ``torchrun`` with gloo on CPUs), threads,
   seeds, and the collectives recipes need (`reduce_sum`, `gather_counts`);
+- the **device rule and failures** (`rlvr.train.harness_device.HarnessDevice`): ``device``
+  resolved before anything is written, weights that cannot fit refused, FSDP routed on CPUs, and
+  what a failure leaves (a checkpoint, or the out-of-memory advice, or a lost process named);
 - **model loading** (`rlvr.train.trainable.HarnessModels`: recording every model's parameters,
   and every optimizer's state, in ``resources.json`` with the peak memory of the process);
 - the **one gradient-accumulation routine**, `Harness.optimizer_step`
@@ -45,7 +48,6 @@ import torch
 from tqdm import tqdm
 
 from rlvr import TrainingError, UserError
-from rlvr.models.device import OOM_HINT, is_out_of_memory
 from rlvr.progress import progress_display
 from rlvr.runs import RunDir
 from rlvr.trackers import TrackedRun, TrackerError, Trackers
@@ -55,11 +57,10 @@ from rlvr.train.budget import Spent
 from rlvr.train.checkpoint import CheckpointError, HarnessCheckpoints, list_checkpoints, remove_partial_checkpoints
 from rlvr.train.common import seed_everything, set_threads
 from rlvr.train.config import RunConfig
-from rlvr.train.lost_process import first_line, is_lost_process, roll_call
+from rlvr.train.harness_device import ROLL_CALL_DIR, HarnessDevice, fsdp_plugin
 from rlvr.train.trainable import Component, HarnessModels
 
 RUN_MARKERS = ("config.yaml", "metrics.jsonl", "checkpoints", "final", "run_state.json")
-ROLL_CALL_DIR = "roll_call"  # where survivors answer when a process of the run is lost
 
 
 @dataclass
@@ -68,14 +69,6 @@ class TrainResult:
     steps: int
     final_model: Path | None
     status: str
-
-
-def _fsdp_plugin():
-    """Accelerate's FSDP2: every transformer block a shard unit, full state dicts for checkpoints and engine syncs."""
-    from accelerate.utils import FullyShardedDataParallelPlugin
-
-    return FullyShardedDataParallelPlugin(fsdp_version=2, reshard_after_forward=True, auto_wrap_policy="transformer_based_wrap",
-                                          state_dict_type="FULL_STATE_DICT", cpu_ram_efficient_loading=False)
 
 
 class Recipe(Protocol):
@@ -106,7 +99,7 @@ class Recipe(Protocol):
     def close(self) -> None: ...
 
 
-class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
+class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoints):
     """The infrastructure of one run configured by ``cfg`` (see the module docstring)."""
 
     def __init__(self, cfg: RunConfig):
@@ -117,7 +110,7 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
         self.chosen_device = self._resolve_device()
         # the schedule steps once per optimizer step: accelerate would step it once per process (it
         # assumes a per-process batch), so with 2 processes a schedule over N steps ended at N/2
-        self.accel = Accelerator(cpu=self.chosen_device.type == "cpu", fsdp_plugin=_fsdp_plugin() if cfg.distributed == "fsdp" else None,
+        self.accel = Accelerator(cpu=self.chosen_device.type == "cpu", fsdp_plugin=fsdp_plugin() if cfg.distributed == "fsdp" else None,
                                  step_scheduler_with_optimizer=False)
         self.sharded = cfg.distributed == "fsdp" and self.accel.num_processes > 1
         if self.sharded and cfg.model.precision != "fp32":
@@ -150,50 +143,7 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
         self.spent = Spent()  # restored with a checkpoint
         self.notes: dict[str, Any] = {}  # what the run's parts report once (e.g. the decoder chosen), kept in resources.json
 
-    # -- device ---------------------------------------------------------------------------------
-
-    def _resolve_device(self) -> torch.device:
-        """``device`` resolved (`rlvr.models.device.resolve_device`), before anything is written; an
-        explicit ``cuda:N`` becomes the current CUDA device of this (single) process."""
-        from rlvr.models.device import resolve_device
-
-        device = resolve_device(self.cfg.device)
-        explicit = self.cfg.device.strip().lower().startswith("cuda:")
-        if explicit and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            raise UserError(f"device={self.cfg.device} with {os.environ['WORLD_SIZE']} processes: each process takes its local GPU "
-                            "(LOCAL_RANK); use device=cuda or device=auto, and CUDA_VISIBLE_DEVICES to choose the GPUs")
-        if explicit:
-            torch.cuda.set_device(device)
-        return device
-
-    def _check_model_fits(self) -> None:
-        """On a GPU: refuse a policy whose weights exceed the free memory, warn when full fine-tuning
-        will not fit (`rlvr.models.device.check_fits`), before the run directory is touched."""
-        from rlvr.models.device import check_fits
-        from rlvr.models.paths import resolve_model
-
-        name = self.cfg.model.name_or_path
-        if self.device.type != "cuda" or name == "tiny" or self.cfg.resume:
-            return
-        try:
-            folder = resolve_model(name)
-        except UserError:
-            return  # loading reports it, with its own message
-        warning = check_fits(folder, self.device, self.cfg.model.dtype, training=not self.cfg.model.lora.enabled, what="model.name_or_path")
-        if warning:
-            self.print(f"warning: {warning}")
-
     # -- run directory --------------------------------------------------------------------------
-
-    def _route_fsdp(self) -> None:
-        """accelerate routes FSDP only on accelerators; on CPUs (torchrun, gloo) the same FSDP2 code
-        path runs when the state says FSDP (re-asserted after each ``prepare``, which resets it there)."""
-        if self.sharded and self.accel.distributed_type.value != "FSDP":
-            from accelerate.utils import DistributedType
-
-            self.accel.state.distributed_type = DistributedType.FSDP
-            if getattr(self.accel.state, "fsdp_plugin", None) is None:
-                self.accel.state.fsdp_plugin = _fsdp_plugin()
 
     def _prepare_run_dir(self) -> None:
         """Refuse to write into an existing run unless it is resumed or overwritten (every process
@@ -358,21 +308,9 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
                     status = "failed: every verification of the run failed; fix the environment (`rlvr envs check ID`)"
             return TrainResult(self.run_dir, step, final, status)
         except BaseException as e:
-            lost = self._lost_process_error(e, step) if self.num_processes > 1 and is_lost_process(e) else None
-            status = f"failed: {lost or f'{type(e).__name__}: {e}'}"
-            consistent = getattr(recipe, "can_checkpoint", lambda: True)()
-            if lost is not None:  # no collective can run now: the last checkpoint stays the one to resume
-                raise lost from e
-            if step > self.start_step and not isinstance(e, CheckpointError) and consistent:
-                if is_out_of_memory(e):
-                    torch.cuda.empty_cache()  # room to write the checkpoint
-                try:  # keep what was learned; the run can resume from here
-                    self.checkpoint(step, recipe)
-                except Exception as save_error:
-                    self.print(f"could not save a checkpoint after the failure: {save_error}")
-            if is_out_of_memory(e):
-                status = f"failed: {OOM_HINT}"
-                raise TrainingError(f"step {step + 1}: {OOM_HINT}") from e
+            status, instead = self.fail(e, step, recipe)  # a checkpoint where it can, the error to report
+            if instead is not None:
+                raise instead from e
             raise
         finally:
             bar.close()
@@ -386,17 +324,6 @@ class Harness(HarnessModels, HarnessAccumulation, HarnessCheckpoints):
             except OSError as e:
                 self.print(f"could not write the run's summary files: {e}")
             self.trackers.finish(status)
-
-    def _lost_process_error(self, error: BaseException, step: int) -> TrainingError:
-        """The one-line error of a collective broken by a process that went away, naming the ranks
-        that did not answer the roll call (`rlvr.train.lost_process`) and the checkpoint kept."""
-        missing = roll_call(self.run_dir / ROLL_CALL_DIR / f"step-{step + 1}", self.rank, self.num_processes)
-        gone = (f"process{'es' * (len(missing) > 1)} {', '.join(map(str, missing))} of {self.num_processes} stopped answering"
-                if missing else "every process answered the roll call after a transport error")
-        last = self._latest_checkpoint()
-        kept = f"the last checkpoint, {last.name}, is kept" if last is not None else "no checkpoint had been written"
-        return TrainingError(f"after step {step}: {gone} (process {self.rank} saw: {first_line(error)}); {kept}: continue with "
-                             f"`rlvr train {self.run_dir} --resume`, with the surviving or a new number of processes")
 
     # -- what the run spends ---------------------------------------------------------------------
 
