@@ -167,6 +167,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2, help="the server's verifier processes")
     ap.add_argument("--no-pool", action="store_true", help="skip the retrying client's rows")
     ap.add_argument("--out", default="bench_results/serve.json")
+    ap.add_argument("--record", default=None, metavar="NAME",
+                    help="also write records/NAME.json (the figures the docs cite: rlvr.records)")
     args = ap.parse_args()
     checkouts = [c.split("=", 1) for c in args.checkout] or [["after", str(ROOT)]]
     levels = [int(c) for c in args.clients.split(",")]
@@ -198,6 +200,21 @@ def main() -> int:
     out.write_text(json.dumps({"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                                "seconds": args.seconds, "rows": rows}, indent=1))
     print(f"wrote {out}")
+    if args.record:
+        from rlvr.records import write_record
+
+        figures = {}
+        for row in rows:
+            prefix = f"{row['server']}_{row['client']}_c{row['clients']}"
+            figures |= {f"{prefix}_per_s": row["per_s"], f"{prefix}_p50_ms": row["p50_ms"], f"{prefix}_p99_ms": row["p99_ms"]}
+            if row["client"] == "raw":
+                figures |= {f"{prefix}_answered": row["answered"], f"{prefix}_resets": row["transport_failures"],
+                            f"{prefix}_503": row["statuses"].get("503", 0), f"{prefix}_200": row["statuses"].get("200", 0)}
+            else:
+                figures |= {f"{prefix}_lost": row["lost"], f"{prefix}_not_passed": row["not_passed"], f"{prefix}_retries": row["retries"]}
+        figures = {k: v for k, v in figures.items() if v == v}  # NaN (no answered request) is left out
+        command = "python scripts/bench_serve.py " + " ".join(sys.argv[1:])
+        print(f"wrote {write_record(args.record, command, figures, note='loopback, one machine: clients and servers share its cores')}")
     return 0
 
 
