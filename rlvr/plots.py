@@ -43,10 +43,8 @@ def read_metrics(path: Path) -> list[dict]:
 
 def plot_metrics(metrics_path: Path, out_png: Path, title: str = "") -> Path | None:
     """Plot the standard panels found in ``metrics.jsonl``; returns the PNG path (None if no data)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # a Figure of its own, not pyplot: no backend switched, so a notebook's inline plots still show afterwards
+    from matplotlib.figure import Figure
 
     rows = read_metrics(metrics_path)
 
@@ -60,7 +58,8 @@ def plot_metrics(metrics_path: Path, out_png: Path, title: str = "") -> Path | N
         return None
     cols = min(3, len(panels))
     nrows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows), squeeze=False)
+    fig = Figure(figsize=(4.2 * cols, 2.8 * nrows))
+    axes = fig.subplots(nrows, cols, squeeze=False)
     for ax, (name, keys, yrange) in zip(axes.flat, panels):
         for key in keys:
             pts = series(key)
@@ -82,5 +81,4 @@ def plot_metrics(metrics_path: Path, out_png: Path, title: str = "") -> Path | N
     fig.tight_layout()
     out_png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_png, dpi=90)
-    plt.close(fig)
     return out_png
