@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Measure the README's quickstart and write its record (``records/quickstart.json``, `rlvr.records`).
+
+Runs ``scripts/quickstart.sh`` as a newcomer does (set-up included: on a fresh clone it creates
+``.venv``), times it, and records the held-out accuracies before and after GRPO with their 95%
+intervals, the gain, and each phase's seconds from ``runs/quickstart/summary.json``. The README,
+Getting started and the other pages cite these figures; ``tests/test_records.py`` holds them to it.
+
+    python3 scripts/record_quickstart.py            # in a fresh clone, on a quiet machine
+    python3 scripts/record_quickstart.py --into ../main/records   # write the record into another checkout
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--into", default=str(ROOT / "records"), help="folder for quickstart.json (default: this checkout's records/)")
+    ap.add_argument("--note", default="", help="what else ran on the machine, where it was not quiet")
+    args = ap.parse_args()
+    fresh = not (ROOT / ".venv").exists()
+    t0 = time.perf_counter()
+    subprocess.run(["bash", str(ROOT / "scripts" / "quickstart.sh")], cwd=ROOT, check=True)
+    script_s = time.perf_counter() - t0
+    s = json.loads((ROOT / "runs" / "quickstart" / "summary.json").read_text())
+    w = s["wall_time"]
+    figures = {
+        "accuracy_before": s["heldout_before"], "accuracy_after": s["heldout_after"],
+        "before_ci_low": s["heldout_before_ci95"][0], "before_ci_high": s["heldout_before_ci95"][1],
+        "after_ci_low": s["heldout_after_ci95"][0], "after_ci_high": s["heldout_after_ci95"][1],
+        "gain_points": s["gain_points"], "problems": s["heldout_problems"],
+        "sft_s": w["sft_s"], "rl_s": w["rl_s"], "eval_before_s": w["eval_before_s"], "eval_after_s": w["eval_after_s"],
+        "pipeline_s": w["total_s"], "script_s": script_s, "setup_s": script_s - w["total_s"],
+    }
+    from rlvr.records import write_record
+
+    note = ("a fresh clone: set-up created .venv" if fresh else "an existing .venv") + (f"; {args.note}" if args.note else "")
+    path = write_record("quickstart", "python3 scripts/record_quickstart.py", figures, note=note, folder=Path(args.into))
+    print(json.dumps(figures, indent=1))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
