@@ -120,6 +120,13 @@ def overrides_of(settings: Mapping[str, Any] | None = None, overrides: Sequence[
     return out
 
 
+def _register(registry: Any, kind: str, obj: Any) -> str:
+    """Register ``obj`` (a task or an environment object) under a fresh id; the id."""
+    key = f"inline-{kind}{next(_INLINE)}-v1"
+    registry.register(key, lambda _obj=obj, **_: _obj, override=True)
+    return key
+
+
 @contextlib.contextmanager
 def _inline(task: Any = None, env: Any = None) -> Iterator[list[str]]:
     """Overrides naming ``task``/``env`` objects, registered for the duration of the call."""
@@ -133,8 +140,7 @@ def _inline(task: Any = None, env: Any = None) -> Iterator[list[str]]:
             if isinstance(env, str):
                 extra.append(f"task.env={env}")
             elif isinstance(env, envs.Environment):
-                key = f"inline-reward{next(_INLINE)}-v1"
-                envs.ENVS.register(key, lambda _env=env, **_: _env, override=True)
+                key = _register(envs.ENVS, "reward", env)
                 added.append((envs.ENVS, key))
                 extra.append(f"task.env={key}")
             else:
@@ -143,8 +149,7 @@ def _inline(task: Any = None, env: Any = None) -> Iterator[list[str]]:
             if isinstance(task, str):
                 extra.append(f"task.id={task}")
             elif isinstance(task, tasks.Task):
-                key = f"inline-task{next(_INLINE)}-v1"
-                tasks.TASKS.register(key, lambda _task=task, **_: _task, override=True)
+                key = _register(tasks.TASKS, "task", task)
                 added.append((tasks.TASKS, key))
                 extra.append(f"task.id={key}")
             else:
@@ -299,8 +304,7 @@ def _eval_task(registry: Any, task: Any, config: dict[str, Any], split: str, env
         raise UserError(f"task must be a task id or a tasks.Task, got {type(task).__name__}")
     the_task.check_split(split)
     if isinstance(env, envs.Environment):
-        key = f"inline-reward{next(_INLINE)}-v1"
-        envs.ENVS.register(key, lambda _env=env, **_: _env, override=True)
+        key = _register(envs.ENVS, "reward", env)
         try:
             the_task.env_id, the_task.env_kwargs = key, {}
             the_task.env  # noqa: B018 - built (and cached) while the id exists

@@ -15,7 +15,7 @@ import sys
 import textwrap
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -188,24 +188,13 @@ def test_several_servers_share_the_work_and_a_server_lost_mid_run_costs_no_verdi
     assert running[1][0].url not in env.endpoint.pool.alive()
 
 
-class _JunkHandler(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        body = b"<html>proxy error</html>"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_a_server_that_answers_junk_is_named_counted_and_its_requests_go_elsewhere():
     task = tasks.make("arithmetic-v1")
-    junk = ThreadingHTTPServer(("127.0.0.1", 0), _JunkHandler)
+    from tests.rlvr.test_serve import _Junk
+
+    junk = ThreadingHTTPServer(("127.0.0.1", 0), _Junk)
     threading.Thread(target=junk.serve_forever, daemon=True).start()
-    junk_url = f"http://127.0.0.1:{junk.server_address[1]}"
+    junk_url = f"http://127.0.0.1:{junk.server_address[1]}/html"  # every answer an HTML page
     server, service = serve(task.env, task)
     env = RemoteEnvironment([junk_url, server.url], TOKEN)
     env.endpoint.pool.retry = RetryPolicy(attempts=4, backoff_s=0.01, cooldown_s=30)
