@@ -16,7 +16,7 @@ class rollout_server:
     ``engine="hf"`` serves rlvr's own engine (``settings`` such as ``hf.decode=kv``); ``token`` is
     given through ``$RLVR_ROLLOUT_TOKEN``. The process is killed on exit whatever happened."""
 
-    def __init__(self, path, *settings: str, engine: str = "vllm", port: int = 0, token: str | None = None):
+    def __init__(self, path, *settings: str, engine: str = "vllm", port: int = 0, token: str | None = None, device: str = "auto"):
         extra = ("vllm.dtype=float32",) if engine == "vllm" else ()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("RLVR_ROLLOUT_TOKEN", None)
@@ -24,7 +24,7 @@ class rollout_server:
             env["RLVR_ROLLOUT_TOKEN"] = token
         self.url: str | None = None
         self.proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "rollout", "serve", "--engine", engine, "--model", str(path),
-                                      "--port", str(port), *extra, *settings], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                      "--port", str(port), "--device", device, *extra, *settings], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, env=env)
 
     def __enter__(self) -> str:
