@@ -20,6 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     serve.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' (default $RLVR_ROLLOUT_TOKEN; "
                                                      "without one the server listens on loopback only)")
+    serve.add_argument("--threads", type=int, default=0, help="torch CPU threads of the engine (0 = torch's default); several "
+                                                               "servers on one machine's CPUs: give each its share (--engine hf)")
     serve.add_argument("--seed", type=int, default=0, help="seed of the engine's sampler (trainers seed every call themselves)")
     serve.add_argument("--device", default="auto", help="auto (default: the GPUs torch sees; tensor parallelism takes the first "
                                                          "vllm.tensor_parallel_size of them), cpu (a CPU build of vLLM, or --engine hf) "
@@ -31,12 +33,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     import os
 
+    from rlvr import UserError
     from rlvr.config import load_config
     from rlvr.models.paths import resolve_model
     from rlvr.rollout.config import RolloutConfig
     from rlvr.rollout.engines.serve import TOKEN_VARIABLE, serve
 
     cfg = load_config(RolloutConfig, None, args.settings)
+    if args.threads < 0:
+        raise UserError(f"--threads must be >= 0, got {args.threads}")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     device = args.device
     if args.engine == "vllm":
         _choose_gpus(device)

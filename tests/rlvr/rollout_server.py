@@ -18,7 +18,7 @@ class rollout_server:
 
     def __init__(self, path, *settings: str, engine: str = "vllm", port: int = 0, token: str | None = None, device: str = "auto"):
         extra = ("vllm.dtype=float32",) if engine == "vllm" else ()
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"OMP_NUM_THREADS": "1"} if engine == "hf" else {})}  # several on a small machine
         env.pop("RLVR_ROLLOUT_TOKEN", None)
         if token:
             env["RLVR_ROLLOUT_TOKEN"] = token

@@ -145,6 +145,7 @@ class VLLMServerEngine(TokenEngine):
         self._lock = threading.Lock()
         self._threads = ThreadPoolExecutor(max(2, 2 * len(self.replicas)), thread_name_prefix="rollout-client")
         self._seed, self._unseeded_calls = seed, 0  # calls without a seed continue from the last seed given
+        self._turn = 0  # ties between servers go round in turn
         self._source: Weights | None = None
         self._nccl: Any = None  # vLLM's trainer-side NCCL engine, made at the first sync
         self._asleep = False
@@ -319,13 +320,21 @@ class VLLMServerEngine(TokenEngine):
         while True:
             with self._lock:
                 live = [r for r in self.replicas if r.alive]
-                replica = min(live, key=lambda r: r.outstanding) if live else None
+                least = min((r.outstanding for r in live), default=0)
+                ties = [r for r in live if r.outstanding == least]
+                self._turn += 1
+                replica = ties[self._turn % len(ties)] if ties else None
+                if replica is not None:
+                    replica.outstanding += 1  # counted before the lock is let go, so the next pick sees it
             if replica is None:
                 self._live(path)  # raises, naming every server
             try:
                 return self._send_to(replica, path, payload)
             except _ServerLost as e:
                 self._set_aside(replica, str(e))
+            finally:
+                with self._lock:
+                    replica.outstanding -= 1
 
     def _send_to(self, replica: Replica, path: str, payload: dict[str, Any], *, current: bool = True) -> dict[str, Any]:
         answer = self._request(replica, path, payload)
