@@ -30,7 +30,6 @@ from rlvr.algos.parts import Part, check_output
 from rlvr.algos.config import AlgoConfig, CorrectionConfig
 from rlvr.algos.shaping import overlong_buffer_tokens, soft_overlong_penalty, truncation_mask
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.engines import preflight_engine
 from rlvr.models.batch import TokenBatch, token_logprobs
 from rlvr.train.config import TrainConfig
 from rlvr.train.scorers.critic import Critic, ValueModel, check_tokenizer, value_metrics
@@ -130,7 +129,6 @@ class PolicyGradient(AlgorithmRecipe):
         micro = cfg.update.micro_batch_size
         optimizer_steps = cfg.update.steps * self.epochs * self.minibatches
 
-        preflight_engine(cfg.rollout)  # e.g. every rollout server answers, before the model loads
         model, self.tokenizer = harness.load_policy(cfg.model.name_or_path)
         self.reference = self._reference(model) if self.algo.needs_reference else None  # before the policy is wrapped or sharded
         self.policy = harness.trainable("policy", model, cfg.optim, optimizer_steps, tokenizer=self.tokenizer)

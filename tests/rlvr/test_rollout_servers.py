@@ -8,8 +8,6 @@ the same weights."""
 from __future__ import annotations
 
 import re
-import threading
-import time
 
 import pytest
 import torch
@@ -161,34 +159,32 @@ def _train(sft_base, tmp_path, name, urls, *extra):
 
 
 @pytest.mark.slow
-def test_runs_on_one_server_on_two_and_on_two_losing_one_mid_run_end_with_the_same_weights(sft_base, steady, tmp_path):
+def test_runs_on_one_server_on_two_and_on_two_losing_one_mid_run_end_with_the_same_weights(sft_base, steady, tmp_path, monkeypatch):
     from rlvr.plots import read_metrics
+    from rlvr.rollout.engines.vllm_server import VLLMServerEngine
 
     a, b_server = steady, hf_server(sft_base)
     with b_server as b:
         one = _train(sft_base, tmp_path, "one", [a])
         two = _train(sft_base, tmp_path, "two", [a, b])
-        metrics = tmp_path / "faulted" / "metrics.jsonl"
 
-        def kill_b_after_the_first_step():
-            deadline = time.monotonic() + 900
-            while time.monotonic() < deadline and not (metrics.is_file() and '"step": 1' in metrics.read_text()):
-                time.sleep(0.2)
-            b_server.kill()
+        calls, sample_ids = [], VLLMServerEngine.sample_ids
 
-        killer = threading.Thread(target=kill_b_after_the_first_step, daemon=True)
-        killer.start()
-        try:
-            faulted = _train(sft_base, tmp_path, "faulted", [a, b])
-        finally:
-            killer.join()
+        def kill_b_at_the_second_batch(self, *args):  # step 1 trained, step 2's weights pushed to both: b dies
+            calls.append(1)
+            if len(calls) == 2:
+                b_server.kill()
+            return sample_ids(self, *args)
+
+        monkeypatch.setattr(VLLMServerEngine, "sample_ids", kill_b_at_the_second_batch)
+        faulted = _train(sft_base, tmp_path, "faulted", [a, b])
     assert one.status == two.status == faulted.status == "completed"
     rows = {name: read_metrics(tmp_path / name / "metrics.jsonl") for name in ("one", "two", "faulted")}
     same = ("reward/mean", "rollout/response_len", "rollout/tokens")
     for key in same:
         assert [r.get(key) for r in rows["one"]] == [r.get(key) for r in rows["two"]] == [r.get(key) for r in rows["faulted"]], key
     assert [r["rollout/servers_alive"] for r in rows["two"]] == [2.0, 2.0, 2.0]
-    assert [r["rollout/servers_alive"] for r in rows["faulted"]][-1] == 1.0
+    assert [r["rollout/servers_alive"] for r in rows["faulted"]] == [2.0, 1.0, 1.0]  # b's requests of step 2 went to a
     assert max(r["sync/logprob_gap_mean"] for name in rows for r in rows[name] if "sync/logprob_gap_mean" in r) < 1e-5
     weights = {name: load_file(tmp_path / name / "final" / "model.safetensors") for name in rows}
     assert weights["one"].keys() == weights["two"].keys() == weights["faulted"].keys()
@@ -196,3 +192,23 @@ def test_runs_on_one_server_on_two_and_on_two_losing_one_mid_run_end_with_the_sa
         assert torch.equal(tensor, weights["two"][key]) and torch.equal(tensor, weights["faulted"][key]), key
     base = load_file(sft_base / "model.safetensors")
     assert any(not torch.equal(base[k], t) for k, t in weights["one"].items() if k in base)  # the runs did train
+
+
+@pytest.mark.slow
+def test_a_run_whose_last_server_dies_stops_naming_it_and_keeps_its_checkpoint(sft_base, tmp_path, monkeypatch):
+    from rlvr.rollout.engines.vllm_server import VLLMServerEngine
+
+    server = hf_server(sft_base)
+    with server as url:
+        calls, sample_ids = [], VLLMServerEngine.sample_ids
+
+        def kill_at_the_second_batch(self, *args):
+            calls.append(1)
+            if len(calls) == 2:
+                server.kill()
+            return sample_ids(self, *args)
+
+        monkeypatch.setattr(VLLMServerEngine, "sample_ids", kill_at_the_second_batch)
+        with pytest.raises(EngineError, match=rf"rollout engine vllm_server at {re.escape(url)} failed on /generate: no rollout server is left"):
+            _train(sft_base, tmp_path, "run", [url])
+    assert (tmp_path / "run" / "checkpoints" / "step-1").is_dir()
