@@ -85,8 +85,9 @@ class Produced:
             (partial rollouts: its new generations; continued ones carry older versions too).
         report: The batch (`SamplingReport`; completions carry per-token versions).
         state: The producer's state after this round.
-        probe: ``(version, engine log-probs)`` for each version the worker loaded before this round
-            (the trainer checks them against its own).
+        probe: ``(version, engine log-probs by server)`` for each version the worker loaded before
+            this round (one entry ``""`` but with several rollout servers; the trainer checks each
+            against its own).
         busy_s / wait_s: Seconds producing the round, and waiting for its weights before.
         restarts: Worker restarts this round cost.
     """
@@ -95,7 +96,7 @@ class Produced:
     version: int
     report: SamplingReport
     state: ProducerState
-    probe: list[tuple[int, list[list[float]]]] = field(default_factory=list)
+    probe: list[tuple[int, dict[str, list[list[float]]]]] = field(default_factory=list)
     busy_s: float = 0.0
     wait_s: float = 0.0
     restarts: int = 0
@@ -239,12 +240,12 @@ class AsyncRollouts:
         """Compare the worker's probe scores that came with a round with the trainer's log-probs of
         the same versions (`SyncProbe.judge` raises `WeightSyncError` on a failed sync)."""
         metrics: dict[str, float] = {}
-        for version, rows in produced.probe:
+        for version, each in produced.probe:
             trainer_lp = self.trainer_probe.pop(version, None)
             if self.probe is None or trainer_lp is None:
                 continue  # a version scored before a resume: its trainer side is gone
             try:
-                result = self.probe.judge(*self.probe.compare(rows, trainer_lp))
+                result = self.probe.judge_each(each, trainer_lp)
             except Exception as e:  # the worker's batches cannot be trusted, nor saved
                 raise self._fail(e)
             metrics |= result.metrics()
@@ -411,7 +412,7 @@ class AsyncRollouts:
         probe_now = self.probe
         if probe_now is not None and self._probed != version:
             self._moved(f"scoring the sync probe with version {version}")
-            probe.append((version, probe_now.engine_logprobs(self.engine)))
+            probe.append((version, probe_now.engine_logprobs_each(self.engine)))  # each server, with several
             self._probed = version
         self._round, self._round_version, self._round_calls = round_, version, 0
         self._stream, self._taken = None, 0  # the round reads the stream from where the last one left it

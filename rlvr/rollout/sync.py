@@ -120,9 +120,18 @@ class SyncProbe:
         """Measure and judge every copy of the engine's weights (`RolloutEngine.score_each`: each
         server); raises `WeightSyncError` (naming the setting, and the server) when a sync failed.
         Returns the comparison with the largest gap."""
-        each = (engine.score_each(self.prompt_ids, self.completion_ids) if isinstance(engine, RolloutEngine)
-                else {"": self.engine_logprobs(engine)})
-        trainer_lp = self.trainer_logprobs(model, pad_id)
+        each = self.engine_logprobs_each(engine)
+        return self.judge_each(each, self.trainer_logprobs(model, pad_id))
+
+    def engine_logprobs_each(self, engine: ScoringEngine) -> dict[str, list[list[float]]]:
+        """`engine_logprobs` of every copy of the engine's weights, by where it lives (`RolloutEngine.score_each`)."""
+        if isinstance(engine, RolloutEngine):
+            return engine.score_each(self.prompt_ids, self.completion_ids)
+        return {"": self.engine_logprobs(engine)}
+
+    def judge_each(self, each: dict[str, list[list[float]]], trainer_lp: torch.Tensor) -> ProbeResult:
+        """`judge` for every copy's log-probs (``engine_logprobs_each``) against the same trainer
+        log-probs, naming the server that failed; the comparison with the largest gap."""
         results = [self.compare(rows, trainer_lp)[0] for rows in each.values()]
         for where, result in zip(each, results):
             self._verdict(result, f"rollout server {where}: " if where else "")

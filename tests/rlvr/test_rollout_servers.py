@@ -212,3 +212,22 @@ def test_a_run_whose_last_server_dies_stops_naming_it_and_keeps_its_checkpoint(s
         with pytest.raises(EngineError, match=rf"rollout engine vllm_server at {re.escape(url)} failed on /generate: no rollout server is left"):
             _train(sft_base, tmp_path, "run", [url])
     assert (tmp_path / "run" / "checkpoints" / "step-1").is_dir()
+
+
+@pytest.mark.slow
+def test_asynchronous_runs_on_one_server_and_on_two_end_with_the_same_weights_every_version_proven_on_each(sft_base, steady, tmp_path):
+    """rollout.async (k = 2) with the servers as the generation side: the producer pushes each version
+    to every server and the probe of each version is scored on each server."""
+    from rlvr.plots import read_metrics
+
+    with hf_server(sft_base) as b:
+        one = _train(sft_base, tmp_path, "one", [steady], "rollout.async.max_staleness=2", "update.steps=4")
+        two = _train(sft_base, tmp_path, "two", [steady, b], "rollout.async.max_staleness=2", "update.steps=4")
+    assert one.status == two.status == "completed"
+    rows = {name: read_metrics(tmp_path / name / "metrics.jsonl") for name in ("one", "two")}
+    assert [r["reward/mean"] for r in rows["one"]] == [r["reward/mean"] for r in rows["two"]]
+    assert [r["rollout/servers_alive"] for r in rows["two"]] == [2.0] * 4
+    gaps = [r["sync/logprob_gap_mean"] for r in rows["two"] if "sync/logprob_gap_mean" in r]
+    assert len(gaps) >= 2 and max(gaps) < 1e-5
+    weights = {name: load_file(tmp_path / name / "final" / "model.safetensors") for name in rows}
+    assert all(torch.equal(t, weights["two"][k]) for k, t in weights["one"].items())
