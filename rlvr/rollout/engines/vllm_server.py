@@ -139,8 +139,9 @@ class VLLMServerEngine(TokenEngine):
         self.capabilities = EngineCapabilities(own_weights=True, can_sleep=cfg.sleep_level > 0, seeds_every_call=True)
         token = os.environ.get(TOKEN_VARIABLE) or None
         self.replicas = [Replica(u, ServerPool(u, token, cfg.request_timeout_s, SERVER_RETRY)) for u in self.urls]
-        for replica, answer in zip(self.replicas, check_servers(cfg, wait_s).values()):
-            replica.instance, replica.version = answer.get("instance", ""), int(answer["weights_version"])
+        answers = check_servers(cfg, wait_s)
+        for replica in self.replicas:
+            replica.instance, replica.version = answers[replica.url].get("instance", ""), int(answers[replica.url]["weights_version"])
         self.weights_version = self.replicas[0].version  # updates pushed, counted from the first server's
         self._lock = threading.Lock()
         self._threads = ThreadPoolExecutor(max(2, 2 * len(self.replicas)), thread_name_prefix="rollout-client")
@@ -274,14 +275,14 @@ class VLLMServerEngine(TokenEngine):
     def sleep(self) -> None:
         """Ask the servers to free their GPU memory (only with ``rollout.vllm.sleep_level`` > 0)."""
         if self.capabilities.can_sleep and not self._asleep:
-            self._each(lambda r: self._send_to(r, "/sleep", {}, current=False), self._live("/sleep"))
+            self._to_every_server("/sleep")
             self._asleep = True
 
     def wake(self) -> None:
         """Wake the servers and send the last weights again (their restored weights may be stale)."""
         if not self._asleep:
             return
-        self._each(lambda r: self._send_to(r, "/wake", {}, current=False), self._live("/wake"))
+        self._to_every_server("/wake")
         self._asleep = False
         if self._source is not None:
             self.load_weights(self._source)
@@ -302,6 +303,19 @@ class VLLMServerEngine(TokenEngine):
         if len(items) <= 1:
             return [fn(item) for item in items]
         return list(self._threads.map(fn, items))
+
+    def _to_every_server(self, path: str) -> None:
+        """``POST path`` to every live server; one lost on the way is set aside (EngineError when none is left)."""
+        def one(replica: Replica) -> bool:
+            try:
+                self._request(replica, path, {})
+                return True
+            except _ServerLost as e:
+                self._set_aside(replica, str(e))
+                return False
+
+        if not any(self._each(one, self._live(path))):
+            self._live(path)  # raises, naming every server
 
     def _live(self, path: str) -> list[Replica]:
         with self._lock:
@@ -336,17 +350,16 @@ class VLLMServerEngine(TokenEngine):
                 with self._lock:
                     replica.outstanding -= 1
 
-    def _send_to(self, replica: Replica, path: str, payload: dict[str, Any], *, current: bool = True) -> dict[str, Any]:
+    def _send_to(self, replica: Replica, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload`` to ``replica``, whose answer must come from the weights this client sent it."""
         answer = self._request(replica, path, payload)
-        if current and not replica.current(answer):
+        if not replica.current(answer):
             raise _ServerLost(f"{replica.url} answered with weights it was not sent (update {answer.get('weights_version')} "
                               f"of server start {answer.get('instance')}, expected {replica.version} of {replica.instance}): it restarted")
         return answer
 
     def _request(self, replica: Replica, path: str, payload: dict[str, Any] | None = None, *, content: bytes | None = None,
                  method: str = "POST", error: type[Exception] = ServerError) -> dict[str, Any]:
-        with self._lock:
-            replica.outstanding += 1
         try:
             if content is not None:
                 return replica.pool.request(method, path, content=content, content_type="application/octet-stream")
@@ -357,9 +370,6 @@ class VLLMServerEngine(TokenEngine):
             if e.status == 401:
                 raise UserError(f"rollout server: {e}; give the servers' token in ${TOKEN_VARIABLE}") from None
             raise error(f"rollout server {path}: {str(e).split(': ', 1)[-1]}") from None
-        finally:
-            with self._lock:
-                replica.outstanding -= 1
 
     def _set_aside(self, replica: Replica, reason: str) -> None:
         with self._lock:
