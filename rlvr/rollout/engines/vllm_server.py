@@ -147,6 +147,7 @@ class VLLMServerEngine(TokenEngine):
         self._threads = ThreadPoolExecutor(max(2, 2 * len(self.replicas)), thread_name_prefix="rollout-client")
         self._seed, self._unseeded_calls = seed, 0  # calls without a seed continue from the last seed given
         self._turn = 0  # ties between servers go round in turn
+        self._closed = False
         self._source: Weights | None = None
         self._nccl: Any = None  # vLLM's trainer-side NCCL engine, made at the first sync
         self._asleep = False
@@ -292,6 +293,7 @@ class VLLMServerEngine(TokenEngine):
         return self._asleep
 
     def close(self) -> None:
+        self._closed = True  # a call still running (e.g. a producer thread's) ends at its next request
         self._threads.shutdown(wait=False)
         for replica in self.replicas:
             replica.pool.close()
@@ -360,6 +362,8 @@ class VLLMServerEngine(TokenEngine):
 
     def _request(self, replica: Replica, path: str, payload: dict[str, Any] | None = None, *, content: bytes | None = None,
                  method: str = "POST", error: type[Exception] = ServerError) -> dict[str, Any]:
+        if self._closed:
+            raise ServerError(f"rollout engine vllm_server at {self.url}: {path} after the engine was closed")
         try:
             if content is not None:
                 return replica.pool.request(method, path, content=content, content_type="application/octet-stream")
