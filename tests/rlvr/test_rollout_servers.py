@@ -231,3 +231,23 @@ def test_asynchronous_runs_on_one_server_and_on_two_end_with_the_same_weights_ev
     assert len(gaps) >= 2 and max(gaps) < 1e-5
     weights = {name: load_file(tmp_path / name / "final" / "model.safetensors") for name in rows}
     assert all(torch.equal(t, weights["two"][k]) for k, t in weights["one"].items())
+
+
+def test_a_server_that_stops_answering_is_set_aside_after_its_timeout_and_the_samples_do_not_change(sft_base, steady):
+    import signal
+
+    model, tok = load_model(str(sft_base))
+    server = hf_server(sft_base)
+    with server as b:
+        two = client([steady, b], model, tok, request_timeout_s=15.0)
+        two.load_weights(model)
+        expected = view(client([steady], model, tok).generate(PROMPTS, 2, SAMPLING))
+        server.proc.send_signal(signal.SIGSTOP)  # alive, connections accepted by the kernel, never answered
+        try:
+            assert view(two.generate(PROMPTS, 2, SAMPLING)) == expected
+            assert [r.alive for r in two.replicas] == [True, False] and "did not answer within 15 s" in two.replicas[1].reason
+        finally:
+            server.proc.send_signal(signal.SIGCONT)
+        two.load_weights(model)  # it answers again: re-synced, serving
+        assert two.metrics() == {"rollout/servers_alive": 2.0}
+        assert view(two.generate(PROMPTS, 2, SAMPLING)) == expected
