@@ -251,3 +251,14 @@ def test_a_server_that_stops_answering_is_set_aside_after_its_timeout_and_the_sa
         two.load_weights(model)  # it answers again: re-synced, serving
         assert two.metrics() == {"rollout/servers_alive": 2.0}
         assert view(two.generate(PROMPTS, 2, SAMPLING)) == expected
+
+
+def test_the_servers_a_config_names_one_url_or_a_list_never_both():
+    from rlvr.rollout.engines.vllm_server import server_urls
+
+    assert server_urls(VLLMConfig(server_url="http://10.0.0.5:8000/")) == ("http://10.0.0.5:8000",)
+    assert server_urls(VLLMConfig(server_urls=["http://a:1", "http://b:2", "http://a:1"])) == ("http://a:1", "http://b:2")
+    with pytest.raises(UserError, match="server_url and rollout.vllm.server_urls are both set"):
+        server_urls(VLLMConfig(server_url="http://a:1", server_urls=["http://b:2"]))
+    with pytest.raises(UserError, match=r"rollout.vllm.server_urls must start with http:// or https://, got 'b:2'"):
+        server_urls(VLLMConfig(server_urls=["http://a:1", "b:2"]))

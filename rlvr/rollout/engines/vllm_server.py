@@ -57,6 +57,8 @@ class ServerError(EngineError):
 
 def server_urls(cfg: VLLMConfig) -> tuple[str, ...]:
     """The servers a config names: ``server_urls``, else ``server_url``; one-line errors."""
+    if cfg.server_urls and cfg.server_url != VLLMConfig().server_url:
+        raise UserError("rollout.vllm.server_url and rollout.vllm.server_urls are both set: list every server in server_urls")
     try:
         if cfg.server_urls:
             return normalize_urls(cfg.server_urls, "rollout.vllm.server_urls")
