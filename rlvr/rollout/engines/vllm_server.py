@@ -211,6 +211,8 @@ class VLLMServerEngine(TokenEngine):
         else:
             self._rejoin()
             targets = self._live("/weights/chunk")
+            if len(targets) > 1 and not reiterable(model):
+                model = list(named_weights(model))  # one-shot pairs, read once for every server
             pushed = self._each(lambda r: self._push(r, model), targets)
             if not any(pushed):
                 self._live("/weights/chunk")  # raises, naming every server
