@@ -151,7 +151,7 @@ def _train(sft_base, tmp_path, name, urls, *extra):
     from rlvr.train import TrainConfig, train
 
     cfg = load_config(TrainConfig, "quickstart", [
-        f"output_dir={tmp_path}", f"name={name}", f"model.name_or_path={sft_base}", "threads=1", "rollout.engine=vllm_server",
+        f"output_dir={tmp_path}", f"name={name}", f"model.name_or_path={sft_base}", "threads=1", "device=cpu", "rollout.engine=vllm_server",
         f"rollout.vllm.server_urls=[{','.join(urls)}]", "rollout.vllm.prompts_per_request=2", "rollout.prompts_per_step=8",
         "rollout.max_new_tokens=48", "update.steps=3", "optim.warmup_steps=0", "eval.every=0", "eval.at_start=false",
         "log.checkpoint_every=1", "log.progress=false", "log.tensorboard=false", "log.plot=false", *extra])
