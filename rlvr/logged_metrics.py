@@ -91,6 +91,8 @@ METRIC_LIST: tuple[Metric, ...] = (
        "(0 on-policy, 1 with `rollout.overlap`)", ONLINE_PREFERENCE),
     _m("rollout/over_context", "completions", SAMPLING, "Completions whose prompt plus completion ran past the model's context length",
        "engines that know the model's context length"),
+    _m("rollout/servers_alive", "servers", SAMPLING, "Rollout servers serving at the end of the batch (`rollout.vllm.server_urls`; "
+       "a server that failed is set aside until it answers again and has the current weights)", "rollout.engine=vllm_server"),
     _m("verify/no_answer_frac", "fraction", SAMPLING, "Share of verdicts with status no_answer (nothing extractable)", ONLINE_PREFERENCE),
     _m("verify/errors", "verdicts", SAMPLING, "Verifications that raised (status error)", ONLINE_PREFERENCE),
     _m("verify/timeouts", "verdicts", SAMPLING, "Verifications over `verify.timeout_s` (status timeout)", ONLINE_PREFERENCE),

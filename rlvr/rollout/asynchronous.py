@@ -91,8 +91,9 @@ class Produced:
             (partial rollouts: its new generations; continued ones carry older versions too).
         report: The batch (`SamplingReport`; completions carry per-token versions).
         state: The producer's state after this round.
-        probe: ``(version, engine log-probs)`` for each version the worker loaded before this round
-            (the trainer checks them against its own).
+        probe: ``(version, engine log-probs by server)`` for each version the worker loaded before
+            this round (one entry ``""`` but with several rollout servers; the trainer checks each
+            against its own).
         busy_s / wait_s: Seconds producing the round, and waiting for its weights before.
         restarts: Worker restarts this round cost.
     """
@@ -101,7 +102,7 @@ class Produced:
     version: int
     report: SamplingReport
     state: ProducerState
-    probe: list[tuple[int, list[list[float]]]] = field(default_factory=list)
+    probe: list[tuple[int, dict[str, list[list[float]]]]] = field(default_factory=list)
     busy_s: float = 0.0
     wait_s: float = 0.0
     restarts: int = 0
@@ -221,10 +222,10 @@ class AsyncRollouts:
             self.probe = probe
         if self.engine is not None and self._loaded == self.version:
             try:
-                rows = probe.engine_logprobs(self.engine)
+                each = probe.engine_logprobs_each(self.engine)
             except EngineError:
                 return  # the worker died meanwhile: the producer starts it again and scores the probe after its load
-            self._judge(self.version, rows)
+            self._judge(self.version, each)
 
     def take(self) -> tuple[Produced, dict[str, float]]:
         """The next round (the batch for step ``version + 1``), waiting for it, and metrics of the
@@ -259,21 +260,22 @@ class AsyncRollouts:
     def check_probe(self, produced: Produced) -> dict[str, float]:
         """Compare the worker's probe scores that came with a round with the trainer's log-probs of
         the same versions (`SyncProbe.judge` raises `WeightSyncError` on a failed sync)."""
-        for version, rows in produced.probe:
-            self._judge(version, rows)
+        for version, each in produced.probe:
+            self._judge(version, each)
         for stale in [v for v in self.trainer_probe if v < produced.version]:
             self.trainer_probe.pop(stale)  # versions the worker skipped (never loaded)
         for old in [v for v in self.proofs if v < produced.version - self.k]:
             self.proofs.pop(old)  # no batch sampled by them is trained any more
         return dict(self.proofs.get(produced.version, {}))  # the proof of the version that sampled this batch
 
-    def _judge(self, version: int, rows: list[list[float]]) -> None:
-        """Compare the worker's probe score of ``version`` with the trainer's (taken when it pushed it)."""
+    def _judge(self, version: int, each: dict[str, list[list[float]]]) -> None:
+        """Compare the worker's probe scores of ``version`` (each copy of its weights: every server, with
+        several, `SyncProbe.engine_logprobs_each`) with the trainer's (taken when it pushed it)."""
         trainer_lp = self.trainer_probe.pop(version, None)
         if self.probe is None or trainer_lp is None:
             return  # scored again (the worker restarted): the version was judged already
         try:
-            result = self.probe.judge(*self.probe.compare(rows, trainer_lp))
+            result = self.probe.judge_each(each, trainer_lp)
         except Exception as e:  # the worker's batches cannot be trusted, nor saved
             raise self._fail(e)
         self.proofs[version] = result.metrics()
@@ -493,7 +495,7 @@ class AsyncRollouts:
         probe_now = self.probe
         if probe_now is not None and self._probed != version:
             self._moved(f"scoring the sync probe with version {version}")
-            probe.append((version, probe_now.engine_logprobs(self.engine)))
+            probe.append((version, probe_now.engine_logprobs_each(self.engine)))  # each server, with several
             self._probed = version
         self._round, self._round_version, self._round_calls = round_, version, 0
         self._stream, self._taken = None, 0  # the round reads the stream from where the last one left it

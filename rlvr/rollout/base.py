@@ -109,6 +109,9 @@ class EngineCapabilities:
         takes_adapters: `RolloutEngine.load_weights` takes a LoRA policy as it is (the engine's copy
             carries the same adapters); else the trainer sends the adapters merged into plain
             weights (`rlvr.models.lora.MergedWeights`).
+        seeds_every_call: The engine keeps no generator a run can rely on (its requests may go to
+            any of several servers), so the trainer seeds every generate call from (seed, batch,
+            call) and the samples do not depend on which server drew them.
     """
 
     own_weights: bool
@@ -116,6 +119,7 @@ class EngineCapabilities:
     multi_turn: bool = True
     stop_strings: bool = True
     takes_adapters: bool = False
+    seeds_every_call: bool = False
 
 
 class EngineError(RuntimeError):
@@ -169,6 +173,16 @@ class RolloutEngine(ABC):
         Nothing to do for an engine that generates with the trainer's own model object."""
         if self.capabilities.own_weights:
             raise NotImplementedError(f"{type(self).__name__} declares its own weights but does not implement load_weights")
+
+    def score_each(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> dict[str, list[list[float]]]:
+        """`score` on every copy of the weights the engine generates with, by where it lives (one
+        entry, ``""``, for an engine with one copy; one per server for several servers): the sync
+        probe proves each."""
+        return {"": self.score(prompt_ids, completion_ids)}
+
+    def metrics(self) -> dict[str, float]:
+        """The engine's own numbers for the step's log (e.g. ``rollout/servers_alive``); none by default."""
+        return {}
 
     def sleep(self) -> None:
         """Free the engine's memory until `wake` (a no-op unless ``capabilities.can_sleep``)."""

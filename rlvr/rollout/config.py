@@ -30,7 +30,19 @@ class VLLMConfig:
     sleep_level: Literal[0, 1, 2] = help_field(
         0, "Free the engine's memory between generations: 0 off, 1 offload weights to CPU and drop the KV cache, "
            "2 drop both; the trainer's weights are pushed again at every wake-up (GPU builds only)")
-    server_url: str = help_field("http://127.0.0.1:8000", "engine=vllm_server: address of `rlvr rollout serve`")
+    server_url: str = help_field("http://127.0.0.1:8000", "engine=vllm_server: address of `rlvr rollout serve` (one server; "
+                                                          "several: server_urls)")
+    server_urls: list[str] = help_field(
+        [], "engine=vllm_server: addresses of several `rlvr rollout serve` (replaces server_url): generation requests go to the "
+            "server with the least outstanding work, every weight push goes to every server and the sync probe proves each; a "
+            "server that fails mid-run has its requests re-sent to the others (rollout/servers_alive) and gets the current "
+            "weights before it serves again. Token: $RLVR_ROLLOUT_TOKEN")
+    prompts_per_request: int = help_field(
+        0, "engine=vllm_server: cut each generate call into requests of this many prompts, sent to the servers at once "
+           "(0 = one request per call). Each request is seeded from the call's seed and its place in the call, so the samples "
+           "do not depend on how many servers answer", ge=0)
+    server_wait_s: float = help_field(120.0, "engine=vllm_server: how long the trainer waits at start for every server to answer "
+                                             "(checked before the model loads)", gt=0)
     weight_transfer: Literal["http", "nccl"] = help_field(
         "http", "engine=vllm_server: how weights reach the server: http (safetensors in request bodies; any machine, CPU too) "
                 "or nccl (a broadcast from the trainer's GPU to the server's GPUs)")

@@ -54,7 +54,7 @@ from rlvr.rollout.sampling import GroupSampler, SamplingReport
 from rlvr.rollout.staleness import oldest_version, staleness_metrics, within_bound
 from rlvr.rollout.worker import ProcessEngine, WeightSlots, WorkerSettings
 from rlvr.rollout.verification_tally import VerificationTally, first_failure_reason
-from tasks.base import Task
+from tasks.base import Task, stable_hash
 
 
 class Processes(Protocol):
@@ -136,13 +136,14 @@ class GroupSource:
         self.sampling = SamplingParams(rollout.temperature, rollout.top_p, rollout.top_k, rollout.max_new_tokens)
         self.style = resolve_style(cfg.prompt, tokenizer, cfg.model.name_or_path)
         self.sampler = GroupSampler(
-            generate=lambda problems: generate_for(self.engine, task.env, problems, rollout.group_size, self.sampling, self.style),
+            generate=lambda problems: generate_for(self.engine, task.env, problems, rollout.group_size, self._call_sampling(), self.style),
             submit=lambda problems, completions: Rewarded(self.pool.submit(problems, [verifier_input(c) for c in completions]), self.reward),
             group_size=rollout.group_size, chunk_prompts=rollout.chunk_prompts,
             group_filter=group_filter, budget_factor=sampling_budget,
             on_failure_valid=cfg.verify.on_failure == "zero", rank=harness.rank, world=harness.num_processes,
             gather_counts=harness.gather_counts)
         self.position, self.failed_steps = 0, 0
+        self._batch_start, self._calls = 0, 0  # the batch (its stream position) and generate calls in it, for call seeds
         self.tally = VerificationTally()
         self.warned_empty = self.warned_context = self.reported_decoder = False
         self.stream = None
@@ -227,6 +228,8 @@ class GroupSource:
             self._start_prefetch()
         self._report_decoder()
         metrics = generation_metrics(report, self.cfg.rollout.group_size) | {"data/position": float(self.position)} | self.sync_metrics | extra
+        engine = self._generating_engine()
+        metrics |= engine.metrics() if engine is not None else {}
         metrics["rollout/staleness"] = float(self.policy.updates - report.weights_version)
         warning = empty_warning(metrics.get("rollout/empty_frac", 0.0), "chat" if self.style.chat else "raw")
         if warning and not self.warned_empty:  # once a run: every step would say the same
@@ -257,6 +260,7 @@ class GroupSource:
         if sync:
             self.sync()
         version = self.engine_updates if self.own_weights else self.policy.updates
+        self._batch_start, self._calls = self.position, 0
         report = self.sampler.collect(self.take_prompts, self.cfg.rollout.prompts_per_step)
         report.weights_version = version
         if self.probe is None and self.own_weights and sync:  # a fixed probe from the first batch checks every later sync
@@ -266,6 +270,16 @@ class GroupSource:
             self.sync_metrics |= self.probe.check(self.engine, self.policy.unwrapped, self.tokenizer.pad_token_id).metrics()
         self._rest()
         return report
+
+    def _call_sampling(self) -> SamplingParams:
+        """The sampling of the batch's next generate call: an engine that keeps no generator a run can
+        rely on (several servers) gets a seed from (seed, batch, process, call), so its samples do not
+        depend on which server drew them; any other continues its own generator, as always."""
+        if not self.engine.capabilities.seeds_every_call:
+            return self.sampling
+        self._calls += 1
+        seed = stable_hash("generate", self.cfg.seed, self._batch_start, self.harness.rank, self._calls) % (2 ** 31)
+        return dataclasses.replace(self.sampling, seed=seed)
 
     # -- asynchronous generation ------------------------------------------------------------------
 

@@ -22,9 +22,9 @@ def require_server(url: str, timeout_s: float = 5.0) -> None:
         return  # it answers; the engine reads what it says
     except (urllib.error.URLError, ConnectionError, TimeoutError, socket.timeout, ValueError) as e:
         reason = getattr(e, "reason", e)
-        raise UserError(f"rollout.engine=vllm_server: no rollout server answers at rollout.vllm.server_url={url} ({reason}); "
-                        "start one with `rlvr rollout serve --model MODEL` first, or set rollout.vllm.server_url to where it "
-                        "runs") from None
+        raise UserError(f"rollout.engine=vllm_server: no rollout server answers at {url} ({reason}); "
+                        "start one with `rlvr rollout serve --model MODEL` first (--engine hf without vLLM), or set "
+                        "rollout.vllm.server_url (server_urls for several) to where they run") from None
 
 
 __all__ = ["require_server"]

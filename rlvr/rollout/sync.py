@@ -10,6 +10,8 @@ Two checks, both raising `WeightSyncError`:
   however small the step (a loose threshold alone would let small steps slip through).
 
 The trainer calls `SyncProbe.check` after every sync and every wake-up, and logs `ProbeResult.metrics`.
+An engine with several copies of the weights (several rollout servers) has each checked
+(`RolloutEngine.score_each`); a failure names the server.
 With FSDP every rank must call it (the trainer's forward is a collective).
 """
 
@@ -22,7 +24,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from rlvr.models.batch import trainer_logprobs
-from rlvr.rollout.base import Completion
+from rlvr.rollout.base import Completion, RolloutEngine
 from rlvr.rollout.weights import WeightSyncError
 
 SETTING = "rollout.probe.max_gap"
@@ -115,23 +117,44 @@ class SyncProbe:
         return ProbeResult(float(gap.mean()), float(gap.max()), len(gap), moved, previous_gap), trainer_lp
 
     def check(self, engine: ScoringEngine, model: torch.nn.Module, pad_id: int = 0) -> ProbeResult:
-        """Measure and judge; raises `WeightSyncError` (naming the setting) when the sync failed."""
-        return self.judge(*self.measure(engine, model, pad_id))
+        """Measure and judge every copy of the engine's weights (`RolloutEngine.score_each`: each
+        server); raises `WeightSyncError` (naming the setting, and the server) when a sync failed.
+        Returns the comparison with the largest gap."""
+        each = self.engine_logprobs_each(engine)
+        return self.judge_each(each, self.trainer_logprobs(model, pad_id))
+
+    def engine_logprobs_each(self, engine: ScoringEngine) -> dict[str, list[list[float]]]:
+        """`engine_logprobs` of every copy of the engine's weights, by where it lives (`RolloutEngine.score_each`)."""
+        if isinstance(engine, RolloutEngine):
+            return engine.score_each(self.prompt_ids, self.completion_ids)
+        return {"": self.engine_logprobs(engine)}
+
+    def judge_each(self, each: dict[str, list[list[float]]], trainer_lp: torch.Tensor) -> ProbeResult:
+        """`judge` for every copy's log-probs (``engine_logprobs_each``) against the same trainer
+        log-probs, naming the server that failed; the comparison with the largest gap."""
+        results = [self.compare(rows, trainer_lp)[0] for rows in each.values()]
+        for where, result in zip(each, results):
+            self._verdict(result, f"rollout server {where}: " if where else "")
+        self._previous = trainer_lp
+        return max(results, key=lambda r: r.mean_gap)
 
     def judge(self, result: ProbeResult, trainer_lp: torch.Tensor) -> ProbeResult:
         """Raise `WeightSyncError` when a comparison (`measure`, `compare`) shows a failed sync; else
         remember the trainer's log-probs for the next staleness check and return the result."""
+        self._verdict(result)
+        self._previous = trainer_lp
+        return result
+
+    def _verdict(self, result: ProbeResult, where: str = "") -> None:
         if result.mean_gap > self.max_gap:
             raise WeightSyncError(
-                f"engine and trainer disagree on the sync probe: mean |log-prob gap| {result.mean_gap:.3g} "
+                f"{where}engine and trainer disagree on the sync probe: mean |log-prob gap| {result.mean_gap:.3g} "
                 f"(max {result.max_gap:.3g}) over {result.tokens} tokens exceeds {SETTING}={self.max_gap:g}; "
                 "the engine is not generating with the trainer's weights (raise the setting only for a known precision gap)")
         noise = 1e-6  # below this the trainer did not move in float32
         if (result.previous_gap is not None and result.trainer_moved is not None and result.trainer_moved > noise
                 and result.mean_gap > self.stale_margin * max(result.previous_gap, noise)):
             raise WeightSyncError(
-                f"the weight update did not arrive: the engine's probe log-probs match the trainer's previous weights "
+                f"{where}the weight update did not arrive: the engine's probe log-probs match the trainer's previous weights "
                 f"(gap {result.previous_gap:.3g}) better than its current ones (gap {result.mean_gap:.3g}; "
                 f"the trainer moved {result.trainer_moved:.3g})")
-        self._previous = trainer_lp
-        return result

@@ -16,6 +16,7 @@ from typing import Any
 _WHERE = {
     "EnvService": "rlvr.serve.env_server", "VerifySettings": "rlvr.serve.env_server", "make_env_server": "rlvr.serve.env_server",
     "GuardedServer": "rlvr.serve.http", "Guards": "rlvr.serve.http", "HTTPFailure": "rlvr.serve.http", "new_token": "rlvr.serve.http",
+    "RawRoute": "rlvr.serve.http",
 }
 
 __all__ = sorted(_WHERE)

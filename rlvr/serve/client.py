@@ -34,11 +34,13 @@ TIMEOUT_STATUS = frozenset({408, 504})
 
 class RemoteError(Exception):
     """A remote call failed; ``timeout`` says whether it ran out of time (a ``timeout`` verdict)
-    rather than failing (an ``error`` verdict)."""
+    rather than failing (an ``error`` verdict); ``status`` is the HTTP status of an answer that was
+    not retried (401, 400, 500...), None when the servers failed or did not answer."""
 
-    def __init__(self, reason: str, *, timeout: bool = False):
+    def __init__(self, reason: str, *, timeout: bool = False, status: int | None = None):
         super().__init__(reason)
         self.timeout = timeout
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -303,9 +305,9 @@ class ServerPool:
             raise _Retry(f"{url} answered HTTP {status} ({_detail(response)})", timeout=True, server_down=False)
         if status == 401:
             raise RemoteError(f"{server.url} refused the token (HTTP 401): check the token given for it "
-                              "(--token or the service's token variable)")
+                              "(--token or the service's token variable)", status=401)
         if status >= 400:
-            raise RemoteError(f"{url} answered HTTP {status}: {_detail(response)}")
+            raise RemoteError(f"{url} answered HTTP {status}: {_detail(response)}", status=status)
         try:
             answer = json.loads(response.content)
         except (ValueError, RecursionError):

@@ -14,7 +14,8 @@ In order, for every request but ``GET /health``:
    verifier pool's per-item timeout).
 
 Only then is the JSON parsed (400 when it is not an object, or nested too deeply to parse) and the
-route's handler called in a worker thread; an exception in a handler is a 500 with its one-line
+route's handler called in a worker thread (a `RawRoute` gets the body's bytes and the query
+parameters instead, e.g. a chunk of weights); an exception in a handler is a 500 with its one-line
 reason, never a dead server. A refused request is answered at once and the rest of its body read
 and dropped (up to ``DRAIN_LIMIT_BYTES``; past that the connection closes), so a client still
 sending it reads the status instead of a broken pipe.
@@ -46,6 +47,14 @@ from envs.threads import DaemonExecutor
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 """A route: the request's JSON object (``{}`` for a GET) to the answer's JSON object."""
+
+
+@dataclass(frozen=True)
+class RawRoute:
+    """A route whose body is not JSON: ``handler(body bytes, query parameters)`` to the answer's JSON
+    object (the same guards apply: token, size, time, admission)."""
+
+    handler: Callable[[bytes, dict[str, str]], dict[str, Any]]
 
 LISTEN_BACKLOG = 2048
 """Connections the kernel queues before the server accepts them (the standard library's server kept 5)."""
@@ -145,7 +154,7 @@ class GuardedServer:
         admitted: Requests admitted now (running or waiting for a slot).
     """
 
-    def __init__(self, routes: dict[tuple[str, str], Handler], guards: Guards, host: str = "127.0.0.1", port: int = 0,
+    def __init__(self, routes: dict[tuple[str, str], Handler | RawRoute], guards: Guards, host: str = "127.0.0.1", port: int = 0,
                  *, name: str = "rlvr", allow_remote: bool = False, health: Callable[[], dict[str, Any]] | None = None):
         if not is_loopback(host) and not allow_remote:
             raise ValueError(f"refusing to listen on {host!r}: only loopback addresses unless allow_remote=True "
@@ -250,12 +259,17 @@ class GuardedServer:
             self._slots = asyncio.Semaphore(guards.max_inflight)
         self.admitted += 1  # one event loop: no lock needed
         try:
-            body = await self._body(request) if method == "POST" else {}
+            if isinstance(handler, RawRoute):
+                raw, query = await self._raw(request) if method == "POST" else b"", dict(request.query_params)
+                call: Callable[[], dict[str, Any]] = lambda: handler.handler(raw, query)  # noqa: E731
+            else:
+                body = await self._body(request) if method == "POST" else {}
+                call = lambda: handler(body)  # noqa: E731
             slots = self._slots
 
             async def run() -> dict[str, Any]:
                 async with slots:
-                    return await asyncio.shield(asyncio.wrap_future(self._executor.submit(handler, body)))
+                    return await asyncio.shield(asyncio.wrap_future(self._executor.submit(call)))
 
             try:
                 return await asyncio.wait_for(run(), guards.request_timeout_s)
@@ -269,6 +283,19 @@ class GuardedServer:
             self.admitted -= 1
 
     async def _body(self, request: Any) -> dict[str, Any]:
+        raw = await self._raw(request)
+        try:
+            body = json.loads(raw) if raw else {}
+        except RecursionError:
+            raise _Reply(400, {"error": "request body is JSON nested too deeply"}) from None
+        except ValueError as e:
+            raise _Reply(400, {"error": f"request body is not JSON: {e}"}) from None
+        if not isinstance(body, dict):
+            raise _Reply(400, {"error": f"request body must be a JSON object, got {type(body).__name__}"})
+        return body
+
+    async def _raw(self, request: Any) -> bytes:
+        """The body's bytes, within the size and time limits."""
         guards = self.guards
         length_header = request.headers.get("content-length")
         if length_header is None or not length_header.strip().isdigit():
@@ -282,15 +309,7 @@ class GuardedServer:
             raise _Reply(408, {"error": f"request body not received within {guards.read_timeout_s:g} s"}) from None
         except Exception as e:  # noqa: BLE001 - the client went away or sent less than it declared
             raise _Reply(400, {"error": f"request body not received: {type(e).__name__}"}) from None
-        try:
-            body = json.loads(raw) if raw else {}
-        except RecursionError:
-            raise _Reply(400, {"error": "request body is JSON nested too deeply"}) from None
-        except ValueError as e:
-            raise _Reply(400, {"error": f"request body is not JSON: {e}"}) from None
-        if not isinstance(body, dict):
-            raise _Reply(400, {"error": f"request body must be a JSON object, got {type(body).__name__}"})
-        return body
+        return raw
 
 
 def _too_large_to_drain(request: Any) -> bool:

@@ -18,6 +18,7 @@ import torch
 
 from rlvr import UserError
 from rlvr.algos.config import AlgoConfig
+from rlvr.rollout.engines import preflight_engine
 from rlvr.rollout.groups import GroupSource, check_async
 from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.config import TrainConfig
@@ -57,8 +58,10 @@ class AlgorithmRecipe:
             raise UserError(f"eval.split equals task.split ({cfg.task.split!r}): evaluation must use held-out data")
 
     def _open_task(self) -> Task:
-        """The training task, checked before any model loads (`open_training_task`)."""
+        """The training task, checked before any model loads (`open_training_task`), and what the
+        rollout engine needs from outside (`preflight_engine`: e.g. every rollout server answers)."""
         cfg, harness = self.cfg, self.harness
+        preflight_engine(cfg.rollout)
         task = open_training_task(cfg, evaluates=bool(cfg.eval.every or cfg.eval.at_start), say=harness.print,
                                   prompts_needed=prompts_drawn(cfg, self.algo.sampling_budget, harness.num_processes))
         if cfg.rollout.async_.max_staleness:  # what the config alone could not decide (processes, the task), before any model loads

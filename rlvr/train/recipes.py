@@ -103,7 +103,8 @@ def train(cfg: RunConfig) -> TrainResult:
         raise ConfigError(f"recipe {name!r} takes a {recipe_cls.config_class.__name__}, got a {type(cfg).__name__}")
     rollout = getattr(cfg, "rollout", None)
     if rollout is not None and rollout.engine == "vllm_server":  # before anything loads: a missing server is refused in seconds
-        require_server(rollout.vllm.server_url)
+        for url in rollout.vllm.server_urls or [rollout.vllm.server_url]:
+            require_server(url)
     harness = Harness(cfg)
     try:
         recipe = recipe_cls(cfg, harness)

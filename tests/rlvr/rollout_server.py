@@ -1,4 +1,5 @@
-"""`rlvr rollout serve` in its own process, for the vLLM lane's tests."""
+"""`rlvr rollout serve` in its own process, for tests: vLLM's server in the vLLM lane, rlvr's own
+Hugging Face engine (``engine="hf"``) anywhere."""
 
 from __future__ import annotations
 
@@ -10,24 +11,49 @@ import time
 
 
 class rollout_server:
-    """`rlvr rollout serve` on ``path`` in its own process, on a free port; the context is its URL."""
+    """`rlvr rollout serve` on ``path`` in its own process, on ``port`` (0: a free one); the context is its URL.
 
-    def __init__(self, path, *settings: str):
-        self.proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "rollout", "serve", "--model", str(path), "--port", "0",
-                                      "vllm.dtype=float32", *settings], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    ``engine="hf"`` serves rlvr's own engine (``settings`` such as ``hf.decode=kv``); ``token`` is
+    given through ``$RLVR_ROLLOUT_TOKEN``. The process is killed on exit whatever happened."""
+
+    def __init__(self, path, *settings: str, engine: str = "vllm", port: int = 0, token: str | None = None, device: str = "auto"):
+        extra = ("vllm.dtype=float32",) if engine == "vllm" else ()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"OMP_NUM_THREADS": "1"} if engine == "hf" else {})}  # several on a small machine
+        env.pop("RLVR_ROLLOUT_TOKEN", None)
+        if token:
+            env["RLVR_ROLLOUT_TOKEN"] = token
+        self.url: str | None = None
+        self.proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "rollout", "serve", "--engine", engine, "--model", str(path),
+                                      "--port", str(port), "--device", device, *extra, *settings], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, env=env)
 
     def __enter__(self) -> str:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line and self.proc.poll() is not None:
-                raise RuntimeError(f"rollout server exited with {self.proc.returncode}")
-            m = re.search(r"ready on (http://\S+)", line)
-            if m:
-                return m.group(1)
-        raise RuntimeError("rollout server did not start in 300 s")
+        try:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                line = self.proc.stdout.readline()
+                if not line and self.proc.poll() is not None:
+                    raise RuntimeError(f"rollout server exited with {self.proc.returncode}")
+                m = re.search(r"ready on (http://\S+)", line)
+                if m:
+                    self.url = m.group(1)
+                    return self.url
+            raise RuntimeError("rollout server did not start in 300 s")
+        except BaseException:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """Kill the server at once (no drain): a server that dies."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=60)
 
     def __exit__(self, *exc) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.proc.stdout.close()

@@ -6,12 +6,14 @@ error for an engine asked to do what it declares it cannot.
 
 ``hf-kv``, ``hf-static`` and ``hf-generate`` (the Hugging Face engine on each decoder that runs on a
 CPU) run in the main lane, and the decoders that need CUDA (``hf-cuda_graph``, ``hf-kv-cuda``) where a GPU is seen; ``vllm`` and ``vllm_server`` are marked `vllm`
-and run in the vLLM lane (scripts/test_vllm.sh). The model is a tiny Llama taught to add in two
+and run in the vLLM lane (scripts/test_vllm.sh). ``vllm_server-hf2`` is the server client against two
+``rlvr rollout serve --engine hf`` (rlvr's own engine, calls cut in requests spread over both; main lane). The model is a tiny Llama taught to add in two
 seconds (`tests.rlvr.tiny_adder`), saved so that vLLM can load it; float32 everywhere.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 
@@ -47,6 +49,7 @@ ENGINE_CASES = [
     pytest.param("hf-kv-cuda", marks=CUDA),
     pytest.param("vllm", marks=VLLM),
     pytest.param("vllm_server", marks=VLLM),
+    pytest.param("vllm_server-hf2"),
 ]
 CHAT = [{"role": "system", "content": "Add."}, {"role": "user", "content": "Compute 31+5."}]
 
@@ -79,6 +82,12 @@ def engine(request, adder):
         yield make_engine(RolloutConfig(hf=HFEngineConfig(decode=decode)), model, tok)
     elif name == "vllm":
         yield make_engine(RolloutConfig(engine="vllm", vllm=VLLMConfig(dtype="float32", max_model_len=256)), model_path=path, seed=0)
+    elif name == "vllm_server-hf2":  # rlvr's own engine behind two servers; calls cut in requests of 2 prompts
+        with contextlib.ExitStack() as servers:
+            urls = [servers.enter_context(rollout_server(path, "hf.decode=kv", engine="hf", device="cpu")) for _ in range(2)]
+            engine = make_engine(RolloutConfig(engine="vllm_server", vllm=VLLMConfig(server_urls=urls, prompts_per_request=2)), model, tok)
+            yield engine
+            engine.close()
     else:
         with rollout_server(path, "vllm.max_model_len=256") as url:
             yield make_engine(RolloutConfig(engine="vllm_server", vllm=VLLMConfig(server_url=url)), model, tok)

@@ -298,3 +298,28 @@ def test_the_listener_is_tcp_with_nodelay_so_answers_do_not_wait_for_delayed_ack
         assert sock.proto == so.IPPROTO_TCP and sock.getsockopt(so.IPPROTO_TCP, so.TCP_NODELAY) == 1
     finally:
         sock.close()
+
+
+def test_a_raw_route_gets_the_body_bytes_and_query_behind_the_same_guards():
+    from rlvr.serve.http import Guards, RawRoute
+
+    seen = []
+    routes = {("POST", "/blob"): RawRoute(lambda body, query: seen.append((body, query)) or {"bytes": len(body)}),
+              ("POST", "/json"): lambda body: {"keys": sorted(body)}}
+    server = GuardedServer(routes, Guards(TOKEN, max_request_bytes=1 << 10)).serve_in_thread()
+    try:
+        with ServerPool(server.url, TOKEN, retry=RetryPolicy(attempts=1)) as pool:
+            blob = bytes(range(256)) * 2  # not JSON, not text
+            assert pool.request("POST", "/blob?final=0&x=y", content=blob, content_type="application/octet-stream") == {"bytes": 512}
+            assert seen == [(blob, {"final": "0", "x": "y"})]
+            assert pool.request("POST", "/json", {"a": 1, "b": 2}) == {"keys": ["a", "b"]}  # JSON routes as before
+            with pytest.raises(RemoteError) as e:
+                pool.request("POST", "/blob", content=b"x" * 2048)
+            assert e.value.status == 413 and len(seen) == 1
+        with ServerPool(server.url, "wrong-token-0123456789", retry=RetryPolicy(attempts=1)) as pool:
+            with pytest.raises(RemoteError, match="refused the token") as e:
+                pool.request("POST", "/blob", content=b"x")
+            assert e.value.status == 401 and len(seen) == 1
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -70,10 +70,13 @@ class EngineSpec:
         build: ``build(request) -> RolloutEngine``.
         settings: The section of `RolloutConfig` the engine reads (``"hf"``, ``"vllm"``), or None;
             settings given in another engine's section are refused.
+        preflight: ``preflight(cfg)`` checks what the engine needs from outside (e.g. its servers
+            answer) before the trainer loads a model; a problem is a one-line `UserError`.
     """
 
     build: Callable[[EngineRequest], RolloutEngine]
     settings: str | None = None
+    preflight: Callable[[RolloutConfig], None] | None = None
 
 
 ENGINES: Registry = Registry("rollout engine", entry_point_group="rlvr.engines", versioned=False)
@@ -102,6 +105,13 @@ def check_engine_settings(cfg: RolloutConfig) -> None:
         if changed:
             raise UserError(f"rollout.{section}.{changed[0]} is a setting of the {section} engine, but rollout.engine={cfg.engine!r} "
                             f"reads {'rollout.' + own if own else 'no section'}: remove it or set rollout.engine")
+
+
+def preflight_engine(cfg: RolloutConfig) -> None:
+    """The engine's checks of what it needs from outside, before a model is loaded (`EngineSpec.preflight`)."""
+    spec = engine_spec(cfg.engine)
+    if spec.preflight is not None:
+        spec.preflight(cfg)
 
 
 def make_engine(cfg: RolloutConfig, model: Any = None, tokenizer: Any = None, *, model_path: str | Path | None = None,
@@ -170,13 +180,20 @@ def _vllm_server(request: EngineRequest) -> RolloutEngine:
     from rlvr.rollout.engines.vllm_server import VLLMServerEngine
 
     tokenizer = request.tokenizer if request.tokenizer is not None else AutoTokenizer.from_pretrained(resolve_model(request.model_path))
-    return VLLMServerEngine(request.cfg.vllm, tokenizer)
+    return VLLMServerEngine(request.cfg.vllm, tokenizer, seed=request.seed)
+
+
+def _vllm_servers_answer(cfg: RolloutConfig) -> None:
+    from rlvr.rollout.engines.vllm_server import check_servers
+
+    check_servers(cfg.vllm)
 
 
 ENGINES.register("hf", EngineSpec(_hf, "hf"), description="the trainer's Hugging Face model (rlvr's decoding loop or generate)",
                  source="builtin")
 ENGINES.register("vllm", EngineSpec(_vllm, "vllm"), description="vLLM in the training process, weights pushed in place", source="builtin")
-ENGINES.register("vllm_server", EngineSpec(_vllm_server, "vllm"), description="client of `rlvr rollout serve`; weights over HTTP or NCCL",
+ENGINES.register("vllm_server", EngineSpec(_vllm_server, "vllm", _vllm_servers_answer),
+                 description="client of one or several `rlvr rollout serve` (vLLM or --engine hf); weights over HTTP or NCCL",
                  source="builtin")
 
 

@@ -1,59 +1,133 @@
-"""`rlvr rollout serve`: the project's vLLM engine behind a small HTTP API (rollout.engine=vllm_server).
+"""`rlvr rollout serve`: a rollout engine behind a small HTTP API (rollout.engine=vllm_server).
+
+Two engines answer the same routes: ``--engine vllm`` (the project's `VLLMEngine`, as colocated) and
+``--engine hf`` (rlvr's own Hugging Face engine and decoders, `ServedHFEngine`: CPU or GPU, so the
+topology runs where vLLM does not). A trainer may use several servers of either kind
+(``rollout.vllm.server_urls``).
 
 Why not vLLM's own OpenAI-compatible server: a trainer needs token ids in and out, the sampled
 tokens' log-probs, prompt log-probs of given ids (the sync probe) and weight updates. vLLM's
 server speaks text and string tokens, and its weight-update routes take only GPU transports
-(NCCL, CUDA IPC). This server runs the same `VLLMEngine` as the colocated mode and adds a
-weight path over HTTP that works anywhere, CPU included; on GPUs the NCCL routes forward to vLLM's
-own weight-transfer engine. It trusts its clients: bind it to a private address.
+(NCCL, CUDA IPC). This server adds a weight path over HTTP that works anywhere, CPU included; on
+GPUs the NCCL routes forward to vLLM's own weight-transfer engine (``--engine vllm`` only).
 
-Routes (JSON bodies and answers; errors are ``{"error": ...}`` with status 400/500):
+It runs on rlvr's server stack (`rlvr.serve.http.GuardedServer`: uvicorn, admission control,
+graceful drain on SIGTERM). One request at a time reaches the engine (engines are not
+thread-safe); the others wait in a bounded queue, past it 503 with ``Retry-After``. With a token
+(``--token`` or ``$RLVR_ROLLOUT_TOKEN``) every request but ``GET /health`` needs it; without one the
+server listens on loopback only.
 
-    GET  /health                         {"model", "weights_version", "asleep"}
-    POST /generate  {prompt_ids, n, sampling}        -> {"samples": [[{token_ids, logprobs, truncated}]]}
-    POST /score     {prompt_ids, completion_ids}      -> {"logprobs": [[...]]}
-    POST /weights/chunk?final=0|1   (body: safetensors) -> {"weights_version"}
+Routes (JSON bodies and answers; errors are ``{"error": ...}`` with status 400/500). Every answer of
+the engine carries ``weights_version`` (updates received) and ``instance`` (one per server start),
+so a client can tell a server that restarted and lost its weights:
+
+    GET  /health                         {"model", "engine", "weights_version", "instance", "asleep"}
+    GET  /version   (needs the token)    {"weights_version", "instance"}
+    POST /generate  {prompt_ids, n, sampling}        -> {"samples": [[{token_ids, logprobs, truncated}]], ...}
+    POST /score     {prompt_ids, completion_ids}      -> {"logprobs": [[...]], ...}
+    POST /weights/chunk?final=0|1   (body: safetensors) -> {"weights_version", "instance"}
     POST /weights/nccl/init {init_info} | /weights/nccl/start | /weights/nccl/update {update_info}
-         | /weights/nccl/finish                       -> {"weights_version"}
+         | /weights/nccl/finish                       -> {"weights_version"}   (--engine vllm)
     POST /sleep | /wake                               -> {"asleep"}
 """
 
 from __future__ import annotations
 
-import json
-import sys
+import secrets
 import traceback
-from dataclasses import asdict
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any, Callable
-from urllib.parse import parse_qs, urlparse
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Protocol
 
+from rlvr import UserError
 from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.config import VLLMConfig
-from rlvr.rollout.engines.vllm import VLLMEngine
+from rlvr.rollout.config import RolloutConfig
+from rlvr.rollout.engines.token import Sample
 from rlvr.rollout.weights import WeightSyncError, from_blob
+from rlvr.serve.http import GuardedServer, Guards, HTTPFailure, RawRoute, is_loopback
+
+TOKEN_VARIABLE = "RLVR_ROLLOUT_TOKEN"
+"""Where the server (without ``--token``) and the trainer's client read the bearer token."""
+
+
+class ServedEngine(Protocol):
+    """What a served engine offers (`VLLMEngine`, `ServedHFEngine`)."""
+
+    tokenizer: Any
+    weights_version: int
+
+    def sample_ids(self, prompt_ids: list[list[int]], n: int, sampling: SamplingParams) -> list[list[Sample]]: ...
+    def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]: ...
+    def load_partial(self, pairs: Any) -> set[str]: ...
+    def commit_update(self, missing: set[str]) -> None: ...
+    def sleep(self) -> None: ...
+    def wake(self) -> None: ...
+
+    @property
+    def asleep(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class ServeRequest:
+    """What a served engine is built from: the model, the server's ``rollout.*`` settings, its seed and device."""
+
+    model: str
+    cfg: RolloutConfig
+    seed: int = 0
+    device: str = "auto"
+
+
+def _vllm_engine(request: ServeRequest) -> ServedEngine:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise UserError("`rlvr rollout serve --engine vllm` needs the vllm package: scripts/setup_vllm_env.sh on CPUs, "
+                        "pip install -e '.[gpu]' on GPUs; or serve rlvr's own engine with --engine hf")
+    from rlvr.rollout.engines.vllm import VLLMEngine
+
+    cfg = request.cfg.vllm
+    engine = VLLMEngine(request.model, None, cfg, seed=request.seed, colocated=False, nccl_weight_transfer=cfg.weight_transfer == "nccl")
+    bos = engine.tokenizer.bos_token_id if engine.tokenizer.bos_token_id is not None else 0
+    engine.sample_ids([[bos]], 1, SamplingParams(temperature=0.0, max_new_tokens=2))  # first call compiles kernels
+    return engine
+
+
+def _hf_engine(request: ServeRequest) -> ServedEngine:
+    import torch
+
+    from rlvr.rollout.engines.hf_served import ServedHFEngine
+
+    torch.manual_seed(request.seed)  # calls without a seed continue this generator
+    return ServedHFEngine(request.model, request.cfg.hf, device=request.device)
+
+
+SERVED_ENGINES: dict[str, Callable[[ServeRequest], ServedEngine]] = {"vllm": _vllm_engine, "hf": _hf_engine}
+"""``rlvr rollout serve --engine NAME``: how each engine is built."""
 
 
 class RolloutService:
-    """What the routes do, without HTTP (one request at a time: vLLM's offline engine is not thread-safe)."""
+    """What the routes do, without HTTP (the server lets one request at a time in: engines are not thread-safe)."""
 
-    def __init__(self, engine: VLLMEngine, model: str):
+    def __init__(self, engine: ServedEngine, model: str, engine_name: str = "vllm"):
         self.engine = engine
         self.model = model
+        self.engine_name = engine_name
+        self.instance = secrets.token_hex(8)  # tells a restarted server (weights lost) from the one a client knew
         self._pending: set[str] | None = None  # engine parameters no chunk of the current update has covered
 
     def health(self) -> dict[str, Any]:
-        return {"model": self.model, "weights_version": self.engine.weights_version, "asleep": self.engine.asleep}
+        return {"model": self.model, "engine": self.engine_name, "asleep": self.engine.asleep, **self._version()}
+
+    def _version(self) -> dict[str, Any]:
+        return {"weights_version": self.engine.weights_version, "instance": self.instance}
 
     def generate(self, body: dict[str, Any]) -> dict[str, Any]:
         raw = dict(body.get("sampling", {}))
         sampling = SamplingParams(**{**raw, "stop": tuple(raw.get("stop", ()))})
         samples = self.engine.sample_ids(body["prompt_ids"], int(body["n"]), sampling)
-        return {"samples": [[asdict(s) for s in row] for row in samples]}
+        return {"samples": [[asdict(s) for s in row] for row in samples], **self._version()}
 
     def score(self, body: dict[str, Any]) -> dict[str, Any]:
-        return {"logprobs": self.engine.score(body["prompt_ids"], body["completion_ids"])}
+        return {"logprobs": self.engine.score(body["prompt_ids"], body["completion_ids"]), **self._version()}
 
     def weights_chunk(self, blob: bytes, final: bool) -> dict[str, Any]:
         try:
@@ -65,10 +139,10 @@ class RolloutService:
         if final:
             pending, self._pending = self._pending, None
             self.engine.commit_update(pending)
-        return {"weights_version": self.engine.weights_version}
+        return self._version()
 
     def nccl(self, step: str, body: dict[str, Any]) -> dict[str, Any]:
-        llm = self.engine.llm
+        llm = self.engine.llm  # type: ignore[attr-defined]  (VLLMEngine only: the routes exist for --engine vllm)
         if step == "init":
             llm.init_weight_transfer_engine({"init_info": body["init_info"]})
         elif step == "start":
@@ -80,7 +154,7 @@ class RolloutService:
             self.engine.commit_update(set())  # vLLM's transfer engine checks completeness itself
         else:
             raise KeyError(f"unknown NCCL step {step!r}")
-        return {"weights_version": self.engine.weights_version}
+        return self._version()
 
     def sleep(self) -> dict[str, Any]:
         self.engine.sleep()
@@ -91,64 +165,60 @@ class RolloutService:
         return {"asleep": self.engine.asleep}
 
 
-def make_handler(service: RolloutService) -> type[BaseHTTPRequestHandler]:
-    json_routes: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-        "/generate": service.generate, "/score": service.score,
-        "/sleep": lambda _: service.sleep(), "/wake": lambda _: service.wake(),
-        **{f"/weights/nccl/{step}": (lambda body, step=step: service.nccl(step, body)) for step in ("init", "start", "update", "finish")},
+def _request_errors(handler: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """A request the engine cannot take (bad fields, weights that do not fit) is a 400 naming why;
+    any other failure is the server's 500 (printed here with its traceback), never a dead server."""
+
+    def call(*args: Any) -> dict[str, Any]:
+        try:
+            return handler(*args)
+        except (WeightSyncError, KeyError, TypeError, ValueError) as e:
+            raise HTTPFailure(400, f"{type(e).__name__}: {e}") from None
+        except Exception:
+            traceback.print_exc()
+            raise
+
+    return call
+
+
+def rollout_routes(service: RolloutService) -> dict[tuple[str, str], Any]:
+    """The server's routes (`GuardedServer` form); the NCCL ones only for vLLM."""
+    routes: dict[tuple[str, str], Any] = {
+        ("GET", "/version"): lambda _: service._version(),  # /health with the token: a client's start-up check
+        ("POST", "/generate"): service.generate, ("POST", "/score"): service.score,
+        ("POST", "/sleep"): lambda _: service.sleep(), ("POST", "/wake"): lambda _: service.wake(),
+        ("POST", "/weights/chunk"): RawRoute(_request_errors(lambda blob, query: service.weights_chunk(blob, query.get("final", "1") == "1"))),
     }
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            if urlparse(self.path).path == "/health":
-                self._answer(HTTPStatus.OK, service.health())
-            else:
-                self._answer(HTTPStatus.NOT_FOUND, {"error": f"no route GET {self.path}"})
-
-        def do_POST(self) -> None:  # noqa: N802
-            url = urlparse(self.path)
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            try:
-                if url.path == "/weights/chunk":
-                    final = parse_qs(url.query).get("final", ["1"])[0] == "1"
-                    result = service.weights_chunk(body, final)
-                elif url.path in json_routes:
-                    result = json_routes[url.path](json.loads(body or b"{}"))
-                else:
-                    self._answer(HTTPStatus.NOT_FOUND, {"error": f"no route POST {url.path}"})
-                    return
-            except (WeightSyncError, KeyError, TypeError, ValueError) as e:  # the request was wrong
-                self._answer(HTTPStatus.BAD_REQUEST, {"error": f"{type(e).__name__}: {e}"})
-                return
-            except Exception as e:  # the engine failed: report it, keep serving
-                traceback.print_exc()
-                self._answer(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(e).__name__}: {e}"})
-                return
-            self._answer(HTTPStatus.OK, result)
-
-        def _answer(self, status: HTTPStatus, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:  # one line per request on stderr
-            sys.stderr.write(f"[rollout-server] {self.address_string()} {format % args}\n")
-
-    return Handler
+    if service.engine_name == "vllm":
+        routes |= {("POST", f"/weights/nccl/{step}"): (lambda body, step=step: service.nccl(step, body))
+                   for step in ("init", "start", "update", "finish")}
+    return {key: value if isinstance(value, RawRoute) else _request_errors(value) for key, value in routes.items()}
 
 
-def serve(model: str, cfg: VLLMConfig, host: str = "127.0.0.1", port: int = 8000, seed: int = 0) -> None:
-    """Start the engine, warm it up, print the address, serve until interrupted."""
-    engine = VLLMEngine(model, None, cfg, seed=seed, colocated=False, nccl_weight_transfer=cfg.weight_transfer == "nccl")
-    bos = engine.tokenizer.bos_token_id if engine.tokenizer.bos_token_id is not None else 0
-    engine.sample_ids([[bos]], 1, SamplingParams(temperature=0.0, max_new_tokens=2))  # first call compiles kernels
-    server = HTTPServer((host, port), make_handler(RolloutService(engine, model)))
-    print(f"rollout server ready on http://{host}:{server.server_port} (model {model})", flush=True)
+def make_rollout_server(service: RolloutService, cfg: RolloutConfig, *, host: str = "127.0.0.1", port: int = 0,
+                        token: str | None = None, max_queued: int = 256) -> GuardedServer:
+    """The HTTP server of ``service`` (bound, not yet serving). One request at a time reaches the
+    engine; a body may hold one weight chunk of ``rollout.vllm.http_chunk_mb``."""
+    guards = Guards(token, max_request_bytes=(cfg.vllm.http_chunk_mb + 1) << 20, read_timeout_s=max(300.0, cfg.vllm.request_timeout_s),
+                    request_timeout_s=cfg.vllm.request_timeout_s, max_inflight=1, max_queued=max_queued)
+    return GuardedServer(rollout_routes(service), guards, host, port, name="rollout-server", allow_remote=not is_loopback(host),
+                         health=service.health)
+
+
+def serve(model: str, cfg: RolloutConfig, *, engine: str = "vllm", host: str = "127.0.0.1", port: int = 8000, seed: int = 0,
+          device: str = "auto", token: str | None = None) -> None:
+    """Check the address, start the engine, print the address, serve until SIGTERM/SIGINT (which drain)."""
+    if engine not in SERVED_ENGINES:
+        raise UserError(f"--engine {engine!r}: choose one of {', '.join(SERVED_ENGINES)}")
+    if not is_loopback(host) and token is None:
+        raise UserError(f"refusing to listen on {host!r} without a token: give --token or set ${TOKEN_VARIABLE}")
+    served = SERVED_ENGINES[engine](ServeRequest(model, cfg, seed, device))
+    service = RolloutService(served, model, engine)
+    try:
+        server = make_rollout_server(service, cfg, host=host, port=port, token=token)
+    except (ValueError, OSError) as e:
+        raise UserError(str(e)) from None
+    print(f"rollout server ready on {server.url} (model {model}, engine {engine})", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
