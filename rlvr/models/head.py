@@ -21,6 +21,8 @@ and no autocast (bf16 runs keep the plain path, whose rounding they were measure
 
 from __future__ import annotations
 
+import threading
+
 import math
 import weakref
 from typing import Any, Callable
@@ -158,7 +160,13 @@ def hidden_states(model: torch.nn.Module, **inputs: Any) -> Tensor:
     DDP and autocast wrappers run as usual) with its head on the last position only."""
     backbone, _ = _parts(model)  # type: ignore[misc]
     captured: list[Tensor] = []
-    hook = backbone.register_forward_hook(lambda m, args, out: captured.append(out[0] if isinstance(out, tuple) else out.last_hidden_state))
+    me = threading.get_ident()  # another thread's forward through the same backbone (a generation thread) is not ours
+
+    def keep(module: torch.nn.Module, args: Any, out: Any) -> None:
+        if threading.get_ident() == me:
+            captured.append(out[0] if isinstance(out, tuple) else out.last_hidden_state)
+
+    hook = backbone.register_forward_hook(keep)
     try:
         model(**inputs, logits_to_keep=1)
     finally:

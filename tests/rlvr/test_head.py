@@ -121,3 +121,30 @@ def test_the_plain_forward_stays_where_the_shortcut_would_not_be_exact(tiny, mon
         want, _ = plain(scaled, batch, 1.0)
     assert head_module._CHECKED[scaled] is False and len(taken) == 1  # the one-time check only: then the plain path
     torch.testing.assert_close(logp, want, atol=1e-5, rtol=0)
+
+
+def test_hidden_states_are_the_calling_threads_when_another_thread_runs_the_same_model(tmp_path):
+    """A generation thread's forward through the same backbone (asynchronous rollouts in one process)
+    while the trainer takes hidden states: the trainer gets its own batch's, not the other thread's."""
+    import threading
+
+    model, _ = load_model(str(build_tiny_model(TinyModelConfig(hidden_size=32, layers=2, heads=2, intermediate_size=64), tmp_path)))
+    model.eval()
+    mine, theirs = torch.randint(3, 50, (4, 9)), torch.randint(3, 50, (3, 5))
+    me = threading.get_ident()
+    fired: list[bool] = []
+
+    def other_forward_after_our_backbone(module, args):  # on the head: after the backbone's hooks ran for us
+        if threading.get_ident() == me and not fired:
+            fired.append(True)
+            t = threading.Thread(target=lambda: model(input_ids=theirs))
+            t.start()
+            t.join()
+
+    handle = model.get_output_embeddings().register_forward_pre_hook(other_forward_after_our_backbone)
+    try:
+        with torch.no_grad():
+            hidden = head_module.hidden_states(model, input_ids=mine)
+    finally:
+        handle.remove()
+    assert fired and hidden.shape[:2] == (4, 9)
