@@ -247,3 +247,41 @@ def copied(sentence: str, question: Question) -> bool:
         if not any((stem(w), v) in question.contexts for w in near):
             return False  # "it will take Joy 8 hours to read 120 pages": 8 is stated, not copied
     return True
+
+
+# -- answers not committed to: hypotheses, questions, retractions -----------------------------
+
+_HYPOTHESIS_BEFORE = re.compile(
+    r"(?i)\b(?:if|suppose|supposing|assume|assuming|whether|unless|imagine|pretend|what\s+if|let'?s\s+say|say)(?:\s+that)?[\s,*_]*$")
+"""Words that make the marker after them a hypothesis: "If the answer is 42, then ...", "Suppose
+the answer is 42.", "Let's test whether the answer is 42." ("If we add them, the answer is 42"
+states it: the condition is not the answer)."""
+_QUESTIONED = re.compile(r"^[\s$}\])\"'”’*_]*\?")
+_RETRACTION = re.compile(
+    r"(?i)^\W*(?:(?:wait|hold\s+on|hmm+|oops|oh|actually)\b\W*)*no\b\s*[,.!;:]"
+    r"|^\W*(?:wait|hold\s+on|hmm+|oops|oh|actually)\b\W*(?:no|not)\b"
+    r"|\b(?:that|this|it|which)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|not\s+(?:right|correct))\b"
+    r"|\b(?:i|we)\s+(?:made|make)\s+(?:a|an)\s+(?:mistake|error)\b|\b(?:my\s+mistake|oops|scratch\s+that|i\s+was\s+wrong)\b"
+    r"|\blet\s+me\s+(?:redo|recalculate|recompute|start\s+over|correct\s+(?:that|this|it))\b"
+    r"|\bthat\s+can(?:'|no)t\s+be\s+right\b"
+)
+"""What takes an answer back when it follows it ("Answer: 42\\nWait, no. 6*7 =", "The answer is
+42. Actually, that is wrong, let me redo:"): the answer is withdrawn, not given."""
+RETRACTION_CHARS = 160
+"""A retraction is looked for in this many characters after the answer (its next sentences)."""
+
+
+def hypothesis(before: str) -> bool:
+    """Whether the marker after ``before`` (its line up to the marker) is a hypothesis."""
+    return _HYPOTHESIS_BEFORE.search(before[-80:]) is not None
+
+
+def questioned(after: str) -> bool:
+    """Whether the answer followed by ``after`` is asked, not stated ("Answer: 42?")."""
+    return _QUESTIONED.match(after) is not None
+
+
+def retracted(after: str) -> bool:
+    """Whether ``after`` (what follows the last answer) takes it back."""
+    tail = after[:RETRACTION_CHARS].lstrip(" \t\n.,;:!)]}$\"'”’*_")
+    return _RETRACTION.search(tail) is not None

@@ -14,7 +14,8 @@ the response committed to with a marker before the cut (`committed_answer`):
   42; "The answer is 4" at the very end of a cut response may be the start of 45 and commits to
   nothing).
 
-Strict extraction is unchanged: it reads only explicit answers anyway.
+Strict extraction reads only explicit answers anyway; on a response generation truncated it too
+credits only a committed one (a cut "Answer: 4" may be the start of 45).
 """
 
 from __future__ import annotations

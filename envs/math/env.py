@@ -90,8 +90,9 @@ def check(
             expression or operand as the value a sentence states.
         truncated: Generation cut the response at its token budget. With lenient extraction a
             cut response (this, or one that ends mid-sentence) is credited only for an answer it
-            committed to with a marker before the cut (`envs.math.cut`); ``info["cut"]`` says why
-            it counted as cut.
+            committed to with a marker before the cut (`envs.math.cut`); with strict extraction
+            a truncated response is credited only for such an answer too (a cut "Answer: 4" may
+            be the start of 45); ``info["cut"]`` says why it counted as cut.
 
     Returns:
         A `Verdict`: reward 1.0 and ``passed`` when equal; ``extracted`` is the answer found;
@@ -118,7 +119,7 @@ def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: f
     asked = Question.of(question)
     steps = step_rewards(response) if process_rewards else ()
     found = extract_answer(response, extraction=extraction, question=asked, truncated=truncated)
-    was_cut = cut_reason(response, truncated) if extraction == "lenient" else None
+    was_cut = cut_reason(response, truncated) if extraction == "lenient" else ("truncated" if truncated else None)
     if found is None:
         why = _NO_ANSWER_CUT if was_cut else _NO_ANSWER[extraction]
         return Verdict(0.0, False, Status.NO_ANSWER, steps=steps,

@@ -31,6 +31,12 @@ Rules, in order of preference:
    20", ``\\boxed{12} or \\boxed{15}``, "Answer: 12. Or maybe 15.") are kept in
    ``Extraction.parts``: `envs.math.env.check` fails them with reason ``hedged`` where the gold
    is one value. A marker followed by a sentence copied from the question answers nothing.
+6. An answer not given is no answer, in both modes (`envs.math.commit`): a hypothesis ("If the
+   answer is 42, then", "Suppose the answer is 42.", "whether the answer is 42"), an answer asked
+   ("Answer: 42?"; followed by an alternative, "Answer: 42? Or maybe 43?", it is a hedge), and
+   the last answer taken back by what follows it ("Answer: 42\nWait, no.", "Actually, that is
+   wrong"). A response cut at its token budget answers, in strict mode too, only with a box or
+   a marker answer whose sentence ended before the cut.
 
 Escaped output (``\\\\frac{1}{2}``, ``\\n`` for line breaks, as JSON-encoded text shows it) is
 unescaped first (`unescape`). Every scan is linear in the completion's length (brace matching
@@ -228,7 +234,7 @@ def _last_marker(text: str, asked: Question) -> Extraction | None:
         best: Extraction | None = None
         best_start = -1
         for pattern in _MARKERS:
-            m = _last_match(pattern, line)
+            m = _last_match(pattern, line, lambda m: not commit.hypothesis(line[: m.start()]))
             if m and m.start("ans") > best_start:  # the marker written last on the line wins
                 found = _marker_answer(m.group("ans"), offset + m.start("ans"), asked)
                 if found is not None and not _VERDICT_WORDS.match(found.answer):
@@ -245,11 +251,14 @@ _VERDICT_WORDS = re.compile(
 """"The answer is correct": a judgement about an answer given elsewhere, not an answer."""
 
 
-def _last_match(pattern: re.Pattern, line: str) -> re.Match | None:
-    """The match that starts last ("The answer is 5. No wait, the answer is 7." answers 7)."""
+def _last_match(pattern: re.Pattern, line: str, keep) -> re.Match | None:
+    """The kept match that starts last ("The answer is 5. No wait, the answer is 7." answers 7;
+    a hypothesis, "If the answer is 5, then", is not kept)."""
     last, pos = None, 0
     while (m := pattern.search(line, pos)) is not None:
-        last, pos = m, m.start() + 1
+        if keep(m):
+            last = m
+        pos = m.start() + 1
     return last
 
 
@@ -305,7 +314,7 @@ def _with_alternative(text: str, found: Extraction, asked: Question) -> Extracti
     if found.parts:
         return found
     tail = text[found.end: found.end + 300]
-    rest = tail.lstrip(" \t\n.,;:!)]\"'”*_")
+    rest = tail.lstrip(" \t\n.,;:!?)]\"'”*_")
     if not commit.opens_alternative(rest):
         return found
     clause = re.split(r"(?<=[.!?])\s|\n", rest, maxsplit=1)[0].rstrip(" .!?")
@@ -390,7 +399,9 @@ def extract_answer(text: str, *, extraction: str = "strict", question: str | Que
     marker = _last_marker(text, asked)
     candidates = [c for c in (boxed, marker) if c is not None]
     last = max(candidates, key=lambda c: c.start) if candidates else None
-    if extraction == "lenient" and cut.cut_reason(text, truncated):
+    if last is not None and _withdrawn(text, last):
+        return None
+    if truncated or extraction == "lenient" and cut.cut_reason(text, truncated):
         found = cut.committed_answer(text, last)
         return replace(found, rule=f"{found.rule} (committed before the cut)") if found is not None else None
     if last is not None:
@@ -404,6 +415,15 @@ def extract_answer(text: str, *, extraction: str = "strict", question: str | Que
     if found is not None:
         return Extraction(found.answer, found.start, found.end, "sentence", parts=found.parts, spelled=found.spelled, rule=found.rule)
     return bare
+
+
+def _withdrawn(text: str, last: Extraction) -> bool:
+    """Whether the last answer is not given after all: asked ("Answer: 42?", unless an alternative
+    follows and makes it a hedge) or taken back by what follows it ("Answer: 42\nWait, no.")."""
+    if last.parts:  # several values offered: a hedge, failed as one
+        return False
+    after = text[last.end:]
+    return commit.questioned(after) or commit.retracted(after)
 
 
 def _has_words_outside_math(text: str) -> bool:

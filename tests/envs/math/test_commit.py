@@ -158,3 +158,46 @@ def test_every_verdict_says_which_rule_decided():
     assert "results in" in v.info["rule"] and "restates operands" in v.info["rule"]
     assert check("We add them.\nThen we stop.", "1", extraction="strict").info["rule"].startswith("no explicit answer")
     assert check("\\boxed{3}", "3").info["rule"] == "the last \\boxed{}"
+
+
+# -- answers not committed to: hypotheses, retractions, questions, truncation --------------------
+
+_UNCOMMITTED = [
+    "If the answer is 42, then each bag has 7. So the answer is",
+    "Suppose the answer is 42. Then",
+    "Let's test whether the answer is 42. If so, then",
+    "Answer: 42\nWait, no. 6*7 =",
+    "The answer is 42.\nActually wait, that is wrong, let me redo:",
+    "Answer: 42?",
+    "Answer: 42? Or maybe 43?",
+]
+
+
+@pytest.mark.parametrize("truncated", [True, False])
+@pytest.mark.parametrize("extraction", ["strict", "lenient"])
+@pytest.mark.parametrize("response", _UNCOMMITTED)
+def test_a_hypothesis_a_retraction_or_a_question_is_no_answer(response, extraction, truncated):
+    v = check(response, "42", extraction=extraction, truncated=truncated)
+    assert not v.passed, (response, v.extracted, v.info)
+
+
+def test_a_question_marked_answer_before_an_alternative_is_a_hedge():
+    assert check("Answer: 42? Or maybe 43?", "42").info.get("reason") == "hedged"
+
+
+@pytest.mark.parametrize("response", ["If we add them, the answer is 42.", "The answer is 42. Let me double check: 6*7 = 42.",
+                                      "Answer: 42\nNo further work is needed.", "\\boxed{42}"])
+def test_a_stated_answer_still_passes(response):
+    assert check(response, "42").passed
+
+
+@pytest.mark.parametrize("response, gold", [("Answer: 4", "4"), ("The answer is 42.", "42"), ("42", "42")])
+def test_strict_mode_credits_a_truncated_response_only_for_a_committed_answer(response, gold):
+    assert check(response, gold).passed  # finished: the answer stands
+    v = check(response, gold, truncated=True)  # cut: "4" may be the start of 45, "42." of 42.5
+    assert not v.passed and v.info.get("cut") == "truncated"
+
+
+@pytest.mark.parametrize("response", ["The answer is 42. Let me check: 6 ×", "\\boxed{42} Let me verify by"])
+def test_strict_mode_credits_a_truncated_response_that_committed(response):
+    assert check(response, "42", truncated=True).passed
