@@ -316,7 +316,10 @@ class LocalBackend(Backend):
                     worker.start()
                 except SandboxError as e:
                     return Execution.error(str(e), backend=self.name)
-            execution, recycle = worker.run(job, job_id)
+            try:
+                execution, recycle = worker.run(job, job_id)
+            except Exception as e:  # its answer may be left unread: the next job would get it, so never reuse the worker
+                execution, recycle = Execution.error(f"sandbox worker failed: {type(e).__name__}: {e}; worker replaced", backend=self.name), True
             if recycle:
                 self.stats["recycled"] += 1
                 worker.stop()

@@ -7,6 +7,7 @@ processes and the HTTP backend unchanged.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Mapping
 
@@ -44,6 +45,15 @@ class ExecStatus(str, enum.Enum):
         return self is ExecStatus.ERROR
 
 
+_DAY_S = 86400
+LIMIT_MAXIMA: dict[str, float] = {
+    "wall_s": _DAY_S, "cpu_s": _DAY_S, "memory_mb": 1 << 20, "output_bytes": 1 << 34, "processes": 1 << 22,
+    "file_size_mb": 1 << 20, "disk_mb": 1 << 20, "inodes": 1 << 32, "open_files": 1 << 20,
+}
+"""The largest value each limit takes (a day of wall or CPU time, a TiB of memory, disk or file):
+past these a limit is a mistake, and one like ``wall_s=1e308`` overflows the watchdog's timers."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource limits for one job. Every field has a unit in its name.
@@ -75,8 +85,10 @@ class Limits:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise SandboxError(f"Limits.{f.name} must be a positive number, got {value!r}")
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+                raise SandboxError(f"Limits.{f.name} must be a finite positive number, got {value!r}")
+            if value > LIMIT_MAXIMA[f.name]:
+                raise SandboxError(f"Limits.{f.name} must be at most {LIMIT_MAXIMA[f.name]:g}, got {value!r}")
 
     def replace(self, **changes: Any) -> Limits:
         return replace(self, **changes)

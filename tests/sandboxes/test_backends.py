@@ -225,6 +225,29 @@ def test_limits_and_jobs_are_validated():
             Job.make("pass", files={bad: "x"})
 
 
+@pytest.mark.parametrize("field, value", [("wall_s", 1e308), ("wall_s", float("nan")), ("cpu_s", float("inf")),
+                                          ("wall_s", 86401), ("memory_mb", 1e12), ("output_bytes", float("-inf"))])
+def test_limits_are_finite_and_sane(field, value):
+    with pytest.raises(sandboxes.SandboxError, match=f"Limits.{field} must be"):
+        Limits.from_dict({field: value})
+    assert Limits(wall_s=86400, cpu_s=86400).wall_s == 86400  # a day is allowed
+
+
+def test_a_job_that_fails_in_the_worker_protocol_never_desyncs_the_next():
+    if not sandboxes.backend_spec("local").probe().ok:
+        pytest.skip("local backend unavailable")
+    b = sandboxes.make_backend("local", workers=1)
+    try:
+        job = Job.make("print('poison')")
+        object.__setattr__(job.limits, "wall_s", 1e308)  # a limit validated before the bounds existed: the watchdog's timer overflows
+        ex = b.run(job)
+        assert ex.status is ExecStatus.ERROR and "worker replaced" in ex.info["error"]
+        for i in range(3):  # each next job gets its own answer, not the one left unread
+            assert b.run(Job.make(f"print({i})")).stdout == f"{i}\n".encode()
+    finally:
+        b.close()
+
+
 def test_registry_never_picks_unsandboxed_execution(monkeypatch):
     monkeypatch.delenv("RLVR_ALLOW_UNSANDBOXED", raising=False)
     with pytest.raises(sandboxes.SandboxError, match="unknown sandbox backend 'nope'.*local"):

@@ -42,6 +42,17 @@ def test_grading_through_the_service(service):
     assert good.passed and not exit0.passed and not wrong.passed and wrong.info["fraction"] == 0.5
 
 
+def test_an_absurd_limit_is_a_bad_request_and_the_next_job_still_runs(service):
+    import httpx
+
+    headers = {"Authorization": "Bearer s3cret-token"}
+    r = httpx.post(f"{service}/run_code", json={"code": "print('poison')", "rlvr_limits": {"wall_s": 1e308}}, headers=headers, timeout=30)
+    assert r.status_code == 200 and r.json()["status"] == "SandboxError" and "wall_s" in r.json()["message"]
+    remote = RemoteBackend(service, token="s3cret-token")
+    for i in range(3):
+        assert remote.run(Job.make(f"print({i})")).stdout == f"{i}\n".encode()
+
+
 def test_failures_are_errors_never_wrong_answers(service):
     assert RemoteBackend(service, token="wrong").run(Job.make("print(1)")).status is ExecStatus.ERROR  # HTTP 401
     with socket.socket() as s:  # a port nobody listens on
