@@ -14,6 +14,63 @@ from typing import Any
 from rlvr.config import dump_yaml
 from rlvr.plots import plot_metrics
 
+LOCK_FILE = ".run.lock"
+"""The file a run holds locked (`RunLock`) for its life; it also names the holder."""
+
+
+class RunDirBusy(RuntimeError):
+    """Another live process holds the run directory (its message names the holder's pid)."""
+
+
+class RunLock:
+    """An exclusive hold on one run directory for the life of a run, so a second process (a job
+    resubmitted while the first still runs) cannot write checkpoints and metrics into it too.
+
+    ``flock`` on ``.run.lock``: the kernel releases it when the holder's file is closed or its
+    process dies, so a killed run never leaves a stale lock that blocks ``--resume``."""
+
+    def __init__(self, path: Path, file: Any):
+        self.path = path
+        self._file = file
+
+    @classmethod
+    def acquire(cls, run_dir: str | Path) -> RunLock:
+        """Hold ``run_dir`` (created if missing), or raise `RunDirBusy` naming the holder."""
+        import fcntl
+        import os
+        import socket
+
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / LOCK_FILE
+        file = open(path, "a+")
+        try:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.seek(0)
+            holder = file.read(200).strip() or "unknown"
+            file.close()
+            raise RunDirBusy(f"run directory {run_dir} is in use by another run ({holder}): wait for it to end or stop it, "
+                             f"or choose another name=") from None
+        file.seek(0)
+        file.truncate()
+        file.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        file.flush()
+        return cls(path, file)
+
+    @staticmethod
+    def holder(run_dir: str | Path) -> str:
+        """Who holds ``run_dir`` as its lock file says (the pid and host), or ``"unknown"``."""
+        try:
+            return (Path(run_dir) / LOCK_FILE).read_text()[:200].strip() or "unknown"
+        except OSError:
+            return "unknown"
+
+    def release(self) -> None:
+        """Let another run have the directory (idempotent)."""
+        if not self._file.closed:
+            self._file.close()  # closing the file drops the flock
+
 
 class RunDir:
     """Writer for one run's directory (only the main process writes).

@@ -49,7 +49,7 @@ from tqdm import tqdm
 
 from rlvr import TrainingError, UserError
 from rlvr.progress import progress_display
-from rlvr.runs import RunDir
+from rlvr.runs import LOCK_FILE, RunDir, RunDirBusy, RunLock
 from rlvr.trackers import TrackedRun, TrackerError, Trackers
 from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.accumulation import HarnessAccumulation
@@ -146,19 +146,38 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
     # -- run directory --------------------------------------------------------------------------
 
     def _prepare_run_dir(self) -> None:
-        """Refuse to write into an existing run unless it is resumed or overwritten (every process
-        decides before the main one touches anything)."""
+        """Hold the run directory for the run's life (`rlvr.runs.RunLock`, main process: a second
+        run on the same folder is refused naming the holder) and refuse to write into an existing
+        run unless it is resumed or overwritten (every process decides before the main one touches
+        anything)."""
+        self.run_lock: RunLock | None = None
+        busy: RunDirBusy | None = None
+        if self.accel.is_main_process:
+            try:
+                self.run_lock = RunLock.acquire(self.run_dir)
+            except RunDirBusy as e:
+                busy = e
+        if float(self.reduce_sum(torch.tensor([float(busy is not None)]))[0]) > 0:
+            raise UserError(str(busy) if busy else f"run directory {self.run_dir} is in use by another run ({RunLock.holder(self.run_dir)})")
         existing = [m for m in RUN_MARKERS if (self.run_dir / m).exists()]
         self.accel.wait_for_everyone()
         if existing and not self.cfg.resume:
             if not self.cfg.overwrite:
+                self.release_run_dir()
                 raise UserError(f"run directory {self.run_dir} already holds a run ({', '.join(existing)}): "
                                 f"continue it with resume=true (or `rlvr train {self.run_dir} --resume`), "
                                 f"start it again with overwrite=true, or choose another name=")
             if self.accel.is_main_process:
-                shutil.rmtree(self.run_dir)
+                for entry in self.run_dir.iterdir():  # all but the lock this run holds
+                    if entry.name != LOCK_FILE:
+                        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
             self.created_run_dir = True
         self.accel.wait_for_everyone()
+
+    def release_run_dir(self) -> None:
+        """Let another run use the run directory (at the end of this one)."""
+        if self.run_lock is not None:
+            self.run_lock.release()
 
     def discard_failed_start(self) -> None:
         """After a failure before the first step of a new run: remove the run directory this run
@@ -166,6 +185,7 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         self.trackers.finish("failed: before the first step")
         if self.created_run_dir and self.is_main and not list_checkpoints(self.checkpoint_dir):
             shutil.rmtree(self.run_dir, ignore_errors=True)
+        self.release_run_dir()
 
     # -- provenance and trackers -----------------------------------------------------------------
 
@@ -262,6 +282,8 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
             if self.steps_done == 0 and self.resume_from is None:
                 self.discard_failed_start()
             raise
+        finally:
+            self.release_run_dir()
 
     def _run(self, recipe: Recipe) -> TrainResult:
         cfg = self.cfg

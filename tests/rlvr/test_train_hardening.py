@@ -186,3 +186,30 @@ def test_fsdp_in_a_single_process_says_it_is_off(tiny_model, tmp_path, capsys):
     assert main(["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
                  "update.steps=1", "distributed=fsdp", "model.precision=bf16"]) == 0
     assert "distributed=fsdp has no effect in a single process (FSDP is off)" in capsys.readouterr().out
+
+
+# -- one run per run directory ------------------------------------------------------------------------
+
+
+def test_a_second_run_on_a_held_run_directory_is_refused_and_a_killed_holder_never_blocks_resume(tiny_model, tmp_path, capsys):
+    import signal
+    import sys
+
+    args = ["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL]
+    assert main([*args, "update.steps=1"]) == 0
+    # another live run holds the folder (a real process holding the lock, as a resubmitted job's first attempt would)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom rlvr.runs import RunLock\nlock = RunLock.acquire(sys.argv[1])\n"
+                               "print('held', flush=True)\ntime.sleep(300)\n", str(tmp_path / "run")],
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        capsys.readouterr()
+        assert main([*args, "resume=true"]) == 2
+        err = capsys.readouterr().err
+        assert f"is in use by another run (pid {holder.pid} on" in err, err
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert (tmp_path / "run" / ".run.lock").exists()  # the killed holder's lock file stays, its lock does not
+    assert main([*args, "resume=true"]) == 0
+    assert [json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()] == [1, 2]
