@@ -72,20 +72,22 @@ class _InnerHooks:
 
 
 class FlakyEnv(_InnerHooks, Environment):
-    """Wraps a registered environment and raises on every ``raise_every``-th call (0 = never) or
-    on every call with ``always_raise``: a verifier failing in production, contained by callers."""
+    """Wraps a registered environment and raises on every ``raise_every``-th call (0 = never), on
+    every call with ``always_raise``, or on every call after the first ``raise_after`` (0 = never:
+    a verifier that dies mid-run): a verifier failing in production, contained by callers."""
 
-    def __init__(self, inner: str = "math-v1", raise_every: int = 3, always_raise: bool = False):
+    def __init__(self, inner: str = "math-v1", raise_every: int = 3, always_raise: bool = False, raise_after: int = 0):
         import envs
 
         self.inner = envs.make(inner)
         self.raise_every = raise_every
         self.always_raise = always_raise
+        self.raise_after = raise_after
         self._calls = 0
 
     def verify(self, problem: Problem, completion: str) -> Verdict:
         self._calls += 1
-        if self.always_raise or (self.raise_every and self._calls % self.raise_every == 0):
+        if self.always_raise or (self.raise_every and self._calls % self.raise_every == 0) or 0 < self.raise_after < self._calls:
             raise RuntimeError(f"flaky verifier failed on call {self._calls}")
         return self.inner.verify(problem, completion)
 

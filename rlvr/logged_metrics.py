@@ -77,7 +77,7 @@ METRIC_LIST: tuple[Metric, ...] = (
     _m("sft/loss", "nats per token", ("sft",), "Next-token cross-entropy on the demonstrations' completion tokens (observations excluded)"),
     _m("time/elapsed", "seconds", ("sft",), "Wall time since the SFT run (this process) started"),
     # -- what the policy generated (every sampled group, kept or not) -------------------------------
-    _m("reward/mean", "reward", SAMPLING, "Mean training reward of every completion generated in the step", ONLINE_PREFERENCE),
+    _m("reward/mean", "reward", SAMPLING, "Mean training reward of every completion generated in the step (absent when no verification of the step succeeded)", ONLINE_PREFERENCE),
     _m("reward/std", "reward", SAMPLING, "Standard deviation of those rewards", ONLINE_PREFERENCE),
     _m("reward/accuracy", "fraction", SAMPLING, "Share of generated completions the verifier passed", ONLINE_PREFERENCE),
     _m("groups/zero_variance_frac", "fraction", SAMPLING, "Share of generated groups whose rewards are all equal (no group-relative signal)",

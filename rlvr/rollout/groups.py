@@ -406,6 +406,7 @@ class GroupSource:
 
     def _count_failures(self, generated: list, n: int, errors: int, timeouts: int, step: int | None) -> None:
         tally = self.tally
+        self._tally_before = (step, dataclasses.replace(tally))  # what a checkpoint of the step before keeps
         tally.verdicts, tally.errors, tally.timeouts = tally.verdicts + n, tally.errors + errors, tally.timeouts + timeouts
         if not errors + timeouts:
             return
@@ -433,7 +434,7 @@ class GroupSource:
         """What a resume needs; with ``rollout.overlap`` also the batch generated ahead (waited
         for first, so the RNG the harness saves next is the one after it)."""
         state = {"position": self.position, "yield_estimate": self.sampler.yield_estimate, "failed_steps": self.failed_steps,
-                 "tally": dataclasses.asdict(self.tally)}
+                 "tally": dataclasses.asdict(self._tally_at(self.harness.current_step))}
         choice = getattr(self._generating_engine(), "choice", None)
         if choice is not None:  # a resumed run decodes with the decoder this one measured, not a new measurement
             state["decoder_choice"] = choice.as_dict()
@@ -443,6 +444,12 @@ class GroupSource:
         if self.asynchronous is not None:
             state["async"] = self.asynchronous.state_dict()
         return state
+
+    def _tally_at(self, step: int) -> VerificationTally:
+        """The tally as of the end of ``step``: a checkpoint written after a failure inside the next
+        step (which a resume runs again) leaves that step's verdicts out, so they count once."""
+        counted, before = getattr(self, "_tally_before", (None, None))
+        return before if counted is not None and before is not None and counted > step else self.tally
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.position = state["position"]

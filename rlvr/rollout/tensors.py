@@ -107,6 +107,9 @@ def place_step_rewards(completions: list[Completion], verdicts: list[Verdict], w
     return rewards, mask
 
 
+_FAILED = (Status.ERROR, Status.TIMEOUT)
+
+
 def generation_metrics(report: SamplingReport, group_size: int) -> dict[str, float]:
     """What the policy generated this step (every group, kept or not) and what sampling cost."""
     verdicts = [v for g in report.generated for v in g.verdicts]
@@ -116,12 +119,16 @@ def generation_metrics(report: SamplingReport, group_size: int) -> dict[str, flo
     rewards = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)
     passed = torch.tensor([v.passed for v in verdicts], dtype=torch.float32)
     lengths = torch.tensor([len(c.token_ids) for c in completions], dtype=torch.float32)
-    return {
+    verified = any(v.status not in _FAILED for v in verdicts)
+    scores = {  # none when no verification succeeded (the environment failed): 0 would read as a drop in the curve
         "reward/mean": float(rewards.mean()),
         "reward/std": float(rewards.std()) if len(rewards) > 1 else 0.0,
         "reward/accuracy": float(passed.mean()),
         "groups/zero_variance_frac": zero_variance_frac(rewards, group_size),
         "groups/all_correct_frac": float(passed.view(-1, group_size).all(1).float().mean()),
+    } if verified else {}
+    return {
+        **scores,
         "rollout/response_len": float(lengths.mean()),
         "rollout/truncated_frac": float(sum(c.truncated for c in completions) / len(completions)),
         "rollout/empty_frac": float(sum(not c.text.strip() for c in completions) / len(completions)),

@@ -120,6 +120,8 @@ def test_a_run_whose_every_verification_failed_warns_each_step_and_exits_non_zer
     assert "warning: step 2: 4 of 4 verifications failed" in console
     assert "error: 8 of 8 verifications failed over the run" in console
     assert "failed: every verification of the run failed" in console
+    rows = [json.loads(line) for line in (tmp_path / "fail" / "metrics.jsonl").read_text().splitlines()]
+    assert rows and not any("reward/mean" in r or "reward/accuracy" in r for r in rows)  # no reward figure: not a drop to 0
 
 
 def test_a_run_with_some_failed_verifications_completes_and_summarises_them(tiny_model, tmp_path):
@@ -213,3 +215,17 @@ def test_a_second_run_on_a_held_run_directory_is_refused_and_a_killed_holder_nev
     assert (tmp_path / "run" / ".run.lock").exists()  # the killed holder's lock file stays, its lock does not
     assert main([*args, "resume=true"]) == 0
     assert [json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+
+
+def test_a_step_that_failed_and_is_run_again_on_resume_is_tallied_once(tiny_model, tmp_path):
+    args = ["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
+            "update.steps=3", "task.env=testing/raise-v1", "verify.max_failed_steps=1"]
+    # the verifier dies after step 1: step 2 fails, the run stops with a checkpoint of step 1
+    out = rlvr(*args, "task.env_kwargs={always_raise: false, raise_every: 0, raise_after: 4}", cwd=tmp_path, timeout=300)
+    assert out.returncode != 0 and (tmp_path / "run" / "checkpoints" / "step-1").is_dir(), (out.stdout + out.stderr)[-2000:]
+    out = rlvr(*args, "task.env_kwargs={always_raise: false, raise_every: 0}", "resume=true", cwd=tmp_path, timeout=300)
+    console = out.stdout + out.stderr
+    assert out.returncode == 0, console[-2000:]
+    assert "verifications failed over the run" not in console, console[-2000:]  # step 2's failures were rolled back with it
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3] and all("reward/mean" in r for r in rows)
