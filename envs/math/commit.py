@@ -252,7 +252,7 @@ def copied(sentence: str, question: Question) -> bool:
 # -- answers not committed to: hypotheses, questions, retractions -----------------------------
 
 _HYPOTHESIS_BEFORE = re.compile(
-    r"(?i)\b(?:if|suppose|supposing|assume|assuming|whether|unless|imagine|pretend|what\s+if|let'?s\s+say|say)(?:\s+that)?[\s,*_]*$")
+    r"(?i)\b(?:if|suppose|supposing|assume|assuming|whether|unless|imagine|pretend|let(?:'s|\s+us)\s+say)(?:\s+that)?[\s*_]*$")
 """Words that make the marker after them a hypothesis: "If the answer is 42, then ...", "Suppose
 the answer is 42.", "Let's test whether the answer is 42." ("If we add them, the answer is 42"
 states it: the condition is not the answer)."""
