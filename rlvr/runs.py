@@ -77,7 +77,7 @@ class RunDir:
 
     Layout: ``config.yaml``, ``provenance.json``, ``metrics.jsonl``, ``samples.jsonl``,
     ``reports/`` (evaluation reports), ``tb/`` (TensorBoard), ``checkpoints/step-N/``, ``final/``
-    (the trained model), ``curves.png``, ``run_state.json``.
+    (the trained model), ``curves.png``, ``run_state.json``, ``.run.lock`` (`RunLock`).
     """
 
     def __init__(self, path: str | Path, *, enabled: bool = True):
