@@ -16,6 +16,7 @@ call and unregistered after it, so two calls in one process (a notebook) leave n
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import json
 import os
@@ -120,10 +121,20 @@ def overrides_of(settings: Mapping[str, Any] | None = None, overrides: Sequence[
     return out
 
 
+def _private_copy(obj: Any) -> Any:
+    """A copy of the user's task or environment object that a call may change (its id, its
+    environment) without changing theirs; a cached environment is dropped (it belongs to the
+    original's ``env_id``) and built again on first use."""
+    dup = copy.copy(obj)
+    vars(dup).pop("env", None)
+    return dup
+
+
 def _register(registry: Any, kind: str, obj: Any) -> str:
-    """Register ``obj`` (a task or an environment object) under a fresh id; the id."""
+    """Register ``obj`` (a task or an environment object) under a fresh id; the id. Each build
+    is a private copy: the registry sets its id, a config may replace its environment."""
     key = f"inline-{kind}{next(_INLINE)}-v1"
-    registry.register(key, lambda _obj=obj, **_: _obj, override=True)
+    registry.register(key, lambda _obj=obj, **_: _private_copy(_obj), override=True)
     return key
 
 
@@ -299,7 +310,7 @@ def _eval_task(registry: Any, task: Any, config: dict[str, Any], split: str, env
     elif isinstance(task, registry.Task):
         if config:
             raise UserError("task_config applies to a task id; a task object is already configured")
-        the_task = task
+        the_task = _private_copy(task)  # this call's environment must not stick to the user's object
     else:
         raise UserError(f"task must be a task id or a tasks.Task, got {type(task).__name__}")
     the_task.check_split(split)

@@ -100,3 +100,36 @@ def test_the_trl_comparison_counts_lines():
     body = inspect.getsource(rlvr_way).split('"""', 2)[2]
     lines = [line for line in body.splitlines() if line.strip() and not line.strip().startswith("return")]
     assert len(lines) <= 10, lines
+
+
+def _always(problem, completion):
+    return True
+
+
+def _never(problem, completion):
+    return False
+
+
+def _sum_rows():
+    return [{"question": f"Compute {a}+{b}.", "answer": str(a + b)} for a in range(10, 40) for b in range(10, 14)]
+
+
+def test_an_environment_given_for_one_call_does_not_stick_to_the_users_task():
+    from rlvr.api import _eval_task, _inline, load
+
+    task = tasks.from_dataset(_sum_rows())
+    before = (task.id, task.env_id, dict(task.env_kwargs))
+    problem = task.get("validation", 0)
+    first = _eval_task(tasks, task, {}, "validation", envs.from_function(_always), {})
+    second = _eval_task(tasks, task, {}, "validation", envs.from_function(_never), {})
+    assert first.env.verify(problem, "x").passed and not second.env.verify(problem, "x").passed
+    assert _eval_task(tasks, task, {}, "validation", None, {}).env_id == before[1]
+    for env in (_always, _never):
+        with _inline(task, envs.from_function(env)) as named:
+            made = load("quickstart", named).task.make()
+            assert made.env.verify(problem, "x").passed is (env is _always)
+    assert (task.id, task.env_id, dict(task.env_kwargs)) == before
+    env = envs.from_function(_always)
+    with _inline(task, env) as named:
+        load("quickstart", named).task.make().env  # noqa: B018
+    assert not env.id
