@@ -182,7 +182,7 @@ def from_function(fn: Callable[..., Any], id: str | None = None, *, batched: boo
     env = cls(fn, **options)  # checks fn and the options now, not when a config first names the id
     if id is not None:
         key = str(envs.parse_id(id))
-        if key in envs.ENVS.registered_ids() and key not in _REGISTERED:
+        if key in envs.ENVS.ids() and key not in _REGISTERED:  # ids() loads the plugins (the built-ins) first
             raise envs.RegistryError(f"environment {key!r} is already registered (by {envs.ENVS.spec(key).source}); "
                                      "pick another id for the reward function")
         doc = (inspect.getdoc(fn) or "").strip()

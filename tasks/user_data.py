@@ -281,7 +281,7 @@ def from_dataset(source: Any, *, question: Column = "question", answer: Column =
     task = UserDataTask(source, question=question, answer=answer, **options)
     if id is not None:
         key = str(envs.parse_id(id))
-        if key in tasks.TASKS.registered_ids() and key not in _REGISTERED:
+        if key in tasks.TASKS.ids() and key not in _REGISTERED:  # ids() loads the plugins (the built-ins) first
             raise TaskError(f"task {key!r} is already registered (by {tasks.TASKS.spec(key).source}); pick another id for the data")
         tasks.register(key, functools.partial(UserDataTask, source, question=question, answer=answer, **options), override=True,
                        source="python", description=f"rows of {task.origin}")

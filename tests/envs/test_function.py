@@ -162,3 +162,17 @@ def test_the_math_and_code_checkers_are_one_import_away():
     assert code_tests("```python\nprint(int(input()) * 2)\n```", [{"stdin": "21\n", "stdout": "42\n"}]).passed
     with pytest.raises(ValueError, match="need entry_point"):
         code_tests(solution, "assert add(2, 3) == 5")
+
+
+def test_a_built_in_id_is_refused_before_the_built_ins_have_loaded():
+    # a fresh process: nothing has listed the registries yet, so their plugins (the built-ins) are not loaded
+    import subprocess
+    import sys
+
+    script = ("import envs, tasks\n"
+              "for make in (lambda: envs.from_function(lambda p, c: 1.0, id='math-v1'),\n"
+              "             lambda: tasks.from_dataset([{'question': f'q{i}', 'answer': '1'} for i in range(40)], id='gsm8k-v1')):\n"
+              "    try:\n        make()\n    except Exception as e:\n        print(type(e).__name__, e)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert "'math-v1' is already registered" in out.stdout, out.stdout + out.stderr
+    assert "'gsm8k-v1' is already registered" in out.stdout, out.stdout + out.stderr
