@@ -18,6 +18,7 @@ from typing import Any
 import rlvr
 from envs.pool import KINDS, VerifierPool
 from envs.types import Problem, Status, Verdict
+from rlvr.eval.compare import problem_sha
 from rlvr.eval.episodes import episode_section, markdown_rows, prediction_fields
 from rlvr.eval.metrics import ks_up_to, majority_correct, mean_score_interval, pass_at_k, wilson_interval
 from rlvr.eval.provenance import component_provenance, library_versions, model_provenance, project_commit, redact, utc_now
@@ -328,7 +329,7 @@ def write_report(report: dict[str, Any], out_dir: str | Path, problems: list[Pro
     if problems is not None and (greedy or sampled):
         with (out / "predictions.jsonl").open("w") as f:
             for i, p in enumerate(problems[: public["problems"]]):
-                row: dict[str, Any] = {"id": p.id, "reference": p.reference}
+                row: dict[str, Any] = {"id": p.id, "reference": p.reference, "problem_sha": problem_sha(p.prompt, p.reference)}
                 shown = next((s.completions[i][0].prompt_text for s in (greedy, sampled) if s is not None and s.completions[i]), "")
                 if shown:
                     row["prompt"] = shown  # as the model saw it, after the chat template
