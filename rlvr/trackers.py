@@ -252,7 +252,10 @@ class TrackioTracker(Tracker):
 
     def start(self, run: TrackedRun) -> None:
         import trackio
+        from trackio import utils
 
+        if not os.environ.get("TRACKIO_SPACE_ID"):
+            _check_writable(Path(utils.TRACKIO_DIR), "TRACKIO_DIR")  # trackio would lose every metric and say nothing
         self.trackio = trackio
         self.run = trackio.init(project=run.project, name=run.name, config={**run.config, "provenance": run.provenance}, embed=False)
 
@@ -267,6 +270,18 @@ class TrackioTracker(Tracker):
 
     def where(self) -> str:
         return os.environ.get("TRACKIO_SPACE_ID") or os.environ.get("TRACKIO_DIR") or "trackio's default folder"
+
+
+def _check_writable(folder: Path, setting: str) -> None:
+    """Raise `OSError` (one line) unless a file can be created in ``folder`` (made if missing)."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".rlvr-write-check-"):
+            pass
+    except OSError as e:
+        raise OSError(f"{setting} {folder} is not a writable folder ({e.strerror or type(e).__name__})") from None
 
 
 def _code_block(data: Any) -> str:

@@ -143,6 +143,20 @@ def test_a_tracker_whose_server_does_not_answer_is_refused_in_one_line_naming_it
     assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2" and os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "300"
 
 
+def test_trackio_with_a_folder_it_cannot_write_is_refused_in_one_line(tmp_path):
+    pytest.importorskip("trackio")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # a folder under a file cannot be made, whoever runs the test
+    env = os.environ | {"TRACKIO_DIR": str(blocked / "trackio"), "HF_HUB_OFFLINE": "1"}
+    script = ("import sys; from pathlib import Path; from rlvr.trackers import Trackers, TrackedRun, TrackerError\n"
+              "try:\n    Trackers.open(['trackio'], TrackedRun('run', 'rlvr-test', Path(sys.argv[1]), {}, {}))\n"
+              "except TrackerError as e:\n    print('REFUSED', e)\n")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "run")], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    (line,) = [x for x in out.stdout.splitlines() if x.startswith("REFUSED")]
+    assert line.startswith(f"REFUSED log.report_to: trackio could not start (OSError: TRACKIO_DIR {blocked / 'trackio'} is not a writable folder"), out.stdout + out.stderr
+    assert "leave trackio out of log.report_to" in line
+
+
 class _Hanging(Tracker):
     """A tracker plugin whose server stops answering after it starts."""
 
