@@ -138,7 +138,7 @@ class FunctionEnv(Environment):
             reason = hook is not None and unpicklable_reason(hook, what)
             if reason:
                 raise TypeError(f"{reason}; define it with `def` at the top level of a module to verify in processes, "
-                                "or keep verify.kind=thread")
+                                "or use verify.kind=thread")
         return dict(self.__dict__)
 
 

@@ -125,8 +125,10 @@ def _private_copy(obj: Any) -> Any:
     """A copy of the user's task or environment object that a call may change (its id, its
     environment) without changing theirs; a cached environment is dropped (it belongs to the
     original's ``env_id``) and built again on first use."""
-    dup = copy.copy(obj)
-    vars(dup).pop("env", None)
+    if not hasattr(obj, "__dict__"):
+        return copy.copy(obj)
+    dup = object.__new__(type(obj))  # not copy.copy: it goes through __getstate__, which refuses a lambda reward (for processes)
+    vars(dup).update({k: v for k, v in vars(obj).items() if k != "env"})
     return dup
 
 
@@ -200,6 +202,8 @@ def train(config: str | os.PathLike = "quickstart", overrides: Sequence[str] = (
     with _inline(task, env) as named:
         cfg = load(config, [*overrides_of(settings, overrides), *named, *(["resume=true"] if resume else [])])
         _check_before_loading(cfg)
+        if getattr(getattr(cfg, "verify", None), "kind", None) == "process":
+            _check_sendable(cfg.task.make().env)
         from rlvr.train.recipes import train as run
 
         result = run(cfg)
@@ -222,6 +226,21 @@ def _check_before_loading(cfg: RunConfig) -> None:
         reward_signal(cfg.verify.reward)
     if not hubs.is_hub_id(cfg.task.id):
         TASKS.spec(cfg.task.id)
+
+
+def _check_sendable(env: Any) -> None:
+    """Refuse, before any model loads, an environment that worker processes (``verify.kind=process``)
+    cannot receive: a lambda or a closure as the reward function (the steps would fail one by one)."""
+    import pickle
+
+    try:
+        pickle.dumps(env)
+    except Exception as e:  # noqa: BLE001 - whatever pickle raises, the run cannot verify in processes
+        raise UserError(f"verify.kind=process: {_first_line(e)}") from None
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _history(path: Path) -> list[dict[str, Any]]:
@@ -270,6 +289,8 @@ def evaluate(model: str | os.PathLike, task: Any, *, split: str = "test", n: int
         if e.field == "n" and not greedy and n == 0:
             raise UserError("--no-greedy with --n 0 measures nothing: pass --n K or drop --no-greedy") from None
         raise UserError(f"{OPTION_OF.get(e.field, e.field)} {e.message}") from None
+    if verify_kind == "process":
+        _check_sendable(the_task.env)
     if the_task.size(split) is None and limit is None:
         raise UserError(f"split {split!r} of {the_task.id} is unbounded: pass --limit N")
     from rlvr.models.paths import resolve_model

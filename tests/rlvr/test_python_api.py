@@ -124,6 +124,7 @@ def test_an_environment_given_for_one_call_does_not_stick_to_the_users_task():
     second = _eval_task(tasks, task, {}, "validation", envs.from_function(_never), {})
     assert first.env.verify(problem, "x").passed and not second.env.verify(problem, "x").passed
     assert _eval_task(tasks, task, {}, "validation", None, {}).env_id == before[1]
+    assert _eval_task(tasks, task, {}, "validation", envs.from_function(lambda p, c: True), {}).env.verify(problem, "x").passed
     for env in (_always, _never):
         with _inline(task, envs.from_function(env)) as named:
             made = load("quickstart", named).task.make()
@@ -133,3 +134,18 @@ def test_an_environment_given_for_one_call_does_not_stick_to_the_users_task():
     with _inline(task, env) as named:
         load("quickstart", named).task.make().env  # noqa: B018
     assert not env.id
+
+
+def test_a_lambda_reward_with_process_workers_is_refused_before_the_model_loads(tmp_path):
+    lam = envs.from_function(lambda problem, completion: 1.0)
+    task = tasks.from_dataset(_sum_rows())
+    missing = str(tmp_path / "no-such-model")  # reached only if the check let it through
+    with pytest.raises(rlvr.UserError) as caught:
+        rlvr.train("quickstart", task=task, env=lam, verify={"kind": "process"}, model={"name_or_path": missing}, output_dir=str(tmp_path))
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("verify.kind=process: reward function ") and "<lambda> is a lambda" in message
+    assert "top level of a module" in message and "verify.kind=thread" in message
+    with pytest.raises(rlvr.UserError, match=r"verify.kind=process: reward function \S*<lambda> is a lambda"):
+        rlvr.evaluate(missing, tasks.from_dataset(_sum_rows(), env=lam), split="validation", verify_kind="process")
+    with pytest.raises(rlvr.UserError, match="no-such-model"):  # a top-level def goes on to the next check
+        rlvr.evaluate(missing, task, env=envs.from_function(_always), split="validation", verify_kind="process")
