@@ -99,9 +99,32 @@ def test_batched_function_gets_whole_batches_and_one_bad_value_fails_only_its_it
         verdicts = pool.verify([PROBLEM] * 3, ["4", "x", "5"])
     assert batches == [3]
     assert [v.status for v in verdicts] == [Status.OK, Status.ERROR, Status.OK] and [v.reward for v in verdicts] == [1.0, 0.0, 0.0]
-    short = envs.from_function(lambda ps, cs: [1.0], batched=True)
-    with VerifierPool(short, workers=1, kind="thread", timeout_s=5) as pool:  # a wrong count: each item is verified alone
-        assert [v.reward for v in pool.verify([PROBLEM] * 2, ["a", "b"])] == [1.0, 1.0]
+
+
+
+def test_a_batched_result_of_the_wrong_shape_is_an_error_verdict_naming_the_mismatch():
+    calls: list[int] = []
+
+    def counted(result):
+        def fn(problems, completions):
+            calls.append(len(completions))
+            return result(len(completions))
+        return fn
+
+    cases = {"returned 2 values for 3 completions": lambda n: [1.0] * (n - 1),
+             "returned 4 values for 3 completions": lambda n: [1.0] * (n + 1),
+             "returned a single float for 3 completions": lambda n: 0.5,
+             "returned a dict (3 keys) for 3 completions": lambda n: {i: 1.0 for i in range(n)}}
+    for why, result in cases.items():
+        calls.clear()
+        env = envs.from_function(counted(result), batched=True)
+        with VerifierPool(env, workers=1, kind="thread", timeout_s=5) as pool:
+            verdicts = pool.verify([PROBLEM] * 3, ["a", "b", "c"])
+        assert calls == [3], (why, calls)  # not called again item by item (which hid the mismatch)
+        assert [v.status for v in verdicts] == [Status.ERROR] * 3 and all(why in v.info["error"] for v in verdicts), (why, verdicts)
+    one = envs.from_function(lambda ps, cs: [0.5], batched=True)  # a list of one for a batch of one is right
+    assert one.verify(PROBLEM, "a").reward == 0.5
+    assert envs.from_function(lambda ps, cs: (1.0 for _ in ps), batched=True).verify_many([PROBLEM] * 2, ["a", "b"])[1].passed
 
 
 def test_bad_functions_and_options_are_refused_when_wrapped():
