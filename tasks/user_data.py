@@ -76,7 +76,7 @@ def _load_file(path: Path) -> list[dict[str, Any]]:
 
     fmt = _format(path)
     try:
-        return datasets.load_dataset(fmt, data_files=str(path), split="train").to_list()
+        return datasets.load_dataset(fmt, data_files=str(path), split="train", **_text_columns(fmt, [path])).to_list()
     except Exception as e:
         if fmt == "json":  # datasets refuses a whole file for one bad line: read it line by line to name that line
             from tasks.dataset import LoadReport, _read_json_rows
@@ -99,11 +99,29 @@ def _load_folder(path: Path) -> dict[str, list[dict[str, Any]]]:
     formats = {_format(p) for p in files}
     if len(formats) > 1:
         raise TaskError(f"{path}: the folder mixes formats ({', '.join(sorted(formats))}); keep one per folder")
+    fmt = formats.pop()
     try:
-        loaded = datasets.load_dataset(formats.pop(), data_dir=str(path))
+        loaded = datasets.load_dataset(fmt, data_dir=str(path), **_text_columns(fmt, files))
     except Exception as e:
         raise TaskError(f"{path}: datasets could not read the folder: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
     return {name: ds.to_list() for name, ds in loaded.items()}
+
+
+def _text_columns(fmt: str, files: list[Path]) -> dict[str, Any]:
+    """`load_dataset` options that keep a CSV's cells as written: every column a string, nothing
+    read as missing ("007", "12345678901234567891", "NA" and "None" are answers, not 7.0, a rounded
+    float and nothing); an empty cell is an empty string."""
+    if fmt != "csv":
+        return {}
+    import csv
+
+    import datasets
+
+    with files[0].open(newline="", encoding="utf-8-sig") as fh:
+        header = next(csv.reader(fh), [])
+    if not header:
+        return {}
+    return {"features": datasets.Features({name: datasets.Value("string") for name in header}), "na_filter": False}
 
 
 def _value(row: dict[str, Any], column: Column) -> Any:
