@@ -205,3 +205,19 @@ def test_csv_answers_are_read_as_written(tmp_path):
     (folder / "test.csv").write_text("question,answer\nQ9 x?,007\n")
     loaded = tasks.from_dataset(str(folder), validation_fraction=0)
     assert loaded.get("test", 0).reference == "007" and loaded.get("train", 0).reference == "007"
+
+
+def test_near_copies_of_a_question_share_a_split_and_conflicting_answers_are_warned():
+    rows = [{"question": f"What is {a} plus {b}?", "answer": str(a + b)} for a in range(30) for b in range(10)]
+    copies = [{"question": r["question"].replace("?", " ?").upper().replace("WHAT", "what  "), "answer": r["answer"]} for r in rows]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same answers: nothing to warn about
+        task = tasks.from_dataset(rows + copies, validation_fraction=0.2, test_fraction=0.2)
+    where = {}
+    for split in task.splits:
+        for i in range(task.size(split)):
+            key = " ".join(task.get(split, i).prompt.lower().replace(" ?", "?").split())
+            where.setdefault(key, set()).add(split)
+    assert len(where) == 300 and all(len(splits) == 1 for splits in where.values())
+    with pytest.warns(RuntimeWarning, match=r"1 repeated question\(s\) with a different answer \(first: train row 0 and train row 300 ask 'what is 0 plus 0\?' with answers \"0\" and \"1\""):
+        tasks.from_dataset(rows + [{"question": "What is 0 plus 0 ?", "answer": "1"}], validation_fraction=0.2)
