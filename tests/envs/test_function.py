@@ -199,3 +199,14 @@ def test_a_built_in_id_is_refused_before_the_built_ins_have_loaded():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert "'math-v1' is already registered" in out.stdout, out.stdout + out.stderr
     assert "'gsm8k-v1' is already registered" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_reward_beyond_float32_is_an_error_verdict_not_an_inf_that_trains_nothing():
+    huge = envs.from_function(lambda problem, completion: 1e300)
+    verdict = safe_verify(huge, PROBLEM, "4")
+    assert verdict.status == Status.ERROR and "finite in float32" in verdict.info["error"]
+    assert safe_verify(envs.from_function(lambda problem, completion: -3e38), PROBLEM, "4").reward == -3e38  # within range
+    batch = envs.from_function(lambda problems, completions: [1.0, 1e39], batched=True)
+    with VerifierPool(batch, workers=1, kind="thread", timeout_s=5) as pool:
+        verdicts = pool.verify([PROBLEM] * 2, ["a", "b"])
+    assert [v.status for v in verdicts] == [Status.OK, Status.ERROR] and "finite in float32" in verdicts[1].info["error"]
