@@ -20,6 +20,7 @@ import copy
 import itertools
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
@@ -132,6 +133,24 @@ def _private_copy(obj: Any) -> Any:
     return dup
 
 
+_INLINE_ID = re.compile(r"inline-(task|reward)\d+-v1")
+
+
+def check_task_ids(cfg: RunConfig) -> None:
+    """Refuse an unknown ``task.id`` / ``task.env`` before anything loads; one that names an object
+    given to `train` (an inline id, recorded in the run's config) says to give the object again."""
+    import envs
+    from tasks import TASKS, hubs
+
+    for setting, key, registry in (("task.id", cfg.task.id, TASKS), ("task.env", getattr(cfg.task, "env", None), envs.ENVS)):
+        if key and _INLINE_ID.fullmatch(key) and key not in registry.registered_ids():
+            what, keyword = ("task", "task") if setting == "task.id" else ("reward", "env")
+            raise UserError(f"{setting}={key}: this run was started from Python with a {what} object, which must be given again: "
+                            f"rlvr.train(RUN_DIR, resume=True, {keyword}=...) (it cannot be resumed from the command line)")
+    if not hubs.is_hub_id(cfg.task.id):
+        TASKS.spec(cfg.task.id)  # an unknown id, refused with the closest registered ones
+
+
 def _register(registry: Any, kind: str, obj: Any) -> str:
     """Register ``obj`` (a task or an environment object) under a fresh id; the id. Each build
     is a private copy: the registry sets its id, a config may replace its environment."""
@@ -219,13 +238,11 @@ def _check_before_loading(cfg: RunConfig) -> None:
     from rlvr.rollout.engines import check_engine_settings
     from rlvr.rollout.reward_signal import reward_signal
     from rlvr.train.config import TrainConfig
-    from tasks import TASKS, hubs
 
     if isinstance(cfg, TrainConfig):
         check_engine_settings(cfg.rollout)
         reward_signal(cfg.verify.reward)
-    if not hubs.is_hub_id(cfg.task.id):
-        TASKS.spec(cfg.task.id)
+    check_task_ids(cfg)
 
 
 def _check_sendable(env: Any) -> None:

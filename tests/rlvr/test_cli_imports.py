@@ -60,6 +60,7 @@ def test_help_and_listings_import_no_torch(argv, tmp_path):
     (["train", "quickstart", "rollout.vllm.gpu_memory_utilization=0.5"], "is a setting of the vllm engine"),
     (["train", "quickstart", "verify.reward=nope"], "not a reward signal"),
     (["train", "quickstart", "task.id=nope-v1"], "unknown task 'nope-v1'"),
+    (["train", "quickstart", "task.id=inline-task7-v1"], "started from Python with a task object, which must be given again"),
     (["train", "no_such_config"], "neither a file nor a built-in config"),
     (["sft", "sft_quickstart", "steps=-1"], "'steps' must be >= 0"),
     (["sft", "quickstart"], "configures the policy_gradient recipe, not sft"),

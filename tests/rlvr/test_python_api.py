@@ -149,3 +149,22 @@ def test_a_lambda_reward_with_process_workers_is_refused_before_the_model_loads(
         rlvr.evaluate(missing, tasks.from_dataset(_sum_rows(), env=lam), split="validation", verify_kind="process")
     with pytest.raises(rlvr.UserError, match="no-such-model"):  # a top-level def goes on to the next check
         rlvr.evaluate(missing, task, env=envs.from_function(_always), split="validation", verify_kind="process")
+
+
+def test_a_run_on_a_task_object_resumes_when_the_object_is_given_again(sft_base, tmp_path, capsys):
+    from rlvr.cli import main
+
+    task = tasks.from_dataset(_sum_rows())
+    small = dict(output_dir=str(tmp_path), name="res", model={"name_or_path": str(sft_base)}, update={"steps": 1}, threads=1,
+                 rollout={"prompts_per_step": 2, "group_size": 2, "max_new_tokens": 16}, eval={"every": 0, "at_start": False},
+                 log={"tensorboard": False, "plot": False, "progress": False, "checkpoint_every": 1})
+    first = rlvr.train("quickstart", task=task, env=envs.from_function(_always), **small)
+    assert first.completed and first.steps == 1
+    with pytest.raises(rlvr.UserError, match=r"task.id=inline-task\d+-v1: this run was started from Python with a task object"):
+        rlvr.train(str(first.run_dir), resume=True, update={"steps": 2})
+    capsys.readouterr()
+    assert main(["train", str(first.run_dir), "--resume", "update.steps=2"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "started from Python with a task object, which must be given again" in err
+    resumed = rlvr.train(str(first.run_dir), resume=True, task=task, env=envs.from_function(_always), update={"steps": 2})
+    assert resumed.completed and resumed.steps == 2 and resumed.metrics["reward/mean"] == 1.0
