@@ -287,15 +287,13 @@ def evaluate(model: str | os.PathLike, task: Any, *, split: str = "test", n: int
     ``task`` is a task id or a `tasks.Task`; ``env`` an environment id or object replacing its verifier.
     Raises `rlvr.UserError` for a bad setting (before the model loads)."""
     import tasks as task_registry
-    from rlvr.eval.provenance import redact
-    from rlvr.eval.runner import EvalSettings, InvalidSetting, evaluate as run_eval, write_report
-    from rlvr.models.device import resolve_device
+    from rlvr.eval.settings import EvalSettings, InvalidSetting
 
     from rlvr.commands.eval import OPTION_OF, default_out_dir
 
+    # every check that needs no torch first (rlvr eval refuses a bad option in a second)
     if threads < 0:
         raise UserError(f"--threads must be >= 0, got {threads}")
-    resolve_device(device, "--device")
     the_task = _eval_task(task_registry, task, dict(task_config or {}), split, env, dict(env_kwargs or {}))
     tokens = max_new_tokens if max_new_tokens is not None else the_task.max_new_tokens
     try:
@@ -310,7 +308,12 @@ def evaluate(model: str | os.PathLike, task: Any, *, split: str = "test", n: int
         _check_sendable(the_task.env)
     if the_task.size(split) is None and limit is None:
         raise UserError(f"split {split!r} of {the_task.id} is unbounded: pass --limit N")
+    from rlvr.eval.provenance import redact
+    from rlvr.eval.runner import evaluate as run_eval, write_report
+    from rlvr.models.device import resolve_device
     from rlvr.models.paths import resolve_model
+
+    resolve_device(device, "--device")
 
     resolve_model(str(model))  # a wrong path is reported now, not after torch has loaded
     folder = Path(out) if out else default_out_dir(str(model), the_task.id, split)

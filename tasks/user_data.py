@@ -337,3 +337,6 @@ def from_dataset(source: Any, *, question: Column = "question", answer: Column =
 def file_task(path: str, **config: Any) -> UserDataTask:
     """The task of a ``file:PATH`` id: ``config`` is `UserDataTask`'s options (``task.config``)."""
     return UserDataTask(path, **config)
+
+
+file_task.config_of = UserDataTask  # type: ignore[attr-defined]  # its config keys, for the message naming a misspelled one

@@ -72,6 +72,22 @@ def test_a_bad_training_config_is_refused_before_torch_is_imported(argv, message
     assert out["heavy"] == [], f"rlvr {' '.join(argv)} imported {out['heavy']} before refusing the config"
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["--n", "-3"], "--n must be >= 0, got -3"),
+    (["--split", "nosuch"], "nosuch"),
+    (["--task", "nope-v1"], "unknown task 'nope-v1'"),
+    (["--task-config", "{max_digit: 2}"], "unknown config key(s) ['max_digit']; known: ['direct_frac', 'max_digits'"),
+    (["--task", "gsm8k-v1", "--task-config", "{foo: 1}"], "task gsm8k-v1: unknown config key(s) ['foo']; known: none"),
+])
+def test_a_bad_eval_option_is_refused_before_torch_is_imported(argv, message, tmp_path):
+    base = {"--model": "no/such-model", "--task": "arithmetic-v1"}
+    given = dict(zip(argv[::2], argv[1::2]))
+    out = run_probe(["eval", *[x for k, v in {**base, **given}.items() for x in (k, v)]], tmp_path)
+    assert out["code"] == 2 and message in out["stderr"], out["stderr"]
+    assert len(out["stderr"].strip().splitlines()) == 1, out["stderr"]
+    assert out["heavy"] == [], f"rlvr eval {' '.join(argv)} imported {out['heavy']} before refusing the option"
+
+
 def test_every_subcommands_help_imports_no_torch(tmp_path):
     """Every subcommand and sub-subcommand (found by walking the parser, so a new one is covered)."""
     walk = """

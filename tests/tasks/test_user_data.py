@@ -221,3 +221,12 @@ def test_near_copies_of_a_question_share_a_split_and_conflicting_answers_are_war
     assert len(where) == 300 and all(len(splits) == 1 for splits in where.values())
     with pytest.warns(RuntimeWarning, match=r"1 repeated question\(s\) with a different answer \(first: train row 0 and train row 300 ask 'what is 0 plus 0\?' with answers \"0\" and \"1\""):
         tasks.from_dataset(rows + [{"question": "What is 0 plus 0 ?", "answer": "1"}], validation_fraction=0.2)
+
+
+def test_a_misspelled_task_config_key_lists_the_valid_ones(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    write_jsonl(path, ROWS)
+    with pytest.raises(tasks.TaskError, match=r"file:.*rows.jsonl: unknown config key\(s\) \['questoin'\]; known: \['answer', .*'question'"):
+        tasks.make(f"file:{path}", questoin="q", answer="a")
+    with pytest.raises(tasks.TaskError, match=r"task gsm8k-v1: unknown config key\(s\) \['foo'\]; known: none \(it takes no config\)"):
+        tasks.make("gsm8k-v1", foo=1)
