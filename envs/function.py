@@ -11,7 +11,8 @@ reward 1/0; a number that reward, passed when it reaches ``pass_reward``; ``None
 verdict (nothing to judge); an `envs.Verdict` is kept as it is (the math and code checkers,
 `envs.rewards`, return one). An exception, NaN or anything else is an ``error`` verdict with the
 reason, never a reward of 0 (`envs.base.safe_verify`). A batched function (``batched=True``)
-takes lists of problems and completions and returns one value per item.
+takes lists of problems and completions and returns one value per item (a result of another length,
+a single value or a dict is an ``error`` verdict for every item, saying so).
 
 The environment pickles its function by name, so it runs in verifier processes
 (``verify.kind=process``) when the function is defined with ``def`` at the top level of a module.
@@ -138,7 +139,7 @@ class FunctionEnv(Environment):
             reason = hook is not None and unpicklable_reason(hook, what)
             if reason:
                 raise TypeError(f"{reason}; define it with `def` at the top level of a module to verify in processes, "
-                                "or keep verify.kind=thread")
+                                "or use verify.kind=thread")
         return dict(self.__dict__)
 
 
@@ -155,9 +156,11 @@ class BatchedFunctionEnv(FunctionEnv):
     def verify_many(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
         if len(problems) != len(completions):
             raise ValueError(f"verify_many: {len(problems)} problems but {len(completions)} completions")
-        values = list(self.fn(list(problems), list(completions)))
-        if len(values) != len(problems):
-            raise ValueError(f"the batched reward function returned {len(values)} values for {len(problems)} completions")
+        result = self.fn(list(problems), list(completions))
+        values, mismatch = _one_per_item(result, len(problems))
+        if mismatch:  # the whole batch's result is wrong: every item says why (calling again item by item would hide it)
+            reason = f"the batched reward function {mismatch}; return a list with one value per completion"
+            return [Verdict.error(reason, env=self.id or type(self).__name__) for _ in problems]
         verdicts = []
         for value in values:
             try:
@@ -165,6 +168,18 @@ class BatchedFunctionEnv(FunctionEnv):
             except (TypeError, ValueError) as e:  # one bad value is that item's error, not the batch's
                 verdicts.append(Verdict.error(f"{type(e).__name__}: {e}", env=self.id or type(self).__name__))
         return verdicts
+
+
+def _one_per_item(result: Any, n: int) -> tuple[list[Any], str]:
+    """A batched function's result as a list of ``n`` values, or what is wrong with it."""
+    if isinstance(result, dict):
+        return [], f"returned a dict ({len(result)} keys) for {n} completions"
+    if isinstance(result, (str, bytes)) or not hasattr(result, "__iter__") or getattr(result, "shape", None) == ():
+        return [], f"returned a single {type(result).__name__} for {n} completions"
+    values = list(result)
+    if len(values) != n:
+        return [], f"returned {len(values)} values for {n} completions"
+    return values, ""
 
 
 def from_function(fn: Callable[..., Any], id: str | None = None, *, batched: bool = False, description: str = "",
@@ -182,7 +197,7 @@ def from_function(fn: Callable[..., Any], id: str | None = None, *, batched: boo
     env = cls(fn, **options)  # checks fn and the options now, not when a config first names the id
     if id is not None:
         key = str(envs.parse_id(id))
-        if key in envs.ENVS.registered_ids() and key not in _REGISTERED:
+        if key in envs.ENVS.ids() and key not in _REGISTERED:  # ids() loads the plugins (the built-ins) first
             raise envs.RegistryError(f"environment {key!r} is already registered (by {envs.ENVS.spec(key).source}); "
                                      "pick another id for the reward function")
         doc = (inspect.getdoc(fn) or "").strip()

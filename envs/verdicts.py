@@ -1,6 +1,6 @@
 """Validation of what a verifier returns, at the boundary every verification path goes through.
 
-A verifier is user code. A reward of NaN or infinity, a ``passed`` that is not a bool, or a status
+A verifier is user code. A reward of NaN or infinity (or beyond float32's range), a ``passed`` that is not a bool, or a status
 that is not a `Status` would otherwise travel into group statistics and tensors and fail far from
 its cause (or, for NaN, compare unequal to itself). `validate_verdict` turns such a value into an
 ``error`` verdict whose ``info`` says what was wrong, so it is counted like any verifier failure.
@@ -18,6 +18,9 @@ from typing import Any
 from envs.types import Status, StepReward, Verdict
 
 
+FLOAT32_MAX = 3.4028234663852886e38  # the largest finite float32: rewards become float32 tensors
+
+
 class InvalidVerdict(ValueError):
     """A verifier returned a value that is not a well-formed `Verdict`."""
 
@@ -28,6 +31,8 @@ def _reward(value: Any, what: str) -> float:
     number = float(value)
     if not math.isfinite(number):
         raise InvalidVerdict(f"{what} must be finite, got {number}")
+    if abs(number) > FLOAT32_MAX:  # it would become inf in the trainer's float32 tensors and train nothing
+        raise InvalidVerdict(f"{what} must be finite in float32 (|reward| <= {FLOAT32_MAX:.4g}), got {number:g}")
     return number
 
 

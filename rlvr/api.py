@@ -16,9 +16,11 @@ call and unregistered after it, so two calls in one process (a notebook) leave n
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
@@ -120,10 +122,40 @@ def overrides_of(settings: Mapping[str, Any] | None = None, overrides: Sequence[
     return out
 
 
+def _private_copy(obj: Any) -> Any:
+    """A copy of the user's task or environment object that a call may change (its id, its
+    environment) without changing theirs; a cached environment is dropped (it belongs to the
+    original's ``env_id``) and built again on first use."""
+    if not hasattr(obj, "__dict__"):
+        return copy.copy(obj)
+    dup = object.__new__(type(obj))  # not copy.copy: it goes through __getstate__, which refuses a lambda reward (for processes)
+    vars(dup).update({k: v for k, v in vars(obj).items() if k != "env"})
+    return dup
+
+
+_INLINE_ID = re.compile(r"inline-(task|reward)\d+-v1")
+
+
+def check_task_ids(cfg: RunConfig) -> None:
+    """Refuse an unknown ``task.id`` / ``task.env`` before anything loads; one that names an object
+    given to `train` (an inline id, recorded in the run's config) says to give the object again."""
+    import envs
+    from tasks import TASKS, hubs
+
+    for setting, key, registry in (("task.id", cfg.task.id, TASKS), ("task.env", getattr(cfg.task, "env", None), envs.ENVS)):
+        if key and _INLINE_ID.fullmatch(key) and key not in registry.registered_ids():
+            what, keyword = ("task", "task") if setting == "task.id" else ("reward", "env")
+            raise UserError(f"{setting}={key}: this run was started from Python with a {what} object, which must be given again: "
+                            f"rlvr.train(RUN_DIR, resume=True, {keyword}=...) (it cannot be resumed from the command line)")
+    if not hubs.is_hub_id(cfg.task.id):
+        TASKS.spec(cfg.task.id)  # an unknown id, refused with the closest registered ones
+
+
 def _register(registry: Any, kind: str, obj: Any) -> str:
-    """Register ``obj`` (a task or an environment object) under a fresh id; the id."""
+    """Register ``obj`` (a task or an environment object) under a fresh id; the id. Each build
+    is a private copy: the registry sets its id, a config may replace its environment."""
     key = f"inline-{kind}{next(_INLINE)}-v1"
-    registry.register(key, lambda _obj=obj, **_: _obj, override=True)
+    registry.register(key, lambda _obj=obj, **_: _private_copy(_obj), override=True)
     return key
 
 
@@ -189,6 +221,8 @@ def train(config: str | os.PathLike = "quickstart", overrides: Sequence[str] = (
     with _inline(task, env) as named:
         cfg = load(config, [*overrides_of(settings, overrides), *named, *(["resume=true"] if resume else [])])
         _check_before_loading(cfg)
+        if getattr(getattr(cfg, "verify", None), "kind", None) == "process":
+            _check_sendable(cfg.task.make().env)
         from rlvr.train.recipes import train as run
 
         result = run(cfg)
@@ -204,13 +238,26 @@ def _check_before_loading(cfg: RunConfig) -> None:
     from rlvr.rollout.engines import check_engine_settings
     from rlvr.rollout.reward_signal import reward_signal
     from rlvr.train.config import TrainConfig
-    from tasks import TASKS, hubs
 
     if isinstance(cfg, TrainConfig):
         check_engine_settings(cfg.rollout)
         reward_signal(cfg.verify.reward)
-    if not hubs.is_hub_id(cfg.task.id):
-        TASKS.spec(cfg.task.id)
+    check_task_ids(cfg)
+
+
+def _check_sendable(env: Any) -> None:
+    """Refuse, before any model loads, an environment that worker processes (``verify.kind=process``)
+    cannot receive: a lambda or a closure as the reward function (the steps would fail one by one)."""
+    import pickle
+
+    try:
+        pickle.dumps(env)
+    except Exception as e:  # noqa: BLE001 - whatever pickle raises, the run cannot verify in processes
+        raise UserError(f"verify.kind=process: {_first_line(e)}") from None
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _history(path: Path) -> list[dict[str, Any]]:
@@ -240,15 +287,13 @@ def evaluate(model: str | os.PathLike, task: Any, *, split: str = "test", n: int
     ``task`` is a task id or a `tasks.Task`; ``env`` an environment id or object replacing its verifier.
     Raises `rlvr.UserError` for a bad setting (before the model loads)."""
     import tasks as task_registry
-    from rlvr.eval.provenance import redact
-    from rlvr.eval.runner import EvalSettings, InvalidSetting, evaluate as run_eval, write_report
-    from rlvr.models.device import resolve_device
+    from rlvr.eval.settings import EvalSettings, InvalidSetting
 
     from rlvr.commands.eval import OPTION_OF, default_out_dir
 
+    # every check that needs no torch first (rlvr eval refuses a bad option in a second)
     if threads < 0:
         raise UserError(f"--threads must be >= 0, got {threads}")
-    resolve_device(device, "--device")
     the_task = _eval_task(task_registry, task, dict(task_config or {}), split, env, dict(env_kwargs or {}))
     tokens = max_new_tokens if max_new_tokens is not None else the_task.max_new_tokens
     try:
@@ -259,9 +304,16 @@ def evaluate(model: str | os.PathLike, task: Any, *, split: str = "test", n: int
         if e.field == "n" and not greedy and n == 0:
             raise UserError("--no-greedy with --n 0 measures nothing: pass --n K or drop --no-greedy") from None
         raise UserError(f"{OPTION_OF.get(e.field, e.field)} {e.message}") from None
+    if verify_kind == "process":
+        _check_sendable(the_task.env)
     if the_task.size(split) is None and limit is None:
         raise UserError(f"split {split!r} of {the_task.id} is unbounded: pass --limit N")
+    from rlvr.eval.provenance import redact
+    from rlvr.eval.runner import evaluate as run_eval, write_report
+    from rlvr.models.device import resolve_device
     from rlvr.models.paths import resolve_model
+
+    resolve_device(device, "--device")
 
     resolve_model(str(model))  # a wrong path is reported now, not after torch has loaded
     folder = Path(out) if out else default_out_dir(str(model), the_task.id, split)
@@ -299,7 +351,7 @@ def _eval_task(registry: Any, task: Any, config: dict[str, Any], split: str, env
     elif isinstance(task, registry.Task):
         if config:
             raise UserError("task_config applies to a task id; a task object is already configured")
-        the_task = task
+        the_task = _private_copy(task)  # this call's environment must not stick to the user's object
     else:
         raise UserError(f"task must be a task id or a tasks.Task, got {type(task).__name__}")
     the_task.check_split(split)

@@ -12,6 +12,11 @@ run with one line naming it and what to do, before any model loads (a scripted r
 tracker should not train for hours without it); one that fails later is contained by `Trackers`:
 the call is counted, the first failure printed, and the run goes on.
 
+Every call to a tracker has a deadline (`START_TIMEOUT_S` to start, `CALL_TIMEOUT_S` after): a
+tracker whose server does not answer refuses the run at start in one line naming the tracker and
+where it was sent, and mid-run a call that does not return in time is counted as a failure (the
+run does not wait for it; that tracker's calls are skipped, and counted, until it returns).
+
 Importing this module imports no tracker's package; each is imported when its run starts.
 """
 
@@ -21,6 +26,7 @@ import difflib
 import json
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +37,10 @@ from rlvr import UserError
 
 class TrackerError(UserError):
     """A tracker named in ``log.report_to`` cannot be used: one line saying which and what to do."""
+
+
+START_TIMEOUT_S = 45.0  # a tracker that has not started by then is refused: its server does not answer
+CALL_TIMEOUT_S = 30.0  # the most a logging call may hold up the run
 
 
 @dataclass
@@ -66,6 +76,10 @@ class Tracker:
     def finish(self, status: str) -> None:
         """``status``: "completed", "interrupted" or "failed: ..." (`rlvr.train.harness.TrainResult`)."""
         raise NotImplementedError
+
+    def where(self) -> str:
+        """Where this tracker sends the run (a URI or a folder), for messages; "" if nowhere in particular."""
+        return ""
 
 
 TRACKERS: dict[str, type[Tracker]] = {}
@@ -168,6 +182,9 @@ class WandbTracker(Tracker):
     def finish(self, status: str) -> None:
         self.run.finish(exit_code=0 if status == "completed" else 1)
 
+    def where(self) -> str:
+        return "offline" if os.environ.get("WANDB_MODE") in ("offline", "disabled") else os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
+
 
 @register
 class MlflowTracker(Tracker):
@@ -183,7 +200,12 @@ class MlflowTracker(Tracker):
     PARAMS_PER_CALL, METRICS_PER_CALL = 100, 1000  # mlflow's limits on one log_batch call
     PARAM_VALUE_CHARS = 6000
 
+    # mlflow retries an unanswered request for minutes by default: a few seconds unless the user says otherwise
+    HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2"}
+
     def start(self, run: TrackedRun) -> None:
+        for key, value in self.HTTP_DEFAULTS.items():
+            os.environ.setdefault(key, value)
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
 
@@ -215,6 +237,9 @@ class MlflowTracker(Tracker):
         state = "FINISHED" if status == "completed" else "KILLED" if status == "interrupted" else "FAILED"
         self.client.set_terminated(self.run_id, status=state)
 
+    def where(self) -> str:
+        return os.environ.get("MLFLOW_TRACKING_URI") or "mlflow's default tracking URI"
+
 
 @register
 class TrackioTracker(Tracker):
@@ -227,7 +252,10 @@ class TrackioTracker(Tracker):
 
     def start(self, run: TrackedRun) -> None:
         import trackio
+        from trackio import utils
 
+        if not os.environ.get("TRACKIO_SPACE_ID"):
+            _check_writable(Path(utils.TRACKIO_DIR), "TRACKIO_DIR")  # trackio would lose every metric and say nothing
         self.trackio = trackio
         self.run = trackio.init(project=run.project, name=run.name, config={**run.config, "provenance": run.provenance}, embed=False)
 
@@ -239,6 +267,21 @@ class TrackioTracker(Tracker):
 
     def finish(self, status: str) -> None:
         self.run.finish()
+
+    def where(self) -> str:
+        return os.environ.get("TRACKIO_SPACE_ID") or os.environ.get("TRACKIO_DIR") or "trackio's default folder"
+
+
+def _check_writable(folder: Path, setting: str) -> None:
+    """Raise `OSError` (one line) unless a file can be created in ``folder`` (made if missing)."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".rlvr-write-check-"):
+            pass
+    except OSError as e:
+        raise OSError(f"{setting} {folder} is not a writable folder ({e.strerror or type(e).__name__})") from None
 
 
 def _code_block(data: Any) -> str:
@@ -256,20 +299,27 @@ class Trackers:
     trackers: list[Tracker] = field(default_factory=list)
     print: Callable[[str], None] = print
     failures: dict[str, int] = field(default_factory=dict)
+    call_timeout_s: float = CALL_TIMEOUT_S
+    _busy: dict[str, threading.Thread] = field(default_factory=dict)  # a call that has not returned, by tracker
 
     @classmethod
-    def open(cls, names: list[str], run: TrackedRun, print: Callable[[str], None] = print) -> Trackers:
-        """Start the trackers ``names`` for ``run``; the first that cannot start raises `TrackerError`
-        (one line) after the ones already started are finished."""
+    def open(cls, names: list[str], run: TrackedRun, print: Callable[[str], None] = print,
+             start_timeout_s: float = START_TIMEOUT_S, call_timeout_s: float = CALL_TIMEOUT_S) -> Trackers:
+        """Start the trackers ``names`` for ``run``; the first that cannot start (or has not started
+        within ``start_timeout_s``) raises `TrackerError` (one line) after the ones already started
+        are finished."""
         check_names(names)
-        started = cls(print=print)
+        started = cls(print=print, call_timeout_s=call_timeout_s)
         for name in names:
             tracker = TRACKERS[name]()
-            try:
-                tracker.start(run)
-            except Exception as e:
+            thread, error = _bounded(lambda t=tracker: t.start(run), start_timeout_s)
+            if thread.is_alive() or error is not None:
                 started.finish("failed: another tracker could not start")
-                raise TrackerError(_start_failure(tracker, e)) from e
+                if error is None:
+                    where = tracker.where()
+                    raise TrackerError(f"log.report_to: {name} did not start within {start_timeout_s:g} s"
+                                       f"{f' (at {where})' if where else ''}: check that it is reachable, or leave {name} out of log.report_to")
+                raise TrackerError(_start_failure(tracker, error)) from error
             started.trackers.append(tracker)
         return started
 
@@ -292,13 +342,38 @@ class Trackers:
 
     def _each(self, what: str, call: Callable[[Tracker], None]) -> None:
         for tracker in self.trackers:
-            try:
-                call(tracker)
-            except Exception as e:
-                self.failures[tracker.name] = self.failures.get(tracker.name, 0) + 1
-                if self.failures[tracker.name] == 1:
-                    self.print(f"warning: tracker {tracker.name} failed in {what}: {type(e).__name__}: {_first_line(e)} "
-                               "(the run goes on; further failures are counted)")
+            busy = self._busy.get(tracker.name)
+            if busy is not None and busy.is_alive():
+                self._failed(tracker, what, f"skipped: an earlier call has not returned in {self.call_timeout_s:g} s")
+                continue
+            thread, error = _bounded(lambda t=tracker: call(t), self.call_timeout_s)
+            if thread.is_alive():
+                self._busy[tracker.name] = thread
+                self._failed(tracker, what, f"no answer within {self.call_timeout_s:g} s")
+            elif error is not None:
+                self._failed(tracker, what, f"{type(error).__name__}: {_first_line(error)}")
+
+    def _failed(self, tracker: Tracker, what: str, why: str) -> None:
+        self.failures[tracker.name] = self.failures.get(tracker.name, 0) + 1
+        if self.failures[tracker.name] == 1:
+            self.print(f"warning: tracker {tracker.name} failed in {what}: {why} (the run goes on; further failures are counted)")
+
+
+def _bounded(call: Callable[[], None], timeout_s: float) -> tuple[threading.Thread, BaseException | None]:
+    """Run ``call`` in a daemon thread for at most ``timeout_s``: the thread (alive if it has not
+    returned: it is left behind) and what it raised."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller, which decides
+            raised.append(e)
+
+    thread = threading.Thread(target=run, name="rlvr-tracker-call", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return thread, (raised[0] if raised and not thread.is_alive() else None)
 
 
 def _start_failure(tracker: Tracker, error: Exception) -> str:

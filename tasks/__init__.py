@@ -12,7 +12,7 @@ Third-party packages register tasks through the ``rlvr.tasks`` entry-point group
 """
 
 from envs.registry import Registry, RegistryError
-from tasks.base import Task, TaskError, assert_disjoint, canonical_text, hash_split, problems_checksum, stable_hash
+from tasks.base import Task, TaskError, assert_disjoint, canonical_text, hash_split, problems_checksum, stable_hash, unknown_config_keys
 from tasks.user_data import from_dataset
 
 TASKS: Registry[Task] = Registry("task", entry_point_group="rlvr.tasks")
@@ -30,7 +30,13 @@ def make(id: str, **config) -> Task:
 
     if hubs.is_hub_id(id):  # another hub's environment: harbor:DIR (see tasks.hubs)
         return hubs.make(id, **config)
-    task = TASKS.make(id, **config)
+    try:
+        task = TASKS.make(id, **config)
+    except TypeError:  # a misspelled key: say which keys the task takes
+        error = unknown_config_keys(TASKS.spec(id).load(), config, f"task {id}") if config else None
+        if error is None:
+            raise
+        raise error from None
     if not isinstance(task, Task):
         raise RegistryError(f"task {id!r} built a {type(task).__name__}, not a tasks.Task")
     return task

@@ -29,6 +29,26 @@ def stable_hash(*fields: Any) -> int:
     return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big")
 
 
+def unknown_config_keys(factory: Any, config: dict[str, Any], what: str, positional: int = 0) -> TaskError | None:
+    """The one-line error for ``config`` keys that ``factory`` does not take, listing the ones it
+    does (None when it takes them all, or any keyword). ``positional``: leading parameters that
+    are not config (a hub id's path); a factory that hands its config on names the callee in
+    ``config_of``."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(getattr(factory, "config_of", factory)).parameters.values())[positional:]
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    known = sorted(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self")
+    unknown = sorted(set(config) - set(known))
+    if not unknown:
+        return None
+    return TaskError(f"{what}: unknown config key(s) {unknown}; known: {known if known else 'none (it takes no config)'}")
+
+
 def canonical_text(text: str) -> str:
     """Lower-case, whitespace-collapsed text: two questions equal under this are the same item."""
     return re.sub(r"\s+", " ", text).strip().lower()

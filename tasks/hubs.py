@@ -27,7 +27,7 @@ import hashlib
 import json
 
 from envs.types import Problem
-from tasks.base import Task, TaskError, hash_split, stable_hash
+from tasks.base import Task, TaskError, hash_split, stable_hash, unknown_config_keys
 
 SCHEMES: dict[str, str] = {
     "verifiers": "tasks.hubs:verifiers_task",
@@ -49,10 +49,11 @@ def make(id: str, **config: Any) -> Task:
     if not rest:
         raise TaskError(f"task id {id!r} names no {scheme} environment after the colon")
     module, _, attr = SCHEMES[scheme].partition(":")
+    factory = getattr(importlib.import_module(module), attr)
     try:
-        task = getattr(importlib.import_module(module), attr)(rest, **config)
+        task = factory(rest, **config)
     except TypeError as e:  # an unknown config key
-        raise TaskError(f"{id}: bad task config: {e}") from None
+        raise unknown_config_keys(factory, config, id, positional=1) or TaskError(f"{id}: bad task config: {e}") from None
     task.id = id
     try:  # the hub's environment exists (an unknown NAME is this one-line error, not a traceback at the first verify)
         task.env
@@ -540,3 +541,9 @@ class OpenEnvTask(Task):
 
 def openenv_task(rest: str, **config: Any) -> OpenEnvTask:
     return OpenEnvTask(rest, **config)
+
+
+# each factory hands its config on to its class: the keys a misspelled one is listed against
+for _factory, _cls in ((harbor_task, HarborTask), (skyrl_gym_task, SkyRLGymTask), (verifiers_task, VerifiersTask),
+                       (nemo_gym_task, NeMoGymTask), (openenv_task, OpenEnvTask)):
+    _factory.config_of = _cls  # type: ignore[attr-defined]

@@ -13,7 +13,8 @@ compares with), each a column name or a function of the row.
 carved from train (``validation_fraction``, default 0.1), and ``test_fraction`` carves a test split
 from a source without one (default 0: a source without test has none). Carving goes by a hash of
 each row's question (`tasks.base.hash_split`): the splits are disjoint, a row lands in the same
-split on every load, and a repeated question stays in one split. ``test`` and ``validation`` are
+split on every load, and a repeated question stays in one split (case, spacing and a space before
+punctuation aside); one question given with different answers is warned about. ``test`` and ``validation`` are
 held out: training refuses them, and evaluation during training reads ``validation``, never test.
 """
 
@@ -21,13 +22,14 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import envs
 from envs.types import Problem
-from tasks.base import Task, TaskError, hash_split, stable_hash
+from tasks.base import Task, TaskError, canonical_text, hash_split, stable_hash
 
 Column = str | Callable[[dict[str, Any]], Any]
 """A column name, or a function computing the value from the whole row."""
@@ -76,7 +78,7 @@ def _load_file(path: Path) -> list[dict[str, Any]]:
 
     fmt = _format(path)
     try:
-        return datasets.load_dataset(fmt, data_files=str(path), split="train").to_list()
+        return datasets.load_dataset(fmt, data_files=str(path), split="train", **_text_columns(fmt, [path])).to_list()
     except Exception as e:
         if fmt == "json":  # datasets refuses a whole file for one bad line: read it line by line to name that line
             from tasks.dataset import LoadReport, _read_json_rows
@@ -99,11 +101,29 @@ def _load_folder(path: Path) -> dict[str, list[dict[str, Any]]]:
     formats = {_format(p) for p in files}
     if len(formats) > 1:
         raise TaskError(f"{path}: the folder mixes formats ({', '.join(sorted(formats))}); keep one per folder")
+    fmt = formats.pop()
     try:
-        loaded = datasets.load_dataset(formats.pop(), data_dir=str(path))
+        loaded = datasets.load_dataset(fmt, data_dir=str(path), **_text_columns(fmt, files))
     except Exception as e:
         raise TaskError(f"{path}: datasets could not read the folder: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
     return {name: ds.to_list() for name, ds in loaded.items()}
+
+
+def _text_columns(fmt: str, files: list[Path]) -> dict[str, Any]:
+    """`load_dataset` options that keep a CSV's cells as written: every column a string, nothing
+    read as missing ("007", "12345678901234567891", "NA" and "None" are answers, not 7.0, a rounded
+    float and nothing); an empty cell is an empty string."""
+    if fmt != "csv":
+        return {}
+    import csv
+
+    import datasets
+
+    with files[0].open(newline="", encoding="utf-8-sig") as fh:
+        header = next(csv.reader(fh), [])
+    if not header:
+        return {}
+    return {"features": datasets.Features({name: datasets.Value("string") for name in header}), "na_filter": False}
 
 
 def _value(row: dict[str, Any], column: Column) -> Any:
@@ -184,15 +204,39 @@ class UserDataTask(Task):
             if isinstance(column, str) and column not in columns:
                 raise TaskError(f"{what}={column!r}: {self.origin} has no such column; its columns: {', '.join(sorted(columns))}")
 
+    def _carve_key(self, row: dict[str, Any]) -> str:
+        """The question as the carve hashes it: case, runs of spaces and a space before punctuation
+        do not count ("What is 3 plus 4 ?" is "what is 3 plus 4?"), so near-copies share a split."""
+        question = _value(row, self.question)
+        text = " ".join(str(m.get("content", "")) for m in question) if _is_messages(question) else str(question)
+        return re.sub(r"\s+([?.!,;:])", r"\1", canonical_text(text))
+
+    def _warn_conflicting_answers(self, rows: dict[str, list[tuple[str, dict[str, Any]]]]) -> None:
+        """Warn when one question (as the carve sees it) comes with different answers: a verifier
+        will call one of them wrong whatever the model says."""
+        seen: dict[str, tuple[str, str]] = {}
+        conflicts: list[str] = []
+        for split_rows in rows.values():
+            for at, row in split_rows:
+                answer = _value(row, self.answer)
+                if answer is None or answer == "":
+                    continue
+                key, text = self._carve_key(row), json.dumps(_jsonable(answer), ensure_ascii=False)
+                first = seen.setdefault(key, (at, text))
+                if first[1] != text:
+                    conflicts.append(f"{first[0]} and {at} ask {key!r} with answers {first[1]} and {text}")
+        if conflicts:
+            warnings.warn(f"{self.origin}: {len(conflicts)} repeated question(s) with a different answer (first: {conflicts[0]}); "
+                          "a verifier will call one of them wrong", RuntimeWarning, stacklevel=4)
+
     def _make_splits(self, raw: dict[str, list[dict[str, Any]]]) -> dict[str, list[Problem]]:
         rows = {split: [(f"{split} row {i}", r) for i, r in enumerate(split_rows)] for split, split_rows in raw.items()}
+        self._warn_conflicting_answers(rows)
         if self.test_fraction or self.validation_fraction:
             train = rows.pop("train")
             carved: dict[str, list] = {"train": [], "test": [], "validation": []}
             for at, row in train:
-                question = _value(row, self.question)
-                text = " ".join(str(m.get("content", "")) for m in question) if _is_messages(question) else str(question)
-                carved[hash_split(text, self.test_fraction, self.validation_fraction)].append((at, row))
+                carved[hash_split(self._carve_key(row), self.test_fraction, self.validation_fraction)].append((at, row))
             rows["train"] = carved["train"]
             for split, fraction in (("validation", self.validation_fraction), ("test", self.test_fraction)):
                 if fraction:
@@ -281,7 +325,7 @@ def from_dataset(source: Any, *, question: Column = "question", answer: Column =
     task = UserDataTask(source, question=question, answer=answer, **options)
     if id is not None:
         key = str(envs.parse_id(id))
-        if key in tasks.TASKS.registered_ids() and key not in _REGISTERED:
+        if key in tasks.TASKS.ids() and key not in _REGISTERED:  # ids() loads the plugins (the built-ins) first
             raise TaskError(f"task {key!r} is already registered (by {tasks.TASKS.spec(key).source}); pick another id for the data")
         tasks.register(key, functools.partial(UserDataTask, source, question=question, answer=answer, **options), override=True,
                        source="python", description=f"rows of {task.origin}")
@@ -293,3 +337,6 @@ def from_dataset(source: Any, *, question: Column = "question", answer: Column =
 def file_task(path: str, **config: Any) -> UserDataTask:
     """The task of a ``file:PATH`` id: ``config`` is `UserDataTask`'s options (``task.config``)."""
     return UserDataTask(path, **config)
+
+
+file_task.config_of = UserDataTask  # type: ignore[attr-defined]  # its config keys, for the message naming a misspelled one

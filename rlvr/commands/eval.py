@@ -76,7 +76,6 @@ def prompt_config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from rlvr.api import evaluate
-    from rlvr.eval.runner import every_verification_failed
 
     options = {k: v for k, v in vars(args).items() if k != "func"}
     task_config = _mapping(args.task_config, "--task-config")
@@ -87,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
                       env=args.env, env_kwargs=env_kwargs, verify_workers=args.verify_workers, verify_kind=args.verify_kind,
                       verify_timeout_s=args.verify_timeout, out=args.out, engine=args.engine, rollout=args.rollout,
                       device=args.device, dtype=args.dtype, threads=args.threads, prompt=prompt_config(args), options=options)
+    from rlvr.eval.runner import every_verification_failed
+
     print(result.markdown)
     print(f"reports: {result.json_path} {result.markdown_path}")
     for warning in result.warnings:

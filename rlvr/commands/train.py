@@ -54,13 +54,12 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
         return 0
     from rlvr.rollout.engines import check_engine_settings
     from rlvr.rollout.reward_signal import reward_signal
-    from tasks import TASKS, hubs
+    from rlvr.api import check_task_ids
 
     if isinstance(cfg, TrainConfig):  # an unknown engine or another engine's setting, before the model loads
         check_engine_settings(cfg.rollout)
         reward_signal(cfg.verify.reward)
-    if not hubs.is_hub_id(cfg.task.id):
-        TASKS.spec(cfg.task.id)  # an unknown task id, refused with the closest registered ones
+    check_task_ids(cfg)  # an unknown task id, refused with the closest registered ones (or: give the Python object again)
     # torch and transformers load from here on: every check above is refused without them
     from rlvr.rollout.base import EngineError
     from rlvr.rollout.sync import WeightSyncError

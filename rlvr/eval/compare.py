@@ -1,7 +1,8 @@
 """Compare greedy evaluations of several models on the same problems, with paired intervals.
 
 Each report directory is what `rlvr eval` writes (``report.json`` and ``predictions.jsonl``). The
-problems they share (by id) are paired; the difference of two accuracies gets Newcombe's paired
+problems they share are paired by content (each prediction row's ``problem_sha``: a problem id is
+only a position in its data, so two data sets reuse the same ids for different questions); the difference of two accuracies gets Newcombe's paired
 interval (`rlvr.eval.metrics.paired_difference_interval`), which is much narrower than two
 independent intervals when the models agree on most problems.
 
@@ -17,17 +18,29 @@ averaged over seeds, with a two-level bootstrap interval (seeds resampled, then 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 from rlvr import UserError
 from rlvr.eval.metrics import mean_t_interval, paired_difference_interval, two_level_bootstrap, wilson_interval
 
 
+def problem_sha(prompt: Any, reference: Any) -> str:
+    """What identifies a problem across evaluations: a hash of its question and reference."""
+    blob = json.dumps([prompt, reference], sort_keys=True, ensure_ascii=False, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:24]
+
+
 @dataclass(frozen=True)
 class GreedyResult:
-    """One report's greedy verdicts by problem id, and whether each answer was well formed."""
+    """One report's greedy verdicts by problem, and whether each answer was well formed.
+
+    ``passed`` and ``answered`` are keyed by the problem's content (``problem_sha``, with ``#2``...
+    for a question that repeats) when the predictions carry it, else by problem id (older reports);
+    ``ids`` maps each key to the problem id in this evaluation."""
 
     label: str
     path: Path
@@ -35,6 +48,12 @@ class GreedyResult:
     split: str
     passed: dict[str, bool]
     answered: dict[str, bool]
+    ids: dict[str, str] | None = None
+    data_checksum: str | None = None
+
+    @property
+    def by_content(self) -> bool:
+        return self.ids is not None
 
     @classmethod
     def load(cls, path: str | Path, label: str | None = None) -> GreedyResult:
@@ -44,7 +63,8 @@ class GreedyResult:
             if not f.is_file():
                 raise UserError(f"{f}: not found; pass a directory written by `rlvr eval` (it holds report.json and predictions.jsonl)")
         report = json.loads(report_file.read_text())
-        passed, answered = {}, {}
+        passed, answered, ids = {}, {}, {}
+        by_content = True
         with rows_file.open(encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
                 try:
@@ -52,10 +72,22 @@ class GreedyResult:
                     greedy = row["greedy"][0]
                 except (json.JSONDecodeError, KeyError, IndexError, TypeError):
                     raise UserError(f"{rows_file}:{n}: not a greedy prediction row (evaluate with the greedy pass on)") from None
-                passed[str(row["id"])] = bool(greedy.get("passed", greedy.get("reward", 0.0) >= 1.0))
-                answered[str(row["id"])] = greedy.get("status") == "ok" and greedy.get("extracted") is not None
+                by_content = by_content and isinstance(row.get("problem_sha"), str)
+                key = base = str(row["problem_sha"]) if by_content else f"row {n}"
+                repeat = 1
+                while key in passed:  # the same question twice in the data: the second is its own problem
+                    repeat += 1
+                    key = f"{base}#{repeat}"
+                ids[key] = str(row["id"])
+                passed[key] = bool(greedy.get("passed", greedy.get("reward", 0.0) >= 1.0))
+                answered[key] = greedy.get("status") == "ok" and greedy.get("extracted") is not None
+        if not by_content:  # an older report: its rows are known by id only
+            passed = {ids[k]: v for k, v in passed.items()}
+            answered = {ids[k]: v for k, v in answered.items()}
         task = report.get("task", {})
-        return cls(label or path.name, path, task.get("id", "?") if isinstance(task, dict) else str(task), str(report.get("split", "?")), passed, answered)
+        checksum = report.get("data_checksum")
+        return cls(label or path.name, path, task.get("id", "?") if isinstance(task, dict) else str(task), str(report.get("split", "?")),
+                   passed, answered, ids if by_content else None, str(checksum) if checksum is not None else None)
 
 
 @dataclass(frozen=True)
@@ -81,9 +113,21 @@ def shared_problems(results: list[GreedyResult]) -> list[str]:
     tasks = {(r.task, r.split) for r in results}
     if len(tasks) > 1:
         raise UserError("these evaluations are of different tasks or splits: " + ", ".join(f"{r.label}: {r.task} {r.split}" for r in results))
+    labels = [r.label for r in results]
+    repeated = sorted({x for x in labels if labels.count(x) > 1})
+    if repeated:
+        raise UserError(f"labels repeat ({', '.join(repeated)}): give each evaluation its own label (--labels / labels=)")
+    if not all(r.by_content for r in results) and len({r.data_checksum for r in results}) > 1:
+        raise UserError("these evaluations are of different data (their data checksums differ) and "
+                        + ", ".join(r.label for r in results if not r.by_content)
+                        + " predate per-problem hashes: evaluate again with this version of rlvr to compare them")
     shared = sorted(set.intersection(*(set(r.passed) for r in results)))
     if not shared:
-        raise UserError("these evaluations share no problem ids")
+        ids = set.intersection(*(set((r.ids or {k: k for k in r.passed}).values()) for r in results))
+        if ids:
+            raise UserError(f"these evaluations share problem ids ({len(ids)}, e.g. {min(ids)}) but not the questions under them: "
+                            "they are of different data and cannot be paired")
+        raise UserError("these evaluations share no problems")
     return shared
 
 

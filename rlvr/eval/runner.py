@@ -11,89 +11,26 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import rlvr
-from envs.pool import KINDS, VerifierPool
+from envs.pool import VerifierPool
 from envs.types import Problem, Status, Verdict
+from rlvr.eval.compare import problem_sha
 from rlvr.eval.episodes import episode_section, markdown_rows, prediction_fields
 from rlvr.eval.metrics import ks_up_to, majority_correct, mean_score_interval, pass_at_k, wilson_interval
+from rlvr.eval.settings import SETTING_NAMES, EvalSettings, InvalidSetting  # noqa: F401 - importable from here as before
 from rlvr.eval.provenance import component_provenance, library_versions, model_provenance, project_commit, redact, utc_now
 from rlvr.progress import progress_display
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams, verifier_input
 from rlvr.rollout.episodes import generate_for
-from rlvr.rollout.prompts import PromptConfig, PromptStyle, resolve_style
+from rlvr.rollout.prompts import PromptStyle, resolve_style
 from rlvr.rollout.records import EMPTY_ALARM, empty_warning  # noqa: F401 - EMPTY_ALARM: importable from here as before
 from tasks.base import Task, problems_checksum
 
 CI_METHOD = "Wilson score 95%, over problems (mean@k: each problem scored by the mean of its samples)"
-
-
-class InvalidSetting(ValueError):
-    """An `EvalSettings` field out of range; ``field`` names it."""
-
-    def __init__(self, field_name: str, message: str):
-        super().__init__(f"{field_name} {message}")
-        self.field = field_name
-        self.message = message
-
-
-@dataclass
-class EvalSettings:
-    """What to measure. Out-of-range values raise `InvalidSetting` naming the field.
-
-    Attributes:
-        split: The task split (held-out ``test`` by default).
-        greedy: Measure greedy (temperature 0) accuracy.
-        n: Samples per problem for mean@k / pass@k / maj@k (0 = no sampling).
-        temperature / top_p: Sampling parameters for the n samples.
-        max_new_tokens: Longest completion.
-        seed: Sampling seed.
-        limit: Evaluate only the first ``limit`` problems, read from the source without loading
-            the rest of the split (None = the whole split; required for an unbounded split).
-        chunk_prompts: Prompts per generate call (verification of one chunk overlaps the next).
-        verify_workers / verify_kind / verify_timeout_s: Verification pool (see
-            `envs.pool.VerifierPool`); every verification is bounded by ``verify_timeout_s``.
-        prompt: How prompts are shown (`rlvr.rollout.prompts.PromptConfig`; resolved against the
-            engine's tokenizer: ``auto`` is chat for a chat model).
-    """
-
-    split: str = "test"
-    greedy: bool = True
-    n: int = 0
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 128
-    seed: int = 0
-    limit: int | None = None
-    chunk_prompts: int = 64
-    verify_workers: int = 1
-    verify_kind: str = "thread"
-    verify_timeout_s: float = 30.0
-    prompt: PromptConfig = field(default_factory=PromptConfig)
-
-    def __post_init__(self) -> None:
-        for name, ok, message in (
-            ("n", self.n >= 0, f"must be >= 0, got {self.n}"),
-            ("limit", self.limit is None or self.limit >= 1, f"must be >= 1, got {self.limit}"),
-            ("temperature", self.temperature >= 0, f"must be >= 0, got {self.temperature}"),
-            ("temperature", self.n == 0 or self.temperature > 0,
-             f"must be > 0 to draw {self.n} samples per problem (greedy accuracy is measured separately), got {self.temperature}"),
-            ("top_p", 0 < self.top_p <= 1, f"must be in (0, 1], got {self.top_p}"),
-            ("max_new_tokens", self.max_new_tokens >= 1, f"must be >= 1, got {self.max_new_tokens}"),
-            ("chunk_prompts", self.chunk_prompts >= 1, f"must be >= 1, got {self.chunk_prompts}"),
-            ("verify_workers", self.verify_workers >= 0, f"must be >= 0, got {self.verify_workers}"),
-            ("verify_kind", self.verify_kind in KINDS, f"must be one of {', '.join(KINDS)}, got {self.verify_kind!r}"),
-            ("verify_timeout_s", self.verify_timeout_s > 0, f"must be > 0 seconds, got {self.verify_timeout_s}"),
-            ("n", self.greedy or self.n > 0, "is 0 and greedy is off: nothing to measure"),
-        ):
-            if not ok:
-                raise InvalidSetting(name, message)
-
-
-SETTING_NAMES = tuple(f.name for f in fields(EvalSettings))
 
 
 @dataclass
@@ -328,7 +265,7 @@ def write_report(report: dict[str, Any], out_dir: str | Path, problems: list[Pro
     if problems is not None and (greedy or sampled):
         with (out / "predictions.jsonl").open("w") as f:
             for i, p in enumerate(problems[: public["problems"]]):
-                row: dict[str, Any] = {"id": p.id, "reference": p.reference}
+                row: dict[str, Any] = {"id": p.id, "reference": p.reference, "problem_sha": problem_sha(p.prompt, p.reference)}
                 shown = next((s.completions[i][0].prompt_text for s in (greedy, sampled) if s is not None and s.completions[i]), "")
                 if shown:
                     row["prompt"] = shown  # as the model saw it, after the chat template

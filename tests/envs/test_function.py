@@ -99,9 +99,32 @@ def test_batched_function_gets_whole_batches_and_one_bad_value_fails_only_its_it
         verdicts = pool.verify([PROBLEM] * 3, ["4", "x", "5"])
     assert batches == [3]
     assert [v.status for v in verdicts] == [Status.OK, Status.ERROR, Status.OK] and [v.reward for v in verdicts] == [1.0, 0.0, 0.0]
-    short = envs.from_function(lambda ps, cs: [1.0], batched=True)
-    with VerifierPool(short, workers=1, kind="thread", timeout_s=5) as pool:  # a wrong count: each item is verified alone
-        assert [v.reward for v in pool.verify([PROBLEM] * 2, ["a", "b"])] == [1.0, 1.0]
+
+
+
+def test_a_batched_result_of_the_wrong_shape_is_an_error_verdict_naming_the_mismatch():
+    calls: list[int] = []
+
+    def counted(result):
+        def fn(problems, completions):
+            calls.append(len(completions))
+            return result(len(completions))
+        return fn
+
+    cases = {"returned 2 values for 3 completions": lambda n: [1.0] * (n - 1),
+             "returned 4 values for 3 completions": lambda n: [1.0] * (n + 1),
+             "returned a single float for 3 completions": lambda n: 0.5,
+             "returned a dict (3 keys) for 3 completions": lambda n: {i: 1.0 for i in range(n)}}
+    for why, result in cases.items():
+        calls.clear()
+        env = envs.from_function(counted(result), batched=True)
+        with VerifierPool(env, workers=1, kind="thread", timeout_s=5) as pool:
+            verdicts = pool.verify([PROBLEM] * 3, ["a", "b", "c"])
+        assert calls == [3], (why, calls)  # not called again item by item (which hid the mismatch)
+        assert [v.status for v in verdicts] == [Status.ERROR] * 3 and all(why in v.info["error"] for v in verdicts), (why, verdicts)
+    one = envs.from_function(lambda ps, cs: [0.5], batched=True)  # a list of one for a batch of one is right
+    assert one.verify(PROBLEM, "a").reward == 0.5
+    assert envs.from_function(lambda ps, cs: (1.0 for _ in ps), batched=True).verify_many([PROBLEM] * 2, ["a", "b"])[1].passed
 
 
 def test_bad_functions_and_options_are_refused_when_wrapped():
@@ -162,3 +185,28 @@ def test_the_math_and_code_checkers_are_one_import_away():
     assert code_tests("```python\nprint(int(input()) * 2)\n```", [{"stdin": "21\n", "stdout": "42\n"}]).passed
     with pytest.raises(ValueError, match="need entry_point"):
         code_tests(solution, "assert add(2, 3) == 5")
+
+
+def test_a_built_in_id_is_refused_before_the_built_ins_have_loaded():
+    # a fresh process: nothing has listed the registries yet, so their plugins (the built-ins) are not loaded
+    import subprocess
+    import sys
+
+    script = ("import envs, tasks\n"
+              "for make in (lambda: envs.from_function(lambda p, c: 1.0, id='math-v1'),\n"
+              "             lambda: tasks.from_dataset([{'question': f'q{i}', 'answer': '1'} for i in range(40)], id='gsm8k-v1')):\n"
+              "    try:\n        make()\n    except Exception as e:\n        print(type(e).__name__, e)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert "'math-v1' is already registered" in out.stdout, out.stdout + out.stderr
+    assert "'gsm8k-v1' is already registered" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_reward_beyond_float32_is_an_error_verdict_not_an_inf_that_trains_nothing():
+    huge = envs.from_function(lambda problem, completion: 1e300)
+    verdict = safe_verify(huge, PROBLEM, "4")
+    assert verdict.status == Status.ERROR and "finite in float32" in verdict.info["error"]
+    assert safe_verify(envs.from_function(lambda problem, completion: -3e38), PROBLEM, "4").reward == -3e38  # within range
+    batch = envs.from_function(lambda problems, completions: [1.0, 1e39], batched=True)
+    with VerifierPool(batch, workers=1, kind="thread", timeout_s=5) as pool:
+        verdicts = pool.verify([PROBLEM] * 2, ["a", "b"])
+    assert [v.status for v in verdicts] == [Status.OK, Status.ERROR] and "finite in float32" in verdicts[1].info["error"]

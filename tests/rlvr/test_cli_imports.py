@@ -60,6 +60,7 @@ def test_help_and_listings_import_no_torch(argv, tmp_path):
     (["train", "quickstart", "rollout.vllm.gpu_memory_utilization=0.5"], "is a setting of the vllm engine"),
     (["train", "quickstart", "verify.reward=nope"], "not a reward signal"),
     (["train", "quickstart", "task.id=nope-v1"], "unknown task 'nope-v1'"),
+    (["train", "quickstart", "task.id=inline-task7-v1"], "started from Python with a task object, which must be given again"),
     (["train", "no_such_config"], "neither a file nor a built-in config"),
     (["sft", "sft_quickstart", "steps=-1"], "'steps' must be >= 0"),
     (["sft", "quickstart"], "configures the policy_gradient recipe, not sft"),
@@ -69,6 +70,22 @@ def test_a_bad_training_config_is_refused_before_torch_is_imported(argv, message
     assert out["code"] == 2 and message in out["stderr"], out["stderr"]
     assert len(out["stderr"].strip().splitlines()) == 1, out["stderr"]
     assert out["heavy"] == [], f"rlvr {' '.join(argv)} imported {out['heavy']} before refusing the config"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--n", "-3"], "--n must be >= 0, got -3"),
+    (["--split", "nosuch"], "nosuch"),
+    (["--task", "nope-v1"], "unknown task 'nope-v1'"),
+    (["--task-config", "{max_digit: 2}"], "unknown config key(s) ['max_digit']; known: ['direct_frac', 'max_digits'"),
+    (["--task", "gsm8k-v1", "--task-config", "{foo: 1}"], "task gsm8k-v1: unknown config key(s) ['foo']; known: none"),
+])
+def test_a_bad_eval_option_is_refused_before_torch_is_imported(argv, message, tmp_path):
+    base = {"--model": "no/such-model", "--task": "arithmetic-v1"}
+    given = dict(zip(argv[::2], argv[1::2]))
+    out = run_probe(["eval", *[x for k, v in {**base, **given}.items() for x in (k, v)]], tmp_path)
+    assert out["code"] == 2 and message in out["stderr"], out["stderr"]
+    assert len(out["stderr"].strip().splitlines()) == 1, out["stderr"]
+    assert out["heavy"] == [], f"rlvr eval {' '.join(argv)} imported {out['heavy']} before refusing the option"
 
 
 def test_every_subcommands_help_imports_no_torch(tmp_path):

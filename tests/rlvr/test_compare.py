@@ -146,3 +146,38 @@ def test_compare_arms_refuse_what_cannot_be_paired(tmp_path, capsys):
     assert main(["compare", "--arm", f"low={low[0]},{low[1]}", "--json"]) == 0
     arm = json.loads(capsys.readouterr().out)["arms"][0]
     assert arm["mean"] == 0.25 and arm["lo"] == 0.0 and arm["hi"] == 1.0  # clipped to what an accuracy can be
+
+
+def write_content_eval(folder, questions, passed, checksum):
+    from rlvr.eval.compare import problem_sha
+
+    folder.mkdir()
+    (folder / "report.json").write_text(json.dumps({"task": {"id": "inline-task1-v1"}, "split": "validation", "data_checksum": checksum}))
+    with (folder / "predictions.jsonl").open("w") as f:
+        for i, (question, ok) in enumerate(zip(questions, passed)):
+            f.write(json.dumps({"id": f"validation/{i}", "problem_sha": problem_sha(question, "1"),
+                                "greedy": [{"text": "x", "reward": float(ok), "passed": ok, "status": "ok", "extracted": "1"}]}) + "\n")
+    return folder
+
+
+def test_compare_pairs_the_same_questions_not_the_same_positions(tmp_path, capsys):
+    import rlvr
+
+    sums = [f"Compute {i}+1." for i in range(6)]
+    a = write_content_eval(tmp_path / "a", sums, [True, True, True, False, False, False], "sha256:a")
+    shuffled = write_content_eval(tmp_path / "b", sums[::-1], [True, True, True, False, False, False], "sha256:b")
+    products = write_content_eval(tmp_path / "c", [f"Compute {i}*2." for i in range(6)], [True] * 6, "sha256:c")
+    # the same questions in another order: paired by question (b got the other half right)
+    assert main(["compare", str(a), str(shuffled), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["problems"] == 6 and out["differences"][0]["only_first"] == 3 and out["differences"][0]["only_second"] == 3
+    # the same ids over other questions: refused, in one line
+    assert main(["compare", str(a), str(products)]) != 0
+    err = capsys.readouterr().err
+    assert "not the questions under them" in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(UserError, match="not the questions"):
+        rlvr.compare([a, products])
+    with pytest.raises(UserError, match=r"labels repeat \(x\)"):
+        rlvr.compare([a, shuffled], labels=["x", "x"])
+    assert main(["compare", str(a), str(shuffled), "--labels", "x,x"]) != 0
+    assert "labels repeat" in capsys.readouterr().err

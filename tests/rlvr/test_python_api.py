@@ -100,3 +100,71 @@ def test_the_trl_comparison_counts_lines():
     body = inspect.getsource(rlvr_way).split('"""', 2)[2]
     lines = [line for line in body.splitlines() if line.strip() and not line.strip().startswith("return")]
     assert len(lines) <= 10, lines
+
+
+def _always(problem, completion):
+    return True
+
+
+def _never(problem, completion):
+    return False
+
+
+def _sum_rows():
+    return [{"question": f"Compute {a}+{b}.", "answer": str(a + b)} for a in range(10, 40) for b in range(10, 14)]
+
+
+def test_an_environment_given_for_one_call_does_not_stick_to_the_users_task():
+    from rlvr.api import _eval_task, _inline, load
+
+    task = tasks.from_dataset(_sum_rows())
+    before = (task.id, task.env_id, dict(task.env_kwargs))
+    problem = task.get("validation", 0)
+    first = _eval_task(tasks, task, {}, "validation", envs.from_function(_always), {})
+    second = _eval_task(tasks, task, {}, "validation", envs.from_function(_never), {})
+    assert first.env.verify(problem, "x").passed and not second.env.verify(problem, "x").passed
+    assert _eval_task(tasks, task, {}, "validation", None, {}).env_id == before[1]
+    assert _eval_task(tasks, task, {}, "validation", envs.from_function(lambda p, c: True), {}).env.verify(problem, "x").passed
+    for env in (_always, _never):
+        with _inline(task, envs.from_function(env)) as named:
+            made = load("quickstart", named).task.make()
+            assert made.env.verify(problem, "x").passed is (env is _always)
+    assert (task.id, task.env_id, dict(task.env_kwargs)) == before
+    env = envs.from_function(_always)
+    with _inline(task, env) as named:
+        load("quickstart", named).task.make().env  # noqa: B018
+    assert not env.id
+
+
+def test_a_lambda_reward_with_process_workers_is_refused_before_the_model_loads(tmp_path):
+    lam = envs.from_function(lambda problem, completion: 1.0)
+    task = tasks.from_dataset(_sum_rows())
+    missing = str(tmp_path / "no-such-model")  # reached only if the check let it through
+    with pytest.raises(rlvr.UserError) as caught:
+        rlvr.train("quickstart", task=task, env=lam, verify={"kind": "process"}, model={"name_or_path": missing}, output_dir=str(tmp_path))
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("verify.kind=process: reward function ") and "<lambda> is a lambda" in message
+    assert "top level of a module" in message and "verify.kind=thread" in message
+    with pytest.raises(rlvr.UserError, match=r"verify.kind=process: reward function \S*<lambda> is a lambda"):
+        rlvr.evaluate(missing, tasks.from_dataset(_sum_rows(), env=lam), split="validation", verify_kind="process")
+    with pytest.raises(rlvr.UserError, match="no-such-model"):  # a top-level def goes on to the next check
+        rlvr.evaluate(missing, task, env=envs.from_function(_always), split="validation", verify_kind="process")
+
+
+def test_a_run_on_a_task_object_resumes_when_the_object_is_given_again(sft_base, tmp_path, capsys):
+    from rlvr.cli import main
+
+    task = tasks.from_dataset(_sum_rows())
+    small = dict(output_dir=str(tmp_path), name="res", model={"name_or_path": str(sft_base)}, update={"steps": 1}, threads=1,
+                 rollout={"prompts_per_step": 2, "group_size": 2, "max_new_tokens": 16}, eval={"every": 0, "at_start": False},
+                 log={"tensorboard": False, "plot": False, "progress": False, "checkpoint_every": 1})
+    first = rlvr.train("quickstart", task=task, env=envs.from_function(_always), **small)
+    assert first.completed and first.steps == 1
+    with pytest.raises(rlvr.UserError, match=r"task.id=inline-task\d+-v1: this run was started from Python with a task object"):
+        rlvr.train(str(first.run_dir), resume=True, update={"steps": 2})
+    capsys.readouterr()
+    assert main(["train", str(first.run_dir), "--resume", "update.steps=2"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "started from Python with a task object, which must be given again" in err
+    resumed = rlvr.train(str(first.run_dir), resume=True, task=task, env=envs.from_function(_always), update={"steps": 2})
+    assert resumed.completed and resumed.steps == 2 and resumed.metrics["reward/mean"] == 1.0

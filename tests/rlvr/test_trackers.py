@@ -119,6 +119,86 @@ def test_a_tracker_that_fails_mid_run_is_counted_and_warned_once_and_the_others_
     assert events.Tags()["scalars"] == ["reward/mean"]  # the NaN and the text are left out
 
 
+def test_a_tracker_whose_server_does_not_answer_is_refused_in_one_line_naming_it_and_the_uri(tmp_path, monkeypatch):
+    import socket
+
+    pytest.importorskip("mlflow")
+    server = socket.socket()  # a real server on 127.0.0.1 that accepts and never answers
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    uri = f"http://127.0.0.1:{server.getsockname()[1]}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    for key in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "300")  # the user's own setting is kept
+    try:
+        with pytest.raises(TrackerError) as caught:
+            Trackers.open(["mlflow"], tracked_run(tmp_path), start_timeout_s=1)
+    finally:
+        server.close()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"log.report_to: mlflow did not start within 1 s (at {uri})") and "leave mlflow out of log.report_to" in message
+    # mlflow itself gives up in seconds, not after minutes of retries, unless told otherwise
+    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2" and os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "300"
+
+
+def test_trackio_with_a_folder_it_cannot_write_is_refused_in_one_line(tmp_path):
+    pytest.importorskip("trackio")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # a folder under a file cannot be made, whoever runs the test
+    env = os.environ | {"TRACKIO_DIR": str(blocked / "trackio"), "HF_HUB_OFFLINE": "1"}
+    script = ("import sys; from pathlib import Path; from rlvr.trackers import Trackers, TrackedRun, TrackerError\n"
+              "try:\n    Trackers.open(['trackio'], TrackedRun('run', 'rlvr-test', Path(sys.argv[1]), {}, {}))\n"
+              "except TrackerError as e:\n    print('REFUSED', e)\n")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "run")], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    (line,) = [x for x in out.stdout.splitlines() if x.startswith("REFUSED")]
+    assert line.startswith(f"REFUSED log.report_to: trackio could not start (OSError: TRACKIO_DIR {blocked / 'trackio'} is not a writable folder"), out.stdout + out.stderr
+    assert "leave trackio out of log.report_to" in line
+
+
+class _Hanging(Tracker):
+    """A tracker plugin whose server stops answering after it starts."""
+
+    name = "hanging-test-tracker"
+    install = "nothing"
+
+    def start(self, run: TrackedRun) -> None:
+        import threading
+
+        self.release, self.answered, self.logged = threading.Event(), threading.Event(), []
+
+    def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
+        self.release.wait()
+        self.logged.append(step)
+        self.answered.set()
+
+    def log_report(self, step: int, name: str, report: dict, path: Path) -> None:
+        pass
+
+    def finish(self, status: str) -> None:
+        pass
+
+
+def test_a_tracker_call_that_does_not_return_is_left_behind_counted_and_warned_once(tmp_path, monkeypatch):
+    monkeypatch.setitem(TRACKERS, _Hanging.name, _Hanging)
+    printed: list[str] = []
+    trackers = Trackers.open([_Hanging.name], tracked_run(tmp_path), print=printed.append, call_timeout_s=0.2)
+    hanging = trackers.trackers[0]
+    for step in (1, 2, 3):  # the first call does not return: it and the two skipped after it are counted
+        trackers.log_metrics(step, {"reward/mean": 0.5})
+    assert trackers.failures == {_Hanging.name: 3} and hanging.logged == []
+    hanging.release.set()
+    assert hanging.answered.wait(60)
+    trackers._busy[_Hanging.name].join(60)
+    trackers.log_metrics(4, {"reward/mean": 0.5})  # answering again: logged
+    trackers.finish("completed")
+    assert hanging.logged == [1, 4] and trackers.failures == {_Hanging.name: 3}
+    assert len(printed) == 2, printed
+    assert printed[0] == f"warning: tracker {_Hanging.name} failed in log_metrics: no answer within 0.2 s (the run goes on; further failures are counted)"
+    assert "3 call(s) failed" in printed[1]
+
+
 # -- one short run reporting to every tracker, read back from each store ---------------------------
 
 

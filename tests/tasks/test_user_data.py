@@ -89,7 +89,7 @@ def test_a_file_of_each_format_loads_through_datasets(tmp_path, fmt):
     {"jsonl": lambda: write_jsonl(path, ROWS), "csv": lambda: frame.to_csv(str(path)), "parquet": lambda: frame.to_parquet(str(path))}[fmt]()
     task = tasks.from_dataset(path, question="q", answer="a")
     assert task.size("train") + task.size("validation") == 300
-    assert str(task.get("train", 0).reference) in {r["a"] for r in ROWS}  # csv reads the answers as numbers
+    assert task.get("train", 0).reference in {r["a"] for r in ROWS}  # as written, in every format (csv too)
 
 
 def test_a_folder_gives_its_splits_by_file_name(tmp_path):
@@ -189,3 +189,44 @@ def test_tasks_show_and_list(tmp_path, capsys):
     header, *rows = capsys.readouterr().out.splitlines()
     assert header.split() == ["ID", "SOURCE", "ENV", "DESCRIPTION"]
     assert any(r.split()[:3] == ["arithmetic-v1", "rlvr", "math-v1"] for r in rows)
+
+
+def test_csv_answers_are_read_as_written(tmp_path):
+    cells = ["007", "12345678901234567891", "NA", "None", "2.50", "nan", "-0", "True"]
+    path = tmp_path / "edge.csv"
+    path.write_text("question,answer\n" + "".join(f"Q{i} what?,{c}\n" for i, c in enumerate(cells))
+                    + "".join(f"Q{i} filler?,{i}\n" for i in range(len(cells), 60)))
+    task = tasks.from_dataset(str(path), validation_fraction=0)
+    answers = {task.get("train", i).prompt: task.get("train", i).reference for i in range(task.size("train"))}
+    assert [answers[f"Q{i} what?"] for i in range(len(cells))] == cells
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "train.csv").write_text(path.read_text())
+    (folder / "test.csv").write_text("question,answer\nQ9 x?,007\n")
+    loaded = tasks.from_dataset(str(folder), validation_fraction=0)
+    assert loaded.get("test", 0).reference == "007" and loaded.get("train", 0).reference == "007"
+
+
+def test_near_copies_of_a_question_share_a_split_and_conflicting_answers_are_warned():
+    rows = [{"question": f"What is {a} plus {b}?", "answer": str(a + b)} for a in range(30) for b in range(10)]
+    copies = [{"question": r["question"].replace("?", " ?").upper().replace("WHAT", "what  "), "answer": r["answer"]} for r in rows]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same answers: nothing to warn about
+        task = tasks.from_dataset(rows + copies, validation_fraction=0.2, test_fraction=0.2)
+    where = {}
+    for split in task.splits:
+        for i in range(task.size(split)):
+            key = " ".join(task.get(split, i).prompt.lower().replace(" ?", "?").split())
+            where.setdefault(key, set()).add(split)
+    assert len(where) == 300 and all(len(splits) == 1 for splits in where.values())
+    with pytest.warns(RuntimeWarning, match=r"1 repeated question\(s\) with a different answer \(first: train row 0 and train row 300 ask 'what is 0 plus 0\?' with answers \"0\" and \"1\""):
+        tasks.from_dataset(rows + [{"question": "What is 0 plus 0 ?", "answer": "1"}], validation_fraction=0.2)
+
+
+def test_a_misspelled_task_config_key_lists_the_valid_ones(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    write_jsonl(path, ROWS)
+    with pytest.raises(tasks.TaskError, match=r"file:.*rows.jsonl: unknown config key\(s\) \['questoin'\]; known: \['answer', .*'question'"):
+        tasks.make(f"file:{path}", questoin="q", answer="a")
+    with pytest.raises(tasks.TaskError, match=r"task gsm8k-v1: unknown config key\(s\) \['foo'\]; known: none \(it takes no config\)"):
+        tasks.make("gsm8k-v1", foo=1)
