@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -138,6 +139,44 @@ def export(request: ExportRequest) -> ExportResult:
                                                "or, without Harbor: bash tests/test.sh with /app, /tests and /logs mounted"])
 
 
+def read_response(response_file: str, problem_file: str) -> tuple[str, str | None]:
+    """The agent's response and, when it must not be judged, why (its reward is 0): the agent owns
+    /app, so a response that is a symlink (at any step of its path), a hard link (another name for a
+    file it could not write, the problem with its reference among them) or not a regular file would
+    have the grader read something other than what the agent wrote. No response file is an empty
+    response."""
+    parts = Path(response_file).parts
+    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    folder = os.open(parts[0] if Path(response_file).is_absolute() else ".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in parts[1 if Path(response_file).is_absolute() else 0:-1]:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+        fd = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=folder)
+    except FileNotFoundError:
+        return "", None
+    except OSError as e:  # ELOOP: a symlink; ENOTDIR: a link where a folder was
+        return "", f"{response_file} is not a plain file the agent wrote ({os.strerror(e.errno) if e.errno else e}): not judged"
+    finally:
+        os.close(folder)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return "", f"{response_file} is not a regular file: not judged"
+        if info.st_nlink != 1 or _same_file(info, problem_file):
+            return "", f"{response_file} is a hard link (another name for a file the agent did not write): not judged"
+        return handle.read().decode(errors="replace"), None
+
+
+def _same_file(info: os.stat_result, path: str) -> bool:
+    try:
+        other = os.stat(path)
+    except OSError:
+        return False
+    return (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino)
+
+
 def judge_response(problem_file: str, response_file: str, logs: str, timeout_s: float = 60.0, sha256: str | None = None) -> Verdict:
     """What ``tests/test.sh`` runs: rlvr's verdict on the response, written to ``logs``. A problem
     file whose sha256 is not ``sha256`` (the one test.sh carries) is a `HubError` naming it."""
@@ -150,13 +189,13 @@ def judge_response(problem_file: str, response_file: str, logs: str, timeout_s: 
         raise HubError(f"{problem_file} does not match its checksum in tests/test.sh: the task's problem was changed")
     spec = json.loads(data)
     problem = Problem.from_dict(spec["problem"])
-    try:
-        response = Path(response_file).read_text(errors="replace")
-    except OSError:
-        response = ""
-    env = envs.make(spec["env"], **spec.get("env_kwargs", {}))
-    with VerifierPool(env, workers=1, kind="thread", timeout_s=timeout_s) as pool:
-        verdict = pool.verify([problem], [response])[0]
+    response, refused = read_response(response_file, problem_file)
+    if refused is not None:
+        verdict = Verdict.no_answer(error=refused)
+    else:
+        env = envs.make(spec["env"], **spec.get("env_kwargs", {}))
+        with VerifierPool(env, workers=1, kind="thread", timeout_s=timeout_s) as pool:
+            verdict = pool.verify([problem], [response])[0]
     Path(logs).mkdir(parents=True, exist_ok=True)
     (Path(logs) / "reward.txt").write_text(f"{verdict.reward:g}\n")
     (Path(logs) / "verdict.json").write_text(json.dumps(verdict.to_dict(), default=str) + "\n")

@@ -228,3 +228,52 @@ def test_harbor_task_installs_its_grader_from_its_own_folder_offline(tmp_path):
                             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=300)
     assert judged.returncode == 0 and judged.stdout.count(str(venv)) == 2, judged.stdout + judged.stderr
     assert (tmp_path / "logs" / "verifier" / "reward.txt").read_text().strip() == "1"
+
+
+@pytest.mark.parametrize("commands", [
+    "ln -s /tests/problem.json /app/response.txt",
+    "mkdir -p /app/d && ln -s /tests /app/t && ln -s /tests/problem.json /app/d/x && ln -s /app/d/x /app/response.txt",
+    "mkfifo /app/response.txt",
+])
+def test_harbor_response_that_is_a_link_to_the_problem_is_not_judged(tmp_path, commands):
+    """The agent owns /app: a response that points at /tests/problem.json (which carries the
+    reference) is not read as the response, through rlvr's own ``harbor:`` import and through the
+    exported tests/test.sh run with /tests mounted (as Harbor does, after the agent)."""
+    from rlvr.hubs.harbor import run_task_script
+
+    source = tasks.make("arithmetic-v1")
+    export("harbor", "math-v1", source, tmp_path / "h", splits=["test"], limit=1)
+    imported = tasks.make(f"harbor:{tmp_path / 'h'}")
+    problem = imported.get("test", 0)
+    gold = imported.env.verify(problem, imported.env.gold_completion(problem))
+    assert gold.reward == 1.0, gold
+    cheat = imported.env.verify(problem, f"```bash\n{commands}\n```\n")
+    assert cheat.reward == 0.0, cheat
+    folder = next(p for p in (tmp_path / "h").iterdir() if (p / "tests" / "test.sh").is_file())
+    app, logs = tmp_path / "app", tmp_path / "logs"
+    app.mkdir()
+    logs.mkdir()
+    (app / "response.txt").symlink_to("/tests/problem.json")
+    done = run_task_script(folder, app, logs, Path("/tests/test.sh"))
+    assert done.returncode == 0, done
+    assert (logs / "verifier" / "reward.txt").read_text().strip() == "0"
+    assert "not judged" in (logs / "verifier" / "verdict.json").read_text()
+    reference = str(source.problems("test", limit=1)[0].reference)
+    assert reference not in (logs / "verifier" / "verdict.json").read_text()
+
+
+def test_harbor_response_that_is_a_hard_link_is_not_judged(tmp_path):
+    from rlvr.hubs.harbor import judge_response
+
+    source = tasks.make("arithmetic-v1")
+    export("harbor", "math-v1", source, tmp_path / "h", splits=["test"], limit=1)
+    folder = next(p for p in (tmp_path / "h").iterdir() if (p / "tests" / "test.sh").is_file())
+    problem = source.problems("test", limit=1)[0]
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text(source.env.gold_completion(problem))
+    (tmp_path / "response.txt").hardlink_to(elsewhere)
+    verdict = judge_response(str(folder / "tests" / "problem.json"), str(tmp_path / "response.txt"), str(tmp_path / "logs"))
+    assert verdict.reward == 0.0 and "hard link" in verdict.info["error"], verdict
+    elsewhere.unlink()
+    verdict = judge_response(str(folder / "tests" / "problem.json"), str(tmp_path / "response.txt"), str(tmp_path / "logs"))
+    assert verdict.reward == 1.0, verdict
