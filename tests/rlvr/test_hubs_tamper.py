@@ -171,6 +171,19 @@ def test_nemo_gym_rows_carry_no_answer_and_a_changed_row_is_refused(tmp_path, se
     for changed in ({**row["rlvr_problem"], "index": 0}, {**row["rlvr_problem"], "checksum": "sha256:" + "0" * 64}):
         status, answer = verify({**row, "rlvr_problem": changed}, gold)
         assert status == 400 and "checksum" in answer, answer
+    # a row that brings its own problem (with a made-up gold), names no checksum, or pairs another
+    # problem's prompt with this reference is refused, never judged by what the row says
+    made_up = {"id": "x", "prompt": "What is 1+1?", "reference": "777"}
+    for reference in (made_up, {**made_up, **row["rlvr_problem"]}, {k: v for k, v in row["rlvr_problem"].items() if k != "checksum"},
+                      {**row["rlvr_problem"], "checksum": None}):
+        status, answer = verify({**row, "rlvr_problem": reference}, "Answer: 777")
+        assert status == 400 and "'split', 'index', 'checksum'" in answer, answer
+    other = json.loads((tmp_path / "ng" / "data" / "train.jsonl").read_text().splitlines()[0])
+    status, answer = verify({**row, "responses_create_params": other["responses_create_params"]}, gold)
+    assert status == 400 and "not the prompt of problem 1" in answer, answer
+    with_system = [{"role": "system", "content": "Be brief.", "type": "message"}, *row["responses_create_params"]["input"]]
+    status, answer = verify({**row, "responses_create_params": {"input": with_system}}, gold)
+    assert status == 200 and answer["reward"] == 1.0
 
 
 @pytest.mark.parametrize("env_id,task_id", TASKS)
