@@ -67,6 +67,11 @@ def test_verifiers_export_refuses_changed_data(tmp_path, monkeypatch, env_id, ta
         with pytest.raises(tasks.TaskError) as e:  # verifiers' own loader runs the taskset's load()
             tasks.make(f"verifiers:{name}", splits={"train": {"split": "train"}}).get("train", 0)
         one_line_naming(e.value, "train.jsonl")
+    # the checksums are the package's code, not a config field an override could empty
+    for override in ({"checksums": {}}, {"checksums": {"train": None}}):
+        with pytest.raises(tasks.TaskError) as e:
+            tasks.make(f"verifiers:{name}", splits={"train": {"split": "train"}}, taskset=override).get("train", 0)
+        one_line_naming(e.value, "checksums")
 
 
 @pytest.mark.parametrize("env_id,task_id", TASKS)
