@@ -39,6 +39,8 @@ from rlvr.hubs import HubError
 from rlvr.hubs.common import ExportRequest, ExportResult, write
 
 RESPONSE = "/app/response.txt"
+BAKED_HASHES = "rlvr/hubs/harbor_exported_problems.json"
+"""Where, in the wheel a Harbor export writes, the sha256 of each of its problem.json files lies."""
 
 TEST_SH = """#!/bin/bash
 # rlvr's verifier judges the agent's response (/app/response.txt) against /tests/problem.json and
@@ -110,7 +112,14 @@ def export(request: ExportRequest) -> ExportResult:
 
     out = request.out
     files = request.write_data(out / "rlvr_data")
-    wheels = [build_wheel(out / "rlvr_data" / "wheels"), *(_link(w, out / "rlvr_data" / "wheels" / w.name) for w in _grader_wheels())]
+    specs = {(split, index): json.dumps({"env": request.env_id, "env_kwargs": request.env_kwargs, "split": split,
+                                         "heldout": split in request.heldout, "problem": problem.to_dict()}, indent=1) + "\n"
+             for split, problems in request.splits.items() for index, problem in enumerate(problems)}
+    # the wheel the task's image installs carries the problems' hashes too: a test.sh whose --sha256
+    # was edited along with problem.json is still refused by the installed grader
+    baked = json.dumps(sorted(hashlib.sha256(spec.encode()).hexdigest() for spec in specs.values())).encode()
+    wheels = [build_wheel(out / "rlvr_data" / "wheels", {BAKED_HASHES: baked}),
+              *(_link(w, out / "rlvr_data" / "wheels" / w.name) for w in _grader_wheels())]
     files += wheels
     category = "code" if "code" in request.env_id else "math"
     for split, problems in request.splits.items():
@@ -125,8 +134,7 @@ def export(request: ExportRequest) -> ExportResult:
                                                                       heldout=str(split in request.heldout).lower())))
             files.append(write(folder / "environment" / "Dockerfile", DOCKERFILE))
             files += [_link(wheel, folder / "environment" / "wheels" / wheel.name) for wheel in wheels]
-            spec = json.dumps({"env": request.env_id, "env_kwargs": request.env_kwargs, "split": split, "heldout": split in request.heldout,
-                               "problem": problem.to_dict()}, indent=1) + "\n"
+            spec = specs[split, index]
             files.append(write(folder / "tests" / "problem.json", spec))
             files.append(write(folder / "tests" / "test.sh", TEST_SH.format(sha256=hashlib.sha256(spec.encode()).hexdigest())))
             gold = request.env.gold_completion(problem)
@@ -179,14 +187,20 @@ def _same_file(info: os.stat_result, path: str) -> bool:
 
 def judge_response(problem_file: str, response_file: str, logs: str, timeout_s: float = 60.0, sha256: str | None = None) -> Verdict:
     """What ``tests/test.sh`` runs: rlvr's verdict on the response, written to ``logs``. A problem
-    file whose sha256 is not ``sha256`` (the one test.sh carries) is a `HubError` naming it."""
+    file whose sha256 is not ``sha256`` (the one test.sh carries, required), or, where rlvr runs from
+    an export's wheel, not one of the hashes baked into it, is a `HubError` naming it."""
     from envs.pool import VerifierPool
 
     import envs
 
     data = Path(problem_file).read_bytes()
-    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+    if not sha256:
+        raise HubError("tests/test.sh gives no --sha256 of the problem: the task's test.sh was changed")
+    if hashlib.sha256(data).hexdigest() != sha256:
         raise HubError(f"{problem_file} does not match its checksum in tests/test.sh: the task's problem was changed")
+    baked = Path(__file__).with_name(Path(BAKED_HASHES).name)
+    if baked.is_file() and sha256 not in json.loads(baked.read_text()):
+        raise HubError(f"{problem_file} is not a problem this task's rlvr wheel was exported with: the task's problem was changed")
     spec = json.loads(data)
     problem = Problem.from_dict(spec["problem"])
     response, refused = read_response(response_file, problem_file)
@@ -290,14 +304,13 @@ def run_harbor_task(task_dir: Path, commands: str, timeout_s: float = 120.0) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR [--sha256 HEX]`` (what tests/test.sh runs)."""
+    """``python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR --sha256 HEX`` (what tests/test.sh runs)."""
     argv = sys.argv[1:] if argv is None else argv
-    sha256 = None
-    if len(argv) == 5 and argv[3] == "--sha256":
-        argv, sha256 = argv[:3], argv[4]
-    if len(argv) != 3:
-        print("usage: python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR [--sha256 HEX]", file=sys.stderr)
+    if len(argv) != 5 or argv[3] != "--sha256":
+        print("error: usage: python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR --sha256 HEX (the problem's hash is "
+              "required: a tests/test.sh without it was changed)", file=sys.stderr)
         return 2
+    argv, sha256 = argv[:3], argv[4]
     try:
         verdict = judge_response(*argv, sha256=sha256)
     except HubError as e:

@@ -6,7 +6,9 @@ problem differs refuses it."""
 from __future__ import annotations
 
 import importlib
+import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -246,6 +248,36 @@ def test_harbor_task_installs_its_grader_from_its_own_folder_offline(tmp_path):
                             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=300)
     assert judged.returncode == 0 and judged.stdout.count(str(venv)) == 2, judged.stdout + judged.stderr
     assert (tmp_path / "logs" / "verifier" / "reward.txt").read_text().strip() == "1"
+    # a changed problem with test.sh's hash changed to match is still refused by the installed grader:
+    # the wheel carries the export's hashes
+    spec = json.loads((folder / "tests" / "problem.json").read_text())
+    spec["problem"] = change_gold(spec["problem"])
+    (folder / "tests" / "problem.json").write_text(json.dumps(spec, indent=1) + "\n")
+    forged = re.sub(r"--sha256 [0-9a-f]+", "--sha256 " + hashlib.sha256((folder / "tests" / "problem.json").read_bytes()).hexdigest(), command)
+    (tmp_path / "logs" / "verifier" / "reward.txt").unlink()
+    judged = subprocess.run(["bash", "-c", forged], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+                            capture_output=True, text=True, timeout=300)
+    assert judged.returncode != 0 and not (tmp_path / "logs" / "verifier" / "reward.txt").exists(), judged.stdout + judged.stderr
+    lines = judged.stderr.strip().splitlines()
+    assert len(lines) == 1 and "exported with" in lines[0], judged.stderr
+
+
+def test_harbor_test_sh_without_the_hash_is_refused(tmp_path):
+    from rlvr.hubs.harbor import run_task_script
+
+    source = tasks.make("arithmetic-v1")
+    export("harbor", "math-v1", source, tmp_path / "h", splits=["test"], limit=1)
+    folder = next(p for p in (tmp_path / "h").iterdir() if (p / "tests" / "test.sh").is_file())
+    test_sh = folder / "tests" / "test.sh"
+    test_sh.write_text(re.sub(r" --sha256 [0-9a-f]+", "", test_sh.read_text()))
+    app, logs = tmp_path / "app", tmp_path / "logs"
+    app.mkdir()
+    logs.mkdir()
+    (app / "response.txt").write_text(source.env.gold_completion(source.problems("test", limit=1)[0]))
+    done = run_task_script(folder, app, logs, Path("/tests/test.sh"))
+    assert done.returncode != 0 and not (logs / "verifier" / "reward.txt").exists(), done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--sha256" in lines[0], done.stderr
 
 
 @pytest.mark.parametrize("commands", [
@@ -290,8 +322,9 @@ def test_harbor_response_that_is_a_hard_link_is_not_judged(tmp_path):
     elsewhere = tmp_path / "elsewhere.txt"
     elsewhere.write_text(source.env.gold_completion(problem))
     (tmp_path / "response.txt").hardlink_to(elsewhere)
-    verdict = judge_response(str(folder / "tests" / "problem.json"), str(tmp_path / "response.txt"), str(tmp_path / "logs"))
+    sha = re.search(r"--sha256 ([0-9a-f]+)", (folder / "tests" / "test.sh").read_text()).group(1)
+    verdict = judge_response(str(folder / "tests" / "problem.json"), str(tmp_path / "response.txt"), str(tmp_path / "logs"), sha256=sha)
     assert verdict.reward == 0.0 and "hard link" in verdict.info["error"], verdict
     elsewhere.unlink()
-    verdict = judge_response(str(folder / "tests" / "problem.json"), str(tmp_path / "response.txt"), str(tmp_path / "logs"))
+    verdict = judge_response(str(folder / "tests" / "problem.json"), str(tmp_path / "response.txt"), str(tmp_path / "logs"), sha256=sha)
     assert verdict.reward == 1.0, verdict
