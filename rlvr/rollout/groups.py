@@ -326,8 +326,10 @@ class GroupSource:
         if pipeline.queued_batch_waiting():
             faults.reached("queued")  # samples are in flight behind this batch
         report = produced.report
-        if self.probe is None and report.generated:  # a fixed probe from the first batch checks every later version
-            completions = [c for g in report.generated for c in g.completions]
+        # a fixed probe from the first batch checks every later version; with partial rollouts its
+        # groups may all be parked (cut, to be continued): their tokens so far are a probe as good
+        completions = [c for g in report.generated for c in g.completions] + [c for g in produced.state.parked for c in g.completions]
+        if self.probe is None and any(c.token_ids for c in completions):
             self.probe = SyncProbe.from_completions(completions, self.cfg.rollout.probe.max_gap, k=self.cfg.rollout.probe.completions)
             pipeline.set_probe(self.probe, self.policy.unwrapped, self.tokenizer.pad_token_id)
         metrics |= pipeline.check_probe(produced)

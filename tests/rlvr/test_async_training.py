@@ -87,6 +87,8 @@ def test_partial_rollouts_mix_versions_within_the_bound(sft_base, tmp_path, rl_o
     # every batch starts its own prompts: after the first, whose long groups all wait, each step trains on something
     assert all(r.get("batch/groups", 0) > 0 for r in rows[1:])
     assert all(r["async/version"] == max(0, r["step"] - 2) for r in rows)  # one round ahead of the trainer
+    # every batch proves the version that sampled it, the first ones too (whose groups were all parked)
+    assert all("sync/logprob_gap_mean" in r for r in rows), [sorted(k for k in r if k.startswith("sync/")) for r in rows]
     samples = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert any(len(s["completion"]) > 16 for s in samples)  # long answers made it through, whole
 
