@@ -454,8 +454,10 @@ class GroupSource:
         self.prefetched = state.get("prefetched")
         saved_async = state.get("async")
         if (saved_async is not None) != (self.asynchronous is not None):
-            raise UserError(f"this checkpoint was written with rollout.async.max_staleness={'>= 1' if saved_async is not None else 0}: "
-                            "resume with the run's own setting (a run cannot switch between synchronous and asynchronous generation)")
+            saved_k = saved_async.get("max_staleness", ">= 1") if saved_async is not None else 0
+            asked_k = self.asynchronous.k if self.asynchronous is not None else 0
+            raise UserError(f"this checkpoint was written with rollout.async.max_staleness={saved_k}, not {asked_k}: resume with the "
+                            "run's own setting (a run cannot switch between synchronous and asynchronous generation)")
         if self.asynchronous is not None:
             self.asynchronous.load_state_dict(saved_async)
             self.probe = self.asynchronous.probe  # the probe the saved batches' versions were scored with

@@ -252,3 +252,13 @@ def test_a_signal_to_the_whole_process_group_checkpoints_and_leaves_the_worker_a
     steps = len(_rows(run))
     assert state["status"] == "interrupted" and 1 <= steps < 40, state
     assert (run / "checkpoints" / f"step-{steps}").is_dir() and not list((run / "checkpoints").glob("*.tmp"))
+
+
+def test_a_resume_that_switches_to_synchronous_names_both_settings(sft_base, tmp_path, rl_overrides):
+    from rlvr import UserError
+
+    args = rl_overrides(tmp_path, sft_base, "update.steps=2", "log.checkpoint_every=1", "rollout.async.max_staleness=2", *SMALL)
+    assert train(load_config(TrainConfig, "quickstart", args)).status == "completed"
+    with pytest.raises(UserError) as e:
+        train(load_config(TrainConfig, "quickstart", [*args, "resume=true", "update.steps=3", "rollout.async.max_staleness=0"]))
+    assert "rollout.async.max_staleness=2, not 0" in str(e.value) and "\n" not in str(e.value), e.value
