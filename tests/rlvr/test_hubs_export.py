@@ -176,6 +176,7 @@ def test_unknown_hub_names_and_ambiguous_defaults_are_one_line_errors(tmp_path, 
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"prompt": [{"role": "user", "content": "1+1?"}], "reward_spec": {"ground_truth": "2"}}) + "\n")
     for argv in (["envs", "check", "hubs/verifiers-v1", "--task", "verifiers:no_such_taskset"],
+                 ["envs", "check", "hubs/verifiers-v1", "--task", "verifiers:json"],  # a module that is not a taskset
                  ["envs", "check", "hubs/skyrl-gym-v1", "--task", "skyrl-gym:no_such_env", "--task-config", json.dumps({"data": {"test": str(rows)}})],
                  ["envs", "export", "math-v1", "--to", "verifiers", "--out", str(tmp_path / "x")]):
         assert main(argv) == 2
