@@ -93,7 +93,10 @@ def test_skyrl_export_refuses_changed_rows_and_data(tmp_path, monkeypatch, env_i
     edits = [{**rows[1], "extra_info": {**rows[1]["extra_info"], "rlvr_problem": json.dumps(change_gold(problem))}},
              {**rows[1], "reward_spec": {**rows[1]["reward_spec"], "ground_truth": "12345"}},
              {**rows[1], "prompt": [{"role": "user", "content": "Say hello."}]},
-             {**rows[1], "extra_info": {**rows[1]["extra_info"], "index": 0}}]  # another problem's row number
+             {**rows[1], "extra_info": {**rows[1]["extra_info"], "index": 0}},  # another problem's row number
+             {**rows[1], "extra_info": {**rows[1]["extra_info"], "index": -1}},
+             {**rows[1], "extra_info": {**rows[1]["extra_info"], "index": 7}},
+             {k: v for k, v in rows[1].items() if k != "extra_info"}]
     for row in edits:
         with pytest.raises(HubError) as e:  # SkyRL's generator: make(env_class, extras=row) per sample
             skyrl_gym.make(name, extras=row)
