@@ -72,7 +72,11 @@ class SkyRLGymEnv(HubEnvironment):
         self.ensure_registered()  # an empty completion too: its reward is the hub's (SkyRL's AIME gives it -1, as a wrong one)
         gym = _skyrl_gym()
         row = problem.reference["row"]
-        env = gym.make(self.env_class, env_config=self.env_config, extras=json.loads(json.dumps(row)))
+        extras = json.loads(json.dumps(row))
+        for given, other in (("reward_spec", "reward_model"), ("reward_model", "reward_spec")):
+            if given in extras and other not in extras:  # SkyRL's environments read one name or the other (aime: reward_model)
+                extras[other] = extras[given]
+        env = gym.make(self.env_class, env_config=self.env_config, extras=extras)
         try:
             env.init(row.get("prompt"))
             out = env.step(completion)

@@ -70,6 +70,8 @@ def task_class(taskset: str, imports: tuple[str, ...] = ()) -> type:
         task_type = vf.utils.loaders.taskset_class(taskset).task_type()
     except ModuleNotFoundError as e:
         raise ValueError(f"verifiers taskset {taskset!r} is not installed: {e}") from None
+    except TypeError as e:  # a module that is not a taskset (e.g. verifiers:json): verifiers names what it exports
+        raise ValueError(f"{taskset!r} is not a verifiers taskset: {e}".splitlines()[0]) from None
     check_supported(taskset, task_type)
     return task_type
 

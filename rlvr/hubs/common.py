@@ -10,7 +10,9 @@ side can check that it reads the data rlvr wrote and that train and test do not 
 from __future__ import annotations
 
 import json
+import keyword
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,8 +83,11 @@ class ExportRequest:
         tag = HUB_TAGS.get(hub, hub)
         default = re.sub(r"\W+", "_", f"rlvr_{tag}_{envs.parse_id(env_id).name}_{task.id if task is not None else 'examples'}").strip("_").lower()
         name = name or default
-        if not name.isidentifier():
+        if not name.isidentifier() or keyword.iskeyword(name):
             raise HubError(f"--name must be a Python identifier (letters, digits, _), got {name!r}")
+        shadowed = shadowed_module(name)
+        if shadowed:
+            raise HubError(f"--name {name!r} is {shadowed}: the exported package would shadow it; choose another name")
         return cls(hub, env_id, env_kwargs, env, task, out, data, name)
 
     @property
@@ -175,6 +180,30 @@ def literal(value: Any) -> str:
     """``value`` as Python source (JSON data parsed at import: never JSON pasted into code, where
     ``false`` and ``null`` are not Python)."""
     return f"json.loads({json.dumps(json.dumps(value, sort_keys=True))})"
+
+
+def shadowed_module(name: str) -> str | None:
+    """What an exported package called ``name`` would shadow (a description), or None: rlvr's own
+    packages, the standard library, or any importable top-level module that is not an earlier rlvr
+    export (one with an ``rlvr_export.json`` in its folder: exporting it again is fine)."""
+    import importlib.util
+
+    from rlvr.hubs.wheel import PACKAGES
+
+    if name in PACKAGES:
+        return "one of rlvr's own packages"
+    if name in sys.stdlib_module_names:
+        return "a module of Python's standard library"
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    for folder in spec.submodule_search_locations or ():
+        if any(Path(folder).glob(f"*/{MANIFEST}")) or (Path(folder) / MANIFEST).is_file():
+            return None
+    return f"an importable module here ({spec.origin or 'a namespace package'})"
 
 
 def package_pyproject(name: str, description: str, requires_python: str, dependencies: list[str]) -> str:

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,8 @@ from rlvr.hubs import HubError
 from rlvr.hubs.common import ExportRequest, ExportResult, write
 
 RESPONSE = "/app/response.txt"
+BAKED_HASHES = "rlvr/hubs/harbor_exported_problems.json"
+"""Where, in the wheel a Harbor export writes, the sha256 of each of its problem.json files lies."""
 
 TEST_SH = """#!/bin/bash
 # rlvr's verifier judges the agent's response (/app/response.txt) against /tests/problem.json and
@@ -109,7 +112,14 @@ def export(request: ExportRequest) -> ExportResult:
 
     out = request.out
     files = request.write_data(out / "rlvr_data")
-    wheels = [build_wheel(out / "rlvr_data" / "wheels"), *(_link(w, out / "rlvr_data" / "wheels" / w.name) for w in _grader_wheels())]
+    specs = {(split, index): json.dumps({"env": request.env_id, "env_kwargs": request.env_kwargs, "split": split,
+                                         "heldout": split in request.heldout, "problem": problem.to_dict()}, indent=1) + "\n"
+             for split, problems in request.splits.items() for index, problem in enumerate(problems)}
+    # the wheel the task's image installs carries the problems' hashes too: a test.sh whose --sha256
+    # was edited along with problem.json is still refused by the installed grader
+    baked = json.dumps(sorted(hashlib.sha256(spec.encode()).hexdigest() for spec in specs.values())).encode()
+    wheels = [build_wheel(out / "rlvr_data" / "wheels", {BAKED_HASHES: baked}),
+              *(_link(w, out / "rlvr_data" / "wheels" / w.name) for w in _grader_wheels())]
     files += wheels
     category = "code" if "code" in request.env_id else "math"
     for split, problems in request.splits.items():
@@ -124,8 +134,7 @@ def export(request: ExportRequest) -> ExportResult:
                                                                       heldout=str(split in request.heldout).lower())))
             files.append(write(folder / "environment" / "Dockerfile", DOCKERFILE))
             files += [_link(wheel, folder / "environment" / "wheels" / wheel.name) for wheel in wheels]
-            spec = json.dumps({"env": request.env_id, "env_kwargs": request.env_kwargs, "split": split, "heldout": split in request.heldout,
-                               "problem": problem.to_dict()}, indent=1) + "\n"
+            spec = specs[split, index]
             files.append(write(folder / "tests" / "problem.json", spec))
             files.append(write(folder / "tests" / "test.sh", TEST_SH.format(sha256=hashlib.sha256(spec.encode()).hexdigest())))
             gold = request.env.gold_completion(problem)
@@ -138,25 +147,69 @@ def export(request: ExportRequest) -> ExportResult:
                                                "or, without Harbor: bash tests/test.sh with /app, /tests and /logs mounted"])
 
 
+def read_response(response_file: str, problem_file: str) -> tuple[str, str | None]:
+    """The agent's response and, when it must not be judged, why (its reward is 0): the agent owns
+    /app, so a response that is a symlink (at any step of its path), a hard link (another name for a
+    file it could not write, the problem with its reference among them) or not a regular file would
+    have the grader read something other than what the agent wrote. No response file is an empty
+    response."""
+    parts = Path(response_file).parts
+    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    folder = os.open(parts[0] if Path(response_file).is_absolute() else ".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in parts[1 if Path(response_file).is_absolute() else 0:-1]:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+        fd = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=folder)
+    except FileNotFoundError:
+        return "", None
+    except OSError as e:  # ELOOP: a symlink; ENOTDIR: a link where a folder was
+        return "", f"{response_file} is not a plain file the agent wrote ({os.strerror(e.errno) if e.errno else e}): not judged"
+    finally:
+        os.close(folder)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return "", f"{response_file} is not a regular file: not judged"
+        if info.st_nlink != 1 or _same_file(info, problem_file):
+            return "", f"{response_file} is a hard link (another name for a file the agent did not write): not judged"
+        return handle.read().decode(errors="replace"), None
+
+
+def _same_file(info: os.stat_result, path: str) -> bool:
+    try:
+        other = os.stat(path)
+    except OSError:
+        return False
+    return (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino)
+
+
 def judge_response(problem_file: str, response_file: str, logs: str, timeout_s: float = 60.0, sha256: str | None = None) -> Verdict:
     """What ``tests/test.sh`` runs: rlvr's verdict on the response, written to ``logs``. A problem
-    file whose sha256 is not ``sha256`` (the one test.sh carries) is a `HubError` naming it."""
+    file whose sha256 is not ``sha256`` (the one test.sh carries, required), or, where rlvr runs from
+    an export's wheel, not one of the hashes baked into it, is a `HubError` naming it."""
     from envs.pool import VerifierPool
 
     import envs
 
     data = Path(problem_file).read_bytes()
-    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+    if not sha256:
+        raise HubError("tests/test.sh gives no --sha256 of the problem: the task's test.sh was changed")
+    if hashlib.sha256(data).hexdigest() != sha256:
         raise HubError(f"{problem_file} does not match its checksum in tests/test.sh: the task's problem was changed")
+    baked = Path(__file__).with_name(Path(BAKED_HASHES).name)
+    if baked.is_file() and sha256 not in json.loads(baked.read_text()):
+        raise HubError(f"{problem_file} is not a problem this task's rlvr wheel was exported with: the task's problem was changed")
     spec = json.loads(data)
     problem = Problem.from_dict(spec["problem"])
-    try:
-        response = Path(response_file).read_text(errors="replace")
-    except OSError:
-        response = ""
-    env = envs.make(spec["env"], **spec.get("env_kwargs", {}))
-    with VerifierPool(env, workers=1, kind="thread", timeout_s=timeout_s) as pool:
-        verdict = pool.verify([problem], [response])[0]
+    response, refused = read_response(response_file, problem_file)
+    if refused is not None:
+        verdict = Verdict.no_answer(error=refused)
+    else:
+        env = envs.make(spec["env"], **spec.get("env_kwargs", {}))
+        with VerifierPool(env, workers=1, kind="thread", timeout_s=timeout_s) as pool:
+            verdict = pool.verify([problem], [response])[0]
     Path(logs).mkdir(parents=True, exist_ok=True)
     (Path(logs) / "reward.txt").write_text(f"{verdict.reward:g}\n")
     (Path(logs) / "verdict.json").write_text(json.dumps(verdict.to_dict(), default=str) + "\n")
@@ -251,14 +304,13 @@ def run_harbor_task(task_dir: Path, commands: str, timeout_s: float = 120.0) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR [--sha256 HEX]`` (what tests/test.sh runs)."""
+    """``python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR --sha256 HEX`` (what tests/test.sh runs)."""
     argv = sys.argv[1:] if argv is None else argv
-    sha256 = None
-    if len(argv) == 5 and argv[3] == "--sha256":
-        argv, sha256 = argv[:3], argv[4]
-    if len(argv) != 3:
-        print("usage: python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR [--sha256 HEX]", file=sys.stderr)
+    if len(argv) != 5 or argv[3] != "--sha256":
+        print("error: usage: python -m rlvr.hubs.harbor PROBLEM_JSON RESPONSE_FILE LOGS_DIR --sha256 HEX (the problem's hash is "
+              "required: a tests/test.sh without it was changed)", file=sys.stderr)
         return 2
+    argv, sha256 = argv[:3], argv[4]
     try:
         verdict = judge_response(*argv, sha256=sha256)
     except HubError as e:

@@ -62,12 +62,14 @@ class RlvrTextEnv(BaseTextEnv):
         from rlvr.hubs.skyrl_gym import same_row
 
         checksums = rlvr.get("checksums") or {}
+        files = " or ".join(str(Path(rlvr["data"]) / f"{s}.parquet") for s in checksums)
         if not isinstance(split, str) or split not in checksums or isinstance(index, bool) or not isinstance(index, int):
-            raise HubError(f"the dataset row names no exported problem (extra_info.split {split!r}, index {index!r}; "
-                           f"splits: {', '.join(checksums)}): use the rows in {rlvr['data']}")
+            what = "has no extra_info" if not info else f"names no exported problem (extra_info.split {split!r}, index {index!r})"
+            raise HubError(f"the dataset row {what}: use the rows of {files}")
         problems, rows = _exported(rlvr["data"], split, checksums[split], row.get("env_class") or "")
         if not 0 <= index < len(problems):
-            raise HubError(f"the dataset row names problem {index} of {split!r}, which has {len(problems)}")
+            raise HubError(f"the dataset row names problem {index} of {split!r}, which has {len(problems)}: use the rows of "
+                           f"{Path(rlvr['data']) / (split + '.parquet')}")
         if not same_row(row, rows[index]):
             raise HubError(f"{Path(rlvr['data']) / (split + '.parquet')}: row {index} is not the row the export wrote "
                            f"(its problem, prompt or gold was changed)")

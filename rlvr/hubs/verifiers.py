@@ -10,7 +10,8 @@ Written::
 
 The split is the taskset's config: ``train`` (the first split not held out) unless named
 (``--env.taskset.split test`` to evaluate); the reward is rlvr's verdict. The taskset reads its
-split only if it matches the checksum the package's code carries (and the manifest's).
+split only if it matches the checksum the package's code carries (``CHECKSUMS`` of the taskset class,
+not a config field, so no override switches the check off) and the manifest's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ verifier (install rlvr beside verifiers)."""
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import verifiers.v1 as vf
 
@@ -38,12 +40,14 @@ class {cls}Config(RlvrTasksetConfig):
     data_dir: str = str(Path(__file__).parent / "data")
     split: str = {split!r}
     """The split to play: {split_note}; held-out splits ({heldout}) are for evaluation."""
-    checksums: dict = {checksums}
     task: {cls}TaskConfig = {cls}TaskConfig()
 
 
 class {cls}Taskset(RlvrTaskset, vf.Taskset[RlvrTask, {cls}Config]):
     """{env} on {task} (splits: {splits})."""
+
+    CHECKSUMS: ClassVar[dict] = {checksums}
+    """The exported splits' checksums, in the code (not the config: an override could switch the check off)."""
 
 
 class {cls}Env(RlvrEpisodeEnv):

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import verifiers.v1 as vf
 
 from envs.types import Problem, Verdict
+from rlvr.hubs import HubError
 from rlvr.hubs.common import read_split
 from rlvr.hubs.session import Session, hub_prompt, judge_for
 
@@ -80,8 +81,6 @@ class RlvrTasksetConfig(vf.TasksetConfig):
     """The folder with the exported splits and rlvr_export.json."""
     split: str = "train"
     """The split played (held-out ones, flagged in rlvr_export.json, are for evaluation)."""
-    checksums: dict = {}
-    """``{split: checksum}`` the exported package's code carries: a split that no longer matches is refused."""
     task: RlvrTaskConfig = RlvrTaskConfig()
 
 
@@ -95,10 +94,16 @@ def vf_prompt(prompt: Any) -> tuple[str | list, str | None]:
 
 
 class RlvrTaskset(vf.Taskset[RlvrTask, RlvrTasksetConfig]):
+    CHECKSUMS: ClassVar[dict[str, str]] = {}
+    """``{split: checksum}`` the exported package's code carries: a split that no longer matches is
+    refused. A class constant, not a config field (the config is the user's to override)."""
+
     def load(self):
         config: RlvrTasksetConfig = self.config
         judge = _judge(config.task)
-        for index, problem in enumerate(read_split(Path(config.data_dir), config.split, config.checksums.get(config.split))):
+        if config.split not in self.CHECKSUMS:
+            raise HubError(f"{config.data_dir}: no exported split {config.split!r}; exported splits: {', '.join(self.CHECKSUMS)}")
+        for index, problem in enumerate(read_split(Path(config.data_dir), config.split, self.CHECKSUMS[config.split])):
             prompt, system = vf_prompt(hub_prompt(judge.env, problem))
             yield RlvrTask(RlvrData(idx=index, id=problem.id, prompt=prompt, system_prompt=system,
                                     rlvr_problem=problem.to_dict(), split=config.split), config.task)

@@ -56,14 +56,15 @@ def _entry_points() -> str:
                     "[rlvr.tasks]\nbuiltin = tasks.builtin:register_all\n")
 
 
-def build_wheel(folder: Path) -> Path:
-    """Write rlvr's wheel into ``folder``; its path."""
+def build_wheel(folder: Path, extra: dict[str, bytes] | None = None) -> Path:
+    """Write rlvr's wheel into ``folder`` (with ``extra``: {path in the wheel: content} beside rlvr's
+    own files); its path."""
     try:
         version = importlib.metadata.version("rlvr")
     except importlib.metadata.PackageNotFoundError:
         version = "0.0.0"
     info = f"rlvr-{version}.dist-info"
-    entries: list[tuple[str, bytes]] = [(arc, path.read_bytes()) for arc, path in _files()]
+    entries: list[tuple[str, bytes]] = [(arc, path.read_bytes()) for arc, path in _files()] + sorted((extra or {}).items())
     entries += [(f"{info}/METADATA", _metadata(version).encode()),
                 (f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: rlvr.hubs.wheel\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
                 (f"{info}/entry_points.txt", _entry_points().encode())]

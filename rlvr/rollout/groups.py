@@ -326,8 +326,10 @@ class GroupSource:
         if pipeline.queued_batch_waiting():
             faults.reached("queued")  # samples are in flight behind this batch
         report = produced.report
-        if self.probe is None and report.generated:  # a fixed probe from the first batch checks every later version
-            completions = [c for g in report.generated for c in g.completions]
+        # a fixed probe from the first batch checks every later version; with partial rollouts its
+        # groups may all be parked (cut, to be continued): their tokens so far are a probe as good
+        completions = [c for g in report.generated for c in g.completions] + [c for g in produced.state.parked for c in g.completions]
+        if self.probe is None and any(c.token_ids for c in completions):
             self.probe = SyncProbe.from_completions(completions, self.cfg.rollout.probe.max_gap, k=self.cfg.rollout.probe.completions)
             pipeline.set_probe(self.probe, self.policy.unwrapped, self.tokenizer.pad_token_id)
         metrics |= pipeline.check_probe(produced)
@@ -459,8 +461,10 @@ class GroupSource:
         self.prefetched = state.get("prefetched")
         saved_async = state.get("async")
         if (saved_async is not None) != (self.asynchronous is not None):
-            raise UserError(f"this checkpoint was written with rollout.async.max_staleness={'>= 1' if saved_async is not None else 0}: "
-                            "resume with the run's own setting (a run cannot switch between synchronous and asynchronous generation)")
+            saved_k = saved_async.get("max_staleness", ">= 1") if saved_async is not None else 0
+            asked_k = self.asynchronous.k if self.asynchronous is not None else 0
+            raise UserError(f"this checkpoint was written with rollout.async.max_staleness={saved_k}, not {asked_k}: resume with the "
+                            "run's own setting (a run cannot switch between synchronous and asynchronous generation)")
         if self.asynchronous is not None:
             self.asynchronous.load_state_dict(saved_async)
             self.probe = self.asynchronous.probe  # the probe the saved batches' versions were scored with

@@ -108,6 +108,21 @@ def _die_with_parent() -> None:
         pass  # elsewhere the closed pipe ends the worker at its next command
 
 
+SHUTDOWN_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+"""What a terminal (Ctrl-C), ``timeout`` or SLURM send to the whole process group: the trainer
+handles them (it finishes the step, checkpoints and closes the worker), so the worker ignores them."""
+
+
+def _leave_shutdown_to_the_trainer() -> None:
+    """In the worker: ignore `SHUTDOWN_SIGNALS` (blocked by `ProcessEngine._start` until now, so none
+    arrived while the process started), so a signal sent to the process group does not kill it
+    mid-round (a run that should checkpoint would fail, naming a dead worker); it still dies with
+    the trainer (`_die_with_parent`) and is killed by it when stuck."""
+    for sig in SHUTDOWN_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SHUTDOWN_SIGNALS)
+
+
 def _worker_main(conn: Any, model: torch.nn.Module, tokenizer: Any, slots: list[dict[str, torch.Tensor]], settings: WorkerSettings,
                  first_start: bool, decoder_choice: dict | None) -> None:
     """The child process: build the engine, then serve commands until ``close`` or the trainer is gone."""
@@ -115,6 +130,7 @@ def _worker_main(conn: Any, model: torch.nn.Module, tokenizer: Any, slots: list[
 
     faults.configure_worker(first_start)
     _die_with_parent()
+    _leave_shutdown_to_the_trainer()
     if settings.cpus:
         os.sched_setaffinity(0, settings.cpus)
     if settings.threads:
@@ -199,7 +215,11 @@ class ProcessEngine(RolloutEngine):
         self._process = ctx.Process(target=_worker_main, name="rlvr-generation-worker", daemon=False,
                                     args=(child_conn, self._model, self.tokenizer, self.slots.slots, self.settings, self.starts == 0,
                                           self._choice_dict()))
-        self._process.start()
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)  # inherited: the child starts with them held
+        try:
+            self._process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         child_conn.close()
         self.starts += 1
         kind, pid = self._receive()

@@ -6,8 +6,10 @@ NeMo Gym's agents call a resources server with the dataset row: ``POST /seed_ses
 then, once the model has answered, ``POST /verify`` with the row plus ``response`` (a Responses API
 object whose ``output`` holds the model's messages); the answer is the request with ``reward`` added.
 Here a row names its rlvr problem in ``rlvr_problem``: ``{"split", "index", "checksum"}`` into the
-served task as the NeMo Gym export writes it (a problem whose checksum differs is refused), or a
-whole problem; the completion is the text of the
+served task, as the NeMo Gym export writes it, and nothing else (a whole problem would bring its own
+reference; a checksum that differs is refused). The row's prompt (the non-system messages of
+``responses_create_params.input``) must be that problem's prompt as the export wrote it, so a row
+never pairs one problem's prompt with another's answer. The completion is the text of the
 response's output messages, and the answer adds ``reward`` (rlvr's verdict's), ``passed``,
 ``verify_failed`` and ``rlvr_verdict`` (status and reason). A verifier error or timeout is a
 verdict with its reason (reward 0, ``verify_failed`` true), as everywhere in rlvr.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlvr.hubs.session import hub_prompt
 from rlvr.serve.env_server import EnvService
 from rlvr.serve.http import Handler, HTTPFailure
 
@@ -70,5 +73,36 @@ class NeMoGymDialect:
             raise HTTPFailure(400, "a NeMo Gym row needs 'responses_create_params' (an object)")
         if "rlvr_problem" not in body:
             raise HTTPFailure(400, "the row has no 'rlvr_problem' (rows from `rlvr envs export ... --to nemo-gym` carry it)")
-        return self.service._problem(body["rlvr_problem"], "rlvr_problem")
+        reference = body["rlvr_problem"]
+        if not isinstance(reference, dict) or set(reference) != REFERENCE_KEYS or not isinstance(reference.get("checksum"), str):
+            # a whole problem would be judged by the row's own reference: anyone sending rows could set the gold
+            raise HTTPFailure(400, "'rlvr_problem' must be {'split', 'index', 'checksum'} naming a problem of the served task "
+                                   "(as `rlvr envs export ... --to nemo-gym` writes it)")
+        problem = self.service._problem(reference, "rlvr_problem")
+        if _user_turns(body["responses_create_params"].get("input")) != _user_turns(hub_prompt(self.service.env, problem)):
+            raise HTTPFailure(400, f"the row's responses_create_params.input is not the prompt of problem {reference['index']} of "
+                                   f"{reference['split']!r} that its 'rlvr_problem' names")
+        return problem
+
+
+REFERENCE_KEYS = {"split", "index", "checksum"}
+
+
+def _user_turns(messages: Any) -> list[tuple[str, str]] | None:
+    """(role, text) of the non-system messages of a Responses API ``input`` (a string is one user
+    turn): what the model was asked. System turns are left out: an agent may add its own."""
+    if isinstance(messages, str):
+        return [("user", messages)]
+    if not isinstance(messages, list):
+        return None
+    turns = []
+    for m in messages:
+        if not isinstance(m, dict):
+            return None
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+        if m.get("role") not in ("system", "developer"):
+            turns.append((m.get("role"), content))
+    return turns
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -86,6 +87,8 @@ def test_partial_rollouts_mix_versions_within_the_bound(sft_base, tmp_path, rl_o
     # every batch starts its own prompts: after the first, whose long groups all wait, each step trains on something
     assert all(r.get("batch/groups", 0) > 0 for r in rows[1:])
     assert all(r["async/version"] == max(0, r["step"] - 2) for r in rows)  # one round ahead of the trainer
+    # every batch proves the version that sampled it, the first ones too (whose groups were all parked)
+    assert all("sync/logprob_gap_mean" in r for r in rows), [sorted(k for k in r if k.startswith("sync/")) for r in rows]
     samples = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert any(len(s["completion"]) > 16 for s in samples)  # long answers made it through, whole
 
@@ -219,3 +222,43 @@ def test_a_stuck_trainer_is_named_by_the_waiting_worker(sft_base, tmp_path, rl_o
     assert warning, "".join(lines)[-2000:]
     assert "waited" in warning[0] and "for the weights of version 2" in warning[0] and "rollout.async.timeout_s=10" in warning[0]
     assert "stuck in step 2" in warning[0]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_the_whole_process_group_checkpoints_and_leaves_the_worker_alone(sft_base, tmp_path, rl_overrides, sig):
+    """Ctrl-C in a terminal, ``timeout`` and SLURM signal every process of the group: the trainer
+    finishes its step, checkpoints and stops the worker itself; the worker neither dies of the
+    signal (no restart, no 'worker died') nor prints a traceback."""
+    run = tmp_path / "run"
+    argv = rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=1", "rollout.async.restarts=1", "update.steps=40",
+                        "log.checkpoint_every=1", "rollout.hf.decode=kv", *SMALL)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("RLVR_KILL_AT", "RLVR_WORKER_", "RLVR_STALL_AT"))}
+    proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "train", "quickstart", *argv], cwd=REPO, start_new_session=True,
+                            env={**environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        while len(_rows(run)) < 1 and proc.poll() is None:  # a step logged: the worker is generating ahead
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.stdout.read()
+        os.killpg(proc.pid, sig)
+        said, _ = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 1 and "interrupted:" in said, said[-3000:]  # an interrupted run exits 1, as a synchronous one does
+    assert f"{sig.name}: stopping after this step" in said and "Traceback" not in said and "died" not in said, said[-3000:]
+    assert "starting it again" not in said and "KeyboardInterrupt" not in said, said[-3000:]
+    state = json.loads((run / "run_state.json").read_text())
+    steps = len(_rows(run))
+    assert state["status"] == "interrupted" and 1 <= steps < 40, state
+    assert (run / "checkpoints" / f"step-{steps}").is_dir() and not list((run / "checkpoints").glob("*.tmp"))
+
+
+def test_a_resume_that_switches_to_synchronous_names_both_settings(sft_base, tmp_path, rl_overrides):
+    from rlvr import UserError
+
+    args = rl_overrides(tmp_path, sft_base, "update.steps=2", "log.checkpoint_every=1", "rollout.async.max_staleness=2", *SMALL)
+    assert train(load_config(TrainConfig, "quickstart", args)).status == "completed"
+    with pytest.raises(UserError) as e:
+        train(load_config(TrainConfig, "quickstart", [*args, "resume=true", "update.steps=3", "rollout.async.max_staleness=0"]))
+    assert "rollout.async.max_staleness=2, not 0" in str(e.value) and "\n" not in str(e.value), e.value

@@ -176,6 +176,7 @@ def test_unknown_hub_names_and_ambiguous_defaults_are_one_line_errors(tmp_path, 
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"prompt": [{"role": "user", "content": "1+1?"}], "reward_spec": {"ground_truth": "2"}}) + "\n")
     for argv in (["envs", "check", "hubs/verifiers-v1", "--task", "verifiers:no_such_taskset"],
+                 ["envs", "check", "hubs/verifiers-v1", "--task", "verifiers:json"],  # a module that is not a taskset
                  ["envs", "check", "hubs/skyrl-gym-v1", "--task", "skyrl-gym:no_such_env", "--task-config", json.dumps({"data": {"test": str(rows)}})],
                  ["envs", "export", "math-v1", "--to", "verifiers", "--out", str(tmp_path / "x")]):
         assert main(argv) == 2
@@ -207,3 +208,22 @@ def test_names_carry_the_hub_and_sessions_default_to_train(tmp_path, monkeypatch
     assert config().split == "train"
     manifest = json.loads((tmp_path / "vf" / vf_name / "data" / "rlvr_export.json").read_text())
     assert {s: v["heldout"] for s, v in manifest["splits"].items()} == {"train": False, "test": True, "validation": True}
+
+
+@pytest.mark.parametrize("name", ["rlvr", "envs", "verifiers", "os", "json", "torch", "class"])
+def test_a_name_that_would_shadow_a_module_is_refused_in_one_line(tmp_path, capsys, name):
+    from rlvr.cli import main
+
+    assert main(["envs", "export", "math-v1", "--task", "arithmetic-v1", "--to", "verifiers", "--limit", "1", "--name", name,
+                 "--out", str(tmp_path / "vf")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and (f"--name {name!r}" in err or "identifier" in err), err
+    assert not (tmp_path / "vf").exists() or not any((tmp_path / "vf").iterdir())
+
+
+def test_an_earlier_export_may_be_exported_again_under_its_name(tmp_path, monkeypatch):
+    task = tasks.make("arithmetic-v1")
+    export("verifiers", "math-v1", task, tmp_path / "one", limit=1, name="my_arith_pkg")
+    monkeypatch.syspath_prepend(str(tmp_path / "one"))
+    export("verifiers", "math-v1", task, tmp_path / "two", limit=1, name="my_arith_pkg")
+    assert (tmp_path / "two" / "my_arith_pkg" / "taskset.py").is_file()

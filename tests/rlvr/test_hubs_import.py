@@ -132,6 +132,19 @@ def test_skyrl_gym_environments_import_with_their_own_rewards(tmp_path, capsys, 
     assert report.passed, [(r.name, r.detail) for r in report.results]
 
 
+@pytest.mark.parametrize("env_class,answer_key,gold", [("aime", "reward_spec", "Answer: {}"), ("gsm8k", "reward_model", "#### {}")])
+def test_skyrl_rows_give_the_ground_truth_under_either_name(tmp_path, env_class, answer_key, gold):
+    """SkyRL's environments read ``reward_spec`` or ``reward_model`` (aime the latter): rows with either
+    work with every environment, as docs/hubs.md says."""
+    data = skyrl_rows(tmp_path, env_class, answer_key, n=2)
+    task = tasks.make(f"skyrl-gym:{env_class}", data=data)
+    problem = task.get("test", 0)
+    truth = problem.reference["row"][answer_key]["ground_truth"]
+    verdict = task.env.verify(problem, gold.format(truth))
+    assert verdict.reward == 1.0 and verdict.passed, verdict
+    assert task.env.verify(problem, gold.format(truth + "1")).reward < 1.0
+
+
 def test_skyrl_gym_bad_input_is_named(tmp_path):
     with pytest.raises(tasks.TaskError, match="give the dataset rows"):
         tasks.make("skyrl-gym:gsm8k")

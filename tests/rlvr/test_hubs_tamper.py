@@ -6,7 +6,9 @@ problem differs refuses it."""
 from __future__ import annotations
 
 import importlib
+import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -67,6 +69,11 @@ def test_verifiers_export_refuses_changed_data(tmp_path, monkeypatch, env_id, ta
         with pytest.raises(tasks.TaskError) as e:  # verifiers' own loader runs the taskset's load()
             tasks.make(f"verifiers:{name}", splits={"train": {"split": "train"}}).get("train", 0)
         one_line_naming(e.value, "train.jsonl")
+    # the checksums are the package's code, not a config field an override could empty
+    for override in ({"checksums": {}}, {"checksums": {"train": None}}):
+        with pytest.raises(tasks.TaskError) as e:
+            tasks.make(f"verifiers:{name}", splits={"train": {"split": "train"}}, taskset=override).get("train", 0)
+        one_line_naming(e.value, "checksums")
 
 
 @pytest.mark.parametrize("env_id,task_id", TASKS)
@@ -86,7 +93,10 @@ def test_skyrl_export_refuses_changed_rows_and_data(tmp_path, monkeypatch, env_i
     edits = [{**rows[1], "extra_info": {**rows[1]["extra_info"], "rlvr_problem": json.dumps(change_gold(problem))}},
              {**rows[1], "reward_spec": {**rows[1]["reward_spec"], "ground_truth": "12345"}},
              {**rows[1], "prompt": [{"role": "user", "content": "Say hello."}]},
-             {**rows[1], "extra_info": {**rows[1]["extra_info"], "index": 0}}]  # another problem's row number
+             {**rows[1], "extra_info": {**rows[1]["extra_info"], "index": 0}},  # another problem's row number
+             {**rows[1], "extra_info": {**rows[1]["extra_info"], "index": -1}},
+             {**rows[1], "extra_info": {**rows[1]["extra_info"], "index": 7}},
+             {k: v for k, v in rows[1].items() if k != "extra_info"}]
     for row in edits:
         with pytest.raises(HubError) as e:  # SkyRL's generator: make(env_class, extras=row) per sample
             skyrl_gym.make(name, extras=row)
@@ -171,6 +181,19 @@ def test_nemo_gym_rows_carry_no_answer_and_a_changed_row_is_refused(tmp_path, se
     for changed in ({**row["rlvr_problem"], "index": 0}, {**row["rlvr_problem"], "checksum": "sha256:" + "0" * 64}):
         status, answer = verify({**row, "rlvr_problem": changed}, gold)
         assert status == 400 and "checksum" in answer, answer
+    # a row that brings its own problem (with a made-up gold), names no checksum, or pairs another
+    # problem's prompt with this reference is refused, never judged by what the row says
+    made_up = {"id": "x", "prompt": "What is 1+1?", "reference": "777"}
+    for reference in (made_up, {**made_up, **row["rlvr_problem"]}, {k: v for k, v in row["rlvr_problem"].items() if k != "checksum"},
+                      {**row["rlvr_problem"], "checksum": None}):
+        status, answer = verify({**row, "rlvr_problem": reference}, "Answer: 777")
+        assert status == 400 and "'split', 'index', 'checksum'" in answer, answer
+    other = json.loads((tmp_path / "ng" / "data" / "train.jsonl").read_text().splitlines()[0])
+    status, answer = verify({**row, "responses_create_params": other["responses_create_params"]}, gold)
+    assert status == 400 and "not the prompt of problem 1" in answer, answer
+    with_system = [{"role": "system", "content": "Be brief.", "type": "message"}, *row["responses_create_params"]["input"]]
+    status, answer = verify({**row, "responses_create_params": {"input": with_system}}, gold)
+    assert status == 200 and answer["reward"] == 1.0
 
 
 @pytest.mark.parametrize("env_id,task_id", TASKS)
@@ -228,3 +251,83 @@ def test_harbor_task_installs_its_grader_from_its_own_folder_offline(tmp_path):
                             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=300)
     assert judged.returncode == 0 and judged.stdout.count(str(venv)) == 2, judged.stdout + judged.stderr
     assert (tmp_path / "logs" / "verifier" / "reward.txt").read_text().strip() == "1"
+    # a changed problem with test.sh's hash changed to match is still refused by the installed grader:
+    # the wheel carries the export's hashes
+    spec = json.loads((folder / "tests" / "problem.json").read_text())
+    spec["problem"] = change_gold(spec["problem"])
+    (folder / "tests" / "problem.json").write_text(json.dumps(spec, indent=1) + "\n")
+    forged = re.sub(r"--sha256 [0-9a-f]+", "--sha256 " + hashlib.sha256((folder / "tests" / "problem.json").read_bytes()).hexdigest(), command)
+    (tmp_path / "logs" / "verifier" / "reward.txt").unlink()
+    judged = subprocess.run(["bash", "-c", forged], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+                            capture_output=True, text=True, timeout=300)
+    assert judged.returncode != 0 and not (tmp_path / "logs" / "verifier" / "reward.txt").exists(), judged.stdout + judged.stderr
+    lines = judged.stderr.strip().splitlines()
+    assert len(lines) == 1 and "exported with" in lines[0], judged.stderr
+
+
+def test_harbor_test_sh_without_the_hash_is_refused(tmp_path):
+    from rlvr.hubs.harbor import run_task_script
+
+    source = tasks.make("arithmetic-v1")
+    export("harbor", "math-v1", source, tmp_path / "h", splits=["test"], limit=1)
+    folder = next(p for p in (tmp_path / "h").iterdir() if (p / "tests" / "test.sh").is_file())
+    test_sh = folder / "tests" / "test.sh"
+    test_sh.write_text(re.sub(r" --sha256 [0-9a-f]+", "", test_sh.read_text()))
+    app, logs = tmp_path / "app", tmp_path / "logs"
+    app.mkdir()
+    logs.mkdir()
+    (app / "response.txt").write_text(source.env.gold_completion(source.problems("test", limit=1)[0]))
+    done = run_task_script(folder, app, logs, Path("/tests/test.sh"))
+    assert done.returncode != 0 and not (logs / "verifier" / "reward.txt").exists(), done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--sha256" in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("commands", [
+    "ln -s /tests/problem.json /app/response.txt",
+    "mkdir -p /app/d && ln -s /tests /app/t && ln -s /tests/problem.json /app/d/x && ln -s /app/d/x /app/response.txt",
+    "mkfifo /app/response.txt",
+])
+def test_harbor_response_that_is_a_link_to_the_problem_is_not_judged(tmp_path, commands):
+    """The agent owns /app: a response that points at /tests/problem.json (which carries the
+    reference) is not read as the response, through rlvr's own ``harbor:`` import and through the
+    exported tests/test.sh run with /tests mounted (as Harbor does, after the agent)."""
+    from rlvr.hubs.harbor import run_task_script
+
+    source = tasks.make("arithmetic-v1")
+    export("harbor", "math-v1", source, tmp_path / "h", splits=["test"], limit=1)
+    imported = tasks.make(f"harbor:{tmp_path / 'h'}")
+    problem = imported.get("test", 0)
+    gold = imported.env.verify(problem, imported.env.gold_completion(problem))
+    assert gold.reward == 1.0, gold
+    cheat = imported.env.verify(problem, f"```bash\n{commands}\n```\n")
+    assert cheat.reward == 0.0, cheat
+    folder = next(p for p in (tmp_path / "h").iterdir() if (p / "tests" / "test.sh").is_file())
+    app, logs = tmp_path / "app", tmp_path / "logs"
+    app.mkdir()
+    logs.mkdir()
+    (app / "response.txt").symlink_to("/tests/problem.json")
+    done = run_task_script(folder, app, logs, Path("/tests/test.sh"))
+    assert done.returncode == 0, done
+    assert (logs / "verifier" / "reward.txt").read_text().strip() == "0"
+    assert "not judged" in (logs / "verifier" / "verdict.json").read_text()
+    reference = str(source.problems("test", limit=1)[0].reference)
+    assert reference not in (logs / "verifier" / "verdict.json").read_text()
+
+
+def test_harbor_response_that_is_a_hard_link_is_not_judged(tmp_path):
+    from rlvr.hubs.harbor import judge_response
+
+    source = tasks.make("arithmetic-v1")
+    export("harbor", "math-v1", source, tmp_path / "h", splits=["test"], limit=1)
+    folder = next(p for p in (tmp_path / "h").iterdir() if (p / "tests" / "test.sh").is_file())
+    problem = source.problems("test", limit=1)[0]
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text(source.env.gold_completion(problem))
+    (tmp_path / "response.txt").hardlink_to(elsewhere)
+    sha = re.search(r"--sha256 ([0-9a-f]+)", (folder / "tests" / "test.sh").read_text()).group(1)
+    verdict = judge_response(str(folder / "tests" / "problem.json"), str(tmp_path / "response.txt"), str(tmp_path / "logs"), sha256=sha)
+    assert verdict.reward == 0.0 and "hard link" in verdict.info["error"], verdict
+    elsewhere.unlink()
+    verdict = judge_response(str(folder / "tests" / "problem.json"), str(tmp_path / "response.txt"), str(tmp_path / "logs"), sha256=sha)
+    assert verdict.reward == 1.0, verdict
