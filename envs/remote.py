@@ -183,6 +183,14 @@ def connect(url: str | Sequence[str], token: str | None = None, timeout_s: float
     if len({repr(d) for d in described.values()}) > 1:
         listed = "; ".join(f"{u}: env {d['env']!r}, task {d['task']!r}" for u, d in described.items())
         raise ValueError(f"the environment servers do not serve the same environment ({listed})")
+    digests = {u: i.get("digest") for u, i in infos.items()}
+    if len(set(digests.values())) > 1:
+        groups: dict[Any, list[str]] = {}
+        for u, d in digests.items():
+            groups.setdefault(d, []).append(u)
+        listed = "; ".join(", ".join(us) for us in groups.values())
+        raise ValueError(f"the environment servers score differently (their env kwargs or task config differ, see "
+                         f"GET /info 'digest'): start them with the same settings; servers that agree: {listed}")
     info = next(iter(infos.values()))
     if info.get("multi_turn"):
         return RemoteMultiTurnEnvironment(url, env.endpoint.token, timeout_s, stop=info.get("stop") or (),

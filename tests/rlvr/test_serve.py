@@ -284,3 +284,30 @@ def test_sessions_play_episodes_held_by_the_server():
         server.shutdown()
         server.server_close()
         service.close()
+
+
+def test_servers_of_one_environment_with_different_settings_are_refused_by_connect():
+    """A server started with other env kwargs scores the same answer differently: connect() must
+    see it (GET /info's digest) and name the servers, and the digest must not carry the kwargs."""
+    running = []
+    for kwargs in ({}, {}, {"extraction": "lenient", "rel_tol": 0.123456789}):
+        task = tasks.make("arithmetic-v1")
+        task.env_kwargs = {**task.env_kwargs, **kwargs}
+        server, service = make_env_server(task.env, Guards(TOKEN), task=task,
+                                          verify=VerifySettings(workers=1, kind="thread"))
+        server.serve_in_thread()
+        running.append((server, service))
+    try:
+        urls = [s.url for s, _ in running]
+        infos = [RemoteEnvironment(u, TOKEN).info() for u in urls]
+        assert infos[0]["digest"] == infos[1]["digest"] != infos[2]["digest"]
+        assert "0.123456789" not in json.dumps(infos[2]) and "lenient" not in json.dumps(infos[2])
+        connect(urls[:2], TOKEN)  # same settings: fine
+        with pytest.raises(ValueError, match="score differently") as e:
+            connect(urls, TOKEN)
+        assert "\n" not in str(e.value) and urls[2] in str(e.value)
+    finally:
+        for server, service in running:
+            server.shutdown()
+            server.server_close()
+            service.close()
