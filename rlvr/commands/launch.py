@@ -42,7 +42,7 @@ def write_slurm(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rlvr import UserError
-    from rlvr.launch.slurm import ClusterPlan, _env_and_task, sbatch_script
+    from rlvr.launch.slurm import ClusterPlan, env_server_plan, sbatch_script
     from rlvr.train.recipes import load_run_config
 
     try:
@@ -53,8 +53,10 @@ def write_slurm(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     load_run_config(plan.config, plan.overrides)  # a config error is said now, not on the cluster
     if plan.env_nodes:
-        env, task = _env_and_task(plan)
-        plan = ClusterPlan(**{**plan.__dict__, "env": env, "task": task})
+        try:
+            plan = env_server_plan(plan)
+        except ValueError as e:
+            raise UserError(str(e)) from None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     plan_path = (out / "plan.json").resolve()

@@ -45,8 +45,10 @@ class ClusterPlan:
         gpus_per_node: Training processes per training node (one per GPU; on CPUs, processes).
         generation_nodes: Nodes serving generation (``rlvr rollout serve``); 0 = generation in the trainer.
         env_nodes: Nodes serving the environment (``rlvr envs serve``); 0 = verification in the trainer.
-        env: The environment the servers serve (default: the config's task's own).
+        env: The environment the servers serve (default: the config's ``task.env``, else the task's own).
         task: The task whose problems they hold (default: the config's task).
+        env_kwargs: The servers' environment keyword arguments (default: the config's ``task.env_kwargs``).
+        task_config: Their task's config (default: the config's ``task.config``).
         model: What the generation servers start from (default: the config's model).
         engine: The generation servers' engine (``rlvr rollout serve --engine``).
         gpus: Whether the nodes have GPUs to ask SLURM for (``--gpus-per-node``); False on a CPU cluster.
@@ -64,6 +66,8 @@ class ClusterPlan:
     env_nodes: int = 0
     env: str | None = None
     task: str | None = None
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    task_config: dict[str, Any] = field(default_factory=dict)
     model: str | None = None
     engine: str = "vllm"
     gpus: bool = True
@@ -195,7 +199,12 @@ def node_command(plan: ClusterPlan, role: NodeRole) -> list[str]:
     allow = [] if _is_loopback(role.host) else ["--allow-remote"]
     if role.role == "env":
         env, task = _env_and_task(plan)
-        return [*rlvr, "envs", "serve", env, "--task", task, "--host", role.host, "--port", str(plan.env_port), *allow,
+        settings = []
+        if plan.env_kwargs:
+            settings += ["--env-kwargs", json.dumps(plan.env_kwargs)]
+        if plan.task_config:
+            settings += ["--task-config", json.dumps(plan.task_config)]
+        return [*rlvr, "envs", "serve", env, "--task", task, *settings, "--host", role.host, "--port", str(plan.env_port), *allow,
                 *plan.serve_args.get("env", [])]
     if role.role == "generation":
         model = plan.model or _config_value(plan, "model.name_or_path")
@@ -228,6 +237,24 @@ def _config_value(plan: ClusterPlan, key: str) -> Any:
     for part in key.split("."):
         value = getattr(value, part)
     return value
+
+
+def env_server_plan(plan: ClusterPlan) -> ClusterPlan:
+    """``plan`` with what its environment servers serve resolved from the config: the environment
+    (``--env``, else the config's ``task.env``, else the task's own), the task, and the user's
+    ``task.env_kwargs`` and ``task.config`` (so the servers score as the config says; the trainer
+    then sees only remote-v1's own kwargs, the servers' URLs)."""
+    from dataclasses import replace
+
+    from rlvr.train.recipes import load_run_config
+
+    task_cfg = load_run_config(plan.config, plan.overrides).task
+    if plan.env and task_cfg.env and task_cfg.env != plan.env:
+        raise ValueError(f"--env {plan.env} but the config's task.env is {task_cfg.env}: the servers serve one environment; "
+                         "give one of them")
+    env, task = _env_and_task(plan)
+    return replace(plan, env=env, task=task, env_kwargs=dict(plan.env_kwargs or task_cfg.env_kwargs),
+                   task_config=dict(plan.task_config or (task_cfg.config if task == task_cfg.id else {})))
 
 
 def _env_and_task(plan: ClusterPlan) -> tuple[str, str]:

@@ -112,3 +112,22 @@ def test_the_node_commands_run_a_cluster_on_one_machine(sft_base, tmp_path):
         for proc in servers:
             proc.kill()
             proc.wait()
+
+
+def test_the_users_env_kwargs_and_task_config_reach_the_env_servers_and_not_the_trainer():
+    from rlvr.launch.slurm import env_server_plan
+
+    plan = env_server_plan(ClusterPlan("quickstart", ["task.env=math-v1", "task.env_kwargs={extraction: lenient}",
+                                                      "task.config={max_digits: 3}"], env_nodes=2))
+    assert (plan.env, plan.task) == ("math-v1", "arithmetic-v1")
+    slurm = {"SLURM_JOB_NODELIST": "n[1-3]", "SLURMD_NODENAME": "n3"}
+    env = node_command(plan, node_role(plan, slurm))
+    assert json.loads(env[env.index("--env-kwargs") + 1]) == {"extraction": "lenient"}
+    assert json.loads(env[env.index("--task-config") + 1]) == {"max_digits": 3}
+    train = node_command(plan, node_role(plan, {**slurm, "SLURMD_NODENAME": "n1"}))
+    from rlvr.train.recipes import load_run_config
+
+    cfg = load_run_config("quickstart", train[train.index("quickstart") + 1:])
+    assert cfg.task.env == "remote-v1" and cfg.task.env_kwargs == {"url": ["http://n2:8400", "http://n3:8400"]}
+    with pytest.raises(ValueError, match="task.env is math-v1"):
+        env_server_plan(ClusterPlan("quickstart", ["task.env=math-v1"], env_nodes=1, env="code-v1"))
