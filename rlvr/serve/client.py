@@ -284,9 +284,18 @@ class ServerPool:
 
         url = server.url + path
         headers = {"Content-Type": content_type} if body is not None else {}
+        deadline = time.monotonic() + budget
         try:
-            response = self._client.request(method, url, content=body, headers=headers,
-                                             timeout=httpx.Timeout(budget, connect=min(budget, 10.0)))
+            # streamed, so the whole answer has one deadline: httpx's own timeout bounds each read, and
+            # a server that trickles a byte at a time would otherwise hold the request for ever
+            with self._client.stream(method, url, content=body, headers=headers,
+                                     timeout=httpx.Timeout(budget, connect=min(budget, 10.0))) as streamed:
+                chunks = []
+                for chunk in streamed.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        raise _Retry(f"{url} did not answer within {budget:g} s (its answer was still arriving)", timeout=True)
+                response = httpx.Response(streamed.status_code, headers=streamed.headers, content=b"".join(chunks))
         except httpx.TimeoutException as e:
             if isinstance(e, httpx.ConnectTimeout):
                 raise _Retry(f"{server.url} did not accept a connection within {min(budget, 10.0):g} s") from None

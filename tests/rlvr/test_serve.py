@@ -311,3 +311,43 @@ def test_servers_of_one_environment_with_different_settings_are_refused_by_conne
             server.shutdown()
             server.server_close()
             service.close()
+
+
+class _Trickle(BaseHTTPRequestHandler):
+    """Answers 200 and then one byte at a time, each well within a read timeout."""
+
+    def do_GET(self):  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+        try:
+            for _ in range(24):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.25)
+        except OSError:
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_server_that_trickles_its_answer_times_out_and_the_request_moves_to_another_server(arithmetic_server):
+    """httpx's timeout bounds each read: the pool bounds the whole answer, so a trickle is a timeout
+    (retried on a server not yet tried), not a wait as long as the server likes."""
+    from rlvr.serve.client import RemoteError, RetryPolicy, ServerPool
+
+    trickle = ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+    threading.Thread(target=trickle.serve_forever, daemon=True).start()
+    slow = f"http://127.0.0.1:{trickle.server_address[1]}"
+    try:
+        with ServerPool(slow, TOKEN, timeout_s=1.0, retry=RetryPolicy(attempts=1)) as pool:
+            with pytest.raises(RemoteError, match="did not answer within 1 s") as e:
+                pool.request("GET", "/info")
+            assert e.value.timeout
+        with ServerPool([slow, arithmetic_server[0].url], TOKEN, timeout_s=1.0) as pool:
+            for _ in range(2):
+                assert pool.request("GET", "/info")["task"] == "arithmetic-v1"
+    finally:
+        trickle.shutdown()
+        trickle.server_close()
