@@ -11,8 +11,11 @@ HTTP client (httpx), with balancing, bounded retries and failover.
   tries in all, with exponential backoff and full jitter; a server that failed is set aside for a
   cooldown and the next try goes to another one. A timeout (or a server's 504) is retried only on a
   server this request has not tried yet: on one server a retry would only double the wait.
+- **Junk**: ``request(check=...)`` vets a well-formed answer (a wrong count of verdicts, a NaN
+  reward): junk is retried on another server and counted (``PoolStats.junk``), like an answer that
+  is not JSON.
 - **Not retried**: a 4xx that says the request itself is wrong (401 names the server that refused
-  the token) and a 500 (the handler's own error, which another try would repeat).
+  the token). A 500 (the handler's own error) is retried once, on a server not yet tried.
 
 Past the retries the request raises `RemoteError` naming the servers and the last reason; callers
 turn it into an ``error``/``timeout`` verdict, never a reward of 0. ``stats`` counts requests,
@@ -26,7 +29,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 RETRYABLE_STATUS = frozenset({429, 502, 503})
 TIMEOUT_STATUS = frozenset({408, 504})
@@ -37,10 +40,12 @@ class RemoteError(Exception):
     rather than failing (an ``error`` verdict); ``status`` is the HTTP status of an answer that was
     not retried (401, 400, 500...), None when the servers failed or did not answer."""
 
-    def __init__(self, reason: str, *, timeout: bool = False, status: int | None = None):
+    def __init__(self, reason: str, *, timeout: bool = False, status: int | None = None, server: str | None = None):
         super().__init__(reason)
         self.timeout = timeout
         self.status = status
+        self.server = server
+        """The server that answered last (None: none did, or the error is not one server's)."""
 
 
 @dataclass(frozen=True)
@@ -97,13 +102,19 @@ class PoolStats:
     retries: int = 0
     failovers: int = 0
     failed: int = 0
+    junk: int = 0
     by_status: dict[int, int] = field(default_factory=dict)
 
 
 class _Retry(Exception):
-    def __init__(self, reason: str, *, timeout: bool = False, retry_after_s: float | None = None, server_down: bool = True):
+    def __init__(self, reason: str, *, timeout: bool = False, retry_after_s: float | None = None, server_down: bool = True,
+                 status: int | None = None):
         super().__init__(reason)
-        self.timeout, self.retry_after_s, self.server_down = timeout, retry_after_s, server_down
+        self.timeout, self.retry_after_s, self.server_down, self.status = timeout, retry_after_s, server_down, status
+
+
+Check = Callable[[dict[str, Any]], "str | None"]
+"""Vets a JSON answer: None when it is sound, else what is wrong with it (the answer is junk)."""
 
 
 def normalize_urls(urls: str | Sequence[str], what: str = "url") -> tuple[str, ...]:
@@ -235,13 +246,15 @@ class ServerPool:
     # -- one request --------------------------------------------------------------------------
 
     def request(self, method: str, path: str, payload: dict[str, Any] | None = None, *, timeout_s: float | None = None,
-                content: bytes | None = None, content_type: str = "application/json") -> dict[str, Any]:
+                content: bytes | None = None, content_type: str = "application/json", check: Check | None = None) -> dict[str, Any]:
         """``method path`` with a JSON body (or raw ``content``) on one of the servers; the JSON object
-        answered, or `RemoteError` after the retries."""
+        answered, or `RemoteError` after the retries. ``check`` vets the answer (`Check`): junk is
+        retried on another server."""
         body = content if content is not None else (None if payload is None else json.dumps(payload).encode())
         budget = self.timeout_s if timeout_s is None else float(timeout_s)
         tried: set[str] = set()
         reasons: list[str] = []
+        server_errors = 0
         with self._lock:
             self.stats.requests += 1
         for attempt in range(1, self.retry.attempts + 1):
@@ -252,11 +265,22 @@ class ServerPool:
             tried.add(server.url)
             try:
                 answer = self._once(server, method, path, body, content_type, budget)
+                junk = check(answer) if check is not None else None
+                if junk:
+                    with self._lock:
+                        self.stats.junk += 1
+                    raise _Retry(f"{server.url}{path} sent junk: {junk}")
             except _Retry as r:
                 self._done(server, str(r), down=r.server_down)
                 reasons.append(str(r))
+                if r.status == 500:  # the handler's own error: once more elsewhere, never twice
+                    server_errors += 1
+                    if server_errors > 1 or len(tried) >= len(self.servers):
+                        with self._lock:
+                            self.stats.failed += 1
+                        raise RemoteError(str(r), status=500, server=server.url) from None
                 if r.timeout and len(tried) >= len(self.servers):
-                    return self._fail(path, tried, reasons, timeout=True)
+                    return self._fail(path, tried, reasons, timeout=True, server=server.url)
                 if attempt == self.retry.attempts:
                     break
                 with self._lock:
@@ -264,19 +288,21 @@ class ServerPool:
                 time.sleep(self.retry.delay(attempt, r.retry_after_s, self._rng))
                 continue
             except RemoteError as e:
+                e.server = server.url
                 self._done(server, str(e), down=False)
                 with self._lock:
                     self.stats.failed += 1
                 raise
             self._done(server, None, down=False)
             return answer
-        return self._fail(path, tried, reasons, timeout=False)
+        return self._fail(path, tried, reasons, timeout=False, server=server.url)
 
-    def _fail(self, path: str, tried: set[str], reasons: list[str], *, timeout: bool) -> dict[str, Any]:
+    def _fail(self, path: str, tried: set[str], reasons: list[str], *, timeout: bool, server: str) -> dict[str, Any]:
         with self._lock:
             self.stats.failed += 1
         servers = ", ".join(u for u in self.urls if u in tried)
-        raise RemoteError(f"{path} failed after {len(reasons)} tries on {servers}: {reasons[-1]}", timeout=timeout)
+        raise RemoteError(f"{path} failed after {len(reasons)} tries on {servers}: {reasons[-1]}", timeout=timeout,
+                          server=server if len(tried) == 1 else None)
 
     def _once(self, server: ServerState, method: str, path: str, body: bytes | None, content_type: str,
               budget: float) -> dict[str, Any]:
@@ -315,6 +341,8 @@ class ServerPool:
         if status == 401:
             raise RemoteError(f"{server.url} refused the token (HTTP 401): check the token given for it "
                               "(--token or the service's token variable)", status=401)
+        if status == 500:
+            raise _Retry(f"{url} answered HTTP 500: {_detail(response)}", server_down=False, status=500)
         if status >= 400:
             raise RemoteError(f"{url} answered HTTP {status}: {_detail(response)}", status=status)
         try:

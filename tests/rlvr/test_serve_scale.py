@@ -15,7 +15,7 @@ import sys
 import textwrap
 import threading
 import time
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -323,3 +323,54 @@ def test_a_raw_route_gets_the_body_bytes_and_query_behind_the_same_guards():
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _BadAnswers(BaseHTTPRequestHandler):
+    """Valid JSON that is junk to rlvr (/nan: a NaN reward, /count: too many verdicts), or /500: HTTP 500."""
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        verdict = {"reward": 1.0, "passed": True, "status": "ok"}
+        if self.path.startswith("/500"):
+            status, body = 500, {"error": "the handler broke"}
+        elif self.path.startswith("/nan"):
+            status, body = 200, {"verdicts": [{**verdict, "reward": float("nan")}]}
+        else:
+            status, body = 200, {"verdicts": [verdict, verdict]}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("kind", ["nan", "count", "500"])
+def test_junk_verdicts_or_a_500_from_one_server_are_retried_on_another_counted_and_named(kind):
+    task = tasks.make("arithmetic-v1")
+    bad = ThreadingHTTPServer(("127.0.0.1", 0), _BadAnswers)
+    threading.Thread(target=bad.serve_forever, daemon=True).start()
+    bad_url = f"http://127.0.0.1:{bad.server_address[1]}/{kind}"
+    server, service = serve(task.env, task)
+    env = RemoteEnvironment([bad_url, server.url], TOKEN)
+    env.endpoint.pool.retry = RetryPolicy(attempts=4, backoff_s=0.01, cooldown_s=0.01)
+    alone = RemoteEnvironment(bad_url, TOKEN)
+    alone.endpoint.pool.retry = RetryPolicy(attempts=2, backoff_s=0.01, cooldown_s=0.01)
+    try:
+        problems = task.problems("test", limit=6)
+        verdicts = [env.verify(p, task.env.gold_completion(p)) for p in problems]
+        lone = alone.verify(problems[0], task.env.gold_completion(problems[0]))
+    finally:
+        bad.shutdown()
+        bad.server_close()
+        stop(server, service)
+    assert all(v.status is Status.OK and v.passed for v in verdicts)
+    bad_state = next(s for s in env.endpoint.pool.servers if s.url == bad_url)
+    assert bad_state.failures >= 1 and bad_url in bad_state.last_error
+    assert lone.status is Status.ERROR and lone.info["remote"] == bad_url and bad_url in lone.info["error"]
+    if kind == "500":
+        assert "HTTP 500" in lone.info["error"] and alone.endpoint.pool.stats.retries == 0
+    else:
+        assert env.endpoint.pool.stats.junk >= 1 and "sent junk" in bad_state.last_error
