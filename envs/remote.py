@@ -33,7 +33,7 @@ from envs.base import Environment
 from envs.episode import End, Episode, EpisodeLimits, MultiTurnEnvironment, StepResult, ToolCall, Turn
 from envs.types import CutText, Problem, StepReward, Verdict
 from envs.verdicts import validate_verdict
-from rlvr.serve.client import Check, RemoteError, RetryPolicy, ServerPool
+from rlvr.serve.client import Check, RemoteError, RetryPolicy, ServerPool, ServerSetupError
 
 __all__ = ["TOKEN_ENV", "Endpoint", "RemoteEnvironment", "RemoteError", "RemoteMultiTurnEnvironment", "connect",
            "failed_verdict", "verdict_from_wire"]
@@ -197,23 +197,23 @@ class RemoteMultiTurnEnvironment(RemoteEnvironment, MultiTurnEnvironment):
 def connect(url: str | Sequence[str], token: str | None = None, timeout_s: float = 60.0) -> RemoteEnvironment:
     """The environment served at ``url`` (one server or several of the same environment): multi-turn
     when the servers say so (``GET /info``). Every server must answer and serve the same environment
-    before anything else starts. Registered as ``remote-v1``."""
+    before anything else starts (else `ServerSetupError`, one line). Registered as ``remote-v1``."""
     env = RemoteEnvironment(url, token, timeout_s)
     try:
         infos = env.endpoint.pool.check("/info", timeout_s=min(timeout_s, 10.0))
     except RemoteError as e:
-        raise ValueError(f"cannot reach the environment server: {e}") from None
+        raise ServerSetupError(f"cannot reach the environment server: {e}") from None
     described = {u: {k: i.get(k) for k in ("env", "task", "multi_turn", "stop", "limits")} for u, i in infos.items()}
     if len({repr(d) for d in described.values()}) > 1:
         listed = "; ".join(f"{u}: env {d['env']!r}, task {d['task']!r}" for u, d in described.items())
-        raise ValueError(f"the environment servers do not serve the same environment ({listed})")
+        raise ServerSetupError(f"the environment servers do not serve the same environment ({listed})")
     digests = {u: i.get("digest") for u, i in infos.items()}
     if len(set(digests.values())) > 1:
         groups: dict[Any, list[str]] = {}
         for u, d in digests.items():
             groups.setdefault(d, []).append(u)
         listed = "; ".join(", ".join(us) for us in groups.values())
-        raise ValueError(f"the environment servers score differently (their env kwargs or task config differ, see "
+        raise ServerSetupError(f"the environment servers score differently (their env kwargs or task config differ, see "
                          f"GET /info 'digest'): start them with the same settings; servers that agree: {listed}")
     info = next(iter(infos.values()))
     if info.get("multi_turn"):

@@ -74,7 +74,7 @@ def run_node(args: argparse.Namespace) -> int:
     import shlex
 
     from rlvr import UserError
-    from rlvr.launch.slurm import ClusterPlan, node_command, node_role, server_urls, wait_for_servers
+    from rlvr.launch.slurm import ClusterPlan, node_command, node_role, server_urls, token_checks, wait_for_servers
 
     try:
         plan = ClusterPlan.load(args.plan)
@@ -89,7 +89,7 @@ def run_node(args: argparse.Namespace) -> int:
     if role.role == "train":
         generation, environments = server_urls(plan, role.hosts)
         try:
-            wait_for_servers(generation + environments, plan.wait_s, {})
+            wait_for_servers(generation + environments, plan.wait_s, token_checks(generation, environments))
         except ValueError as e:
             raise UserError(str(e)) from None
     os.execv(command[0], command)  # the node's process becomes the command: SIGTERM from SLURM reaches it

@@ -269,8 +269,10 @@ def _env_and_task(plan: ClusterPlan) -> tuple[str, str]:
     return env, task_id
 
 
-def wait_for_servers(urls: list[str], wait_s: float, tokens: dict[str, str | None]) -> None:
-    """Return once every server answers ``GET /health``; a ValueError naming the silent ones after ``wait_s``."""
+def wait_for_servers(urls: list[str], wait_s: float, tokens: dict[str, tuple[str, str | None]]) -> None:
+    """Return once every server answers ``GET /health``; a ValueError naming the silent ones after ``wait_s``.
+    Then each server in ``tokens`` (URL → (path, token)) is asked ``GET path`` with its token, so a wrong
+    token is one line now rather than a failed request in the middle of training."""
     import time
 
     import httpx
@@ -291,6 +293,28 @@ def wait_for_servers(urls: list[str], wait_s: float, tokens: dict[str, str | Non
             if time.monotonic() > deadline:
                 raise ValueError(f"servers not answering after {wait_s:g} s: {', '.join(pending)}")
             time.sleep(1.0)
+    refused = []
+    for url, (path, token) in tokens.items():
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        try:
+            status = httpx.get(url + path, headers=headers, timeout=30, trust_env=False).status_code
+        except httpx.HTTPError as e:
+            refused.append(f"{url}{path} failed ({type(e).__name__})")
+            continue
+        if status in (401, 403):
+            refused.append(f"{url} refused the token (HTTP {status})")
+        elif status != 200:
+            refused.append(f"{url}{path} answered HTTP {status}")
+    if refused:
+        raise ValueError(f"servers up but not usable: {'; '.join(refused)}: check RLVR_ENV_TOKEN / RLVR_ROLLOUT_TOKEN")
+
+
+def token_checks(generation: list[str], environments: list[str], environ: dict[str, str] | None = None) -> dict[str, tuple[str, str | None]]:
+    """What `wait_for_servers` asks each server with its token: ``/version`` of a generation server
+    (``$RLVR_ROLLOUT_TOKEN``), ``/info`` of an environment server (``$RLVR_ENV_TOKEN``)."""
+    environ = os.environ if environ is None else environ
+    return {**{u: ("/version", environ.get("RLVR_ROLLOUT_TOKEN")) for u in generation},
+            **{u: ("/info", environ.get("RLVR_ENV_TOKEN")) for u in environments}}
 
 
 # -- the sbatch script ------------------------------------------------------------------------

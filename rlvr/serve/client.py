@@ -31,8 +31,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from rlvr import UserError
+
 RETRYABLE_STATUS = frozenset({429, 502, 503})
 TIMEOUT_STATUS = frozenset({408, 504})
+
+
+class ServerSetupError(UserError, ValueError):
+    """The servers given cannot be used (a bad URL, a refused token, servers that do not answer or
+    disagree): one line for the user, no traceback (a ValueError too, for callers that catch those)."""
 
 
 class RemoteError(Exception):
@@ -119,12 +126,18 @@ Check = Callable[[dict[str, Any]], "str | None"]
 
 def normalize_urls(urls: str | Sequence[str], what: str = "url") -> tuple[str, ...]:
     """One URL or several (a list, or one string with commas) as a tuple of base URLs; one-line errors."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(urls, (str, list, tuple)):
+        raise ServerSetupError(f"{what} must be a URL or a non-empty list of URLs, got a {type(urls).__name__}")
     items = [u.strip() for u in urls.split(",")] if isinstance(urls, str) else list(urls)
     if not items or not all(isinstance(u, str) and u for u in items):
-        raise ValueError(f"{what} must be a URL or a non-empty list of URLs, got {urls!r}")
+        raise ServerSetupError(f"{what} must be a URL or a non-empty list of URLs, got {_redacted(urls)!r}")
     for u in items:
+        if "@" in urlsplit(u).netloc:  # messages name the servers: a password there would be printed
+            raise ServerSetupError(f"{what}: {_redacted(u)} carries a user name or password; servers take a bearer token instead")
         if not u.startswith(("http://", "https://")):
-            raise ValueError(f"{what} must start with http:// or https://, got {u!r}")
+            raise ServerSetupError(f"{what} must start with http:// or https://, got {u!r}")
     out = tuple(dict.fromkeys(u.rstrip("/") for u in items))
     return out
 
@@ -381,6 +394,15 @@ class ServerPool:
         if bad:
             raise RemoteError("; ".join(bad))
         return answers
+
+
+def _redacted(urls: Any) -> Any:
+    """``urls`` with any ``user:password@`` replaced by ``***@``, for messages."""
+    import re
+
+    if isinstance(urls, (list, tuple)):
+        return [_redacted(u) for u in urls]
+    return re.sub(r"(://)[^/@]*@", r"\1***@", urls) if isinstance(urls, str) else urls
 
 
 def _detail(response: Any) -> str:

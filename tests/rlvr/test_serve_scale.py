@@ -374,3 +374,25 @@ def test_junk_verdicts_or_a_500_from_one_server_are_retried_on_another_counted_a
         assert "HTTP 500" in lone.info["error"] and alone.endpoint.pool.stats.retries == 0
     else:
         assert env.endpoint.pool.stats.junk >= 1 and "sent junk" in bad_state.last_error
+
+
+def test_a_wrong_token_dead_url_or_bad_url_is_one_user_error_line():
+    import rlvr
+    from rlvr.launch.slurm import token_checks, wait_for_servers
+
+    task = tasks.make("arithmetic-v1")
+    server, service = serve(task.env, task)
+    try:
+        with pytest.raises(rlvr.UserError) as e:
+            envs.make("remote-v1", url=[server.url], token="wrong-token-0123456789")
+        assert isinstance(e.value, ValueError) and "\n" not in str(e.value) and server.url in str(e.value)
+        with pytest.raises(ValueError, match="refused the token") as e:
+            wait_for_servers([server.url], 5.0, token_checks([], [server.url], {"RLVR_ENV_TOKEN": "wrong-token-0123456789"}))
+        assert "\n" not in str(e.value)
+        wait_for_servers([server.url], 5.0, token_checks([], [server.url], {"RLVR_ENV_TOKEN": TOKEN}))
+    finally:
+        stop(server, service)
+    for bad in (42, "http://user:hunter2@127.0.0.1:1"):
+        with pytest.raises(rlvr.UserError) as e:
+            envs.make("remote-v1", url=bad)
+        assert isinstance(e.value, ValueError) and "hunter2" not in str(e.value) and "\n" not in str(e.value)
