@@ -18,7 +18,8 @@ route's handler called in a worker thread (a `RawRoute` gets the body's bytes an
 parameters instead, e.g. a chunk of weights); an exception in a handler is a 500 with its one-line
 reason, never a dead server. A refused request is answered at once and the rest of its body read
 and dropped (up to ``DRAIN_LIMIT_BYTES``; past that the connection closes), so a client still
-sending it reads the status instead of a broken pipe.
+sending it reads the status instead of a broken pipe; when the client said ``Connection: close``
+the body is dropped before the answer (within ``read_timeout_s``), since the server then closes at once.
 
 The listening socket is bound in the constructor (``url`` is known at once, port 0 picks a free
 port) with a backlog of ``LISTEN_BACKLOG``, so hundreds of clients connecting at once wait in the
@@ -230,8 +231,13 @@ class GuardedServer:
                 status, payload, headers = 200, await self._answer(request, expected), {}
             except _Reply as r:
                 status, payload, headers = r.status, r.payload, r.headers
-            if status >= 400 and request.method == "POST" and _too_large_to_drain(request):
-                headers["Connection"] = "close"  # uvicorn drops the rest of a smaller body and keeps the connection
+            if status >= 400 and request.method == "POST":
+                if _too_large_to_drain(request):
+                    headers["Connection"] = "close"  # uvicorn drops the rest of a smaller body and keeps the connection
+                elif request.headers.get("connection", "").lower() == "close":
+                    # uvicorn closes such a connection at once, and a close with the body still unread is a
+                    # reset the client sees instead of the status: read and drop the body first
+                    await self._drain(request)
             self.count(status)
             return Response(json.dumps(payload), status, headers, media_type="application/json")
 
@@ -281,6 +287,15 @@ class GuardedServer:
                 raise _Reply(500, {"error": f"{type(e).__name__}: {e}"}) from None
         finally:
             self.admitted -= 1
+
+    async def _drain(self, request: Any) -> None:
+        """Read and drop what is left of a refused request's body (within ``read_timeout_s``)."""
+        async def read() -> None:
+            async for _ in request.stream():
+                pass
+
+        with contextlib.suppress(Exception):  # a body already read, or a client gone: nothing to drain
+            await asyncio.wait_for(read(), self.guards.read_timeout_s)
 
     async def _body(self, request: Any) -> dict[str, Any]:
         raw = await self._raw(request)

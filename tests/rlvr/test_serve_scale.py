@@ -396,3 +396,24 @@ def test_a_wrong_token_dead_url_or_bad_url_is_one_user_error_line():
         with pytest.raises(rlvr.UserError) as e:
             envs.make("remote-v1", url=bad)
         assert isinstance(e.value, ValueError) and "hunter2" not in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("token", [TOKEN, "wrong-token-0123456789"])
+def test_a_refused_body_sent_with_connection_close_reads_its_status_not_a_reset(token):
+    """413 (oversized) or 401 (wrong token) to a client that sends its whole body, then reads, and
+    said `Connection: close`: the server reads and drops the body before closing, so the client reads
+    the status instead of a reset."""
+    server, service = serve(SlowEnv(), max_request_bytes=1 << 20)
+    body = b"x" * (12 << 20)
+    host, port = server.server_address
+    head = (f"POST /verify HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n").encode()
+    try:
+        with socket.create_connection((host, port), timeout=30) as sock:
+            sock.sendall(head + body)
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        assert answer.split(b"\r\n", 1)[0].split()[1] == (b"413" if token == TOKEN else b"401")
+    finally:
+        stop(server, service)
