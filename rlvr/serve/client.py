@@ -98,6 +98,8 @@ class ServerState:
     consecutive_failures: int = 0
     down_until: float = 0.0
     last_error: str = ""
+    set_aside: bool = False
+    """Failed and not answered since (a warning said so; another says when it answers again)."""
 
 
 @dataclass
@@ -244,17 +246,29 @@ class ServerPool:
             return chosen
 
     def _done(self, server: ServerState, failure: str | None, *, down: bool) -> None:
+        warning = None
         with self._lock:
             server.outstanding -= 1
             if failure is None:
                 server.consecutive_failures = 0
-                return
-            server.failures += 1
-            server.last_error = failure
-            if down:
-                server.consecutive_failures += 1
-                backoff = self.retry.cooldown_s * 2 ** min(3, server.consecutive_failures - 1)
-                server.down_until = time.monotonic() + backoff
+                if server.set_aside:
+                    server.set_aside = False
+                    warning = f"warning: {server.url} answers again: back in use"
+            else:
+                server.failures += 1
+                server.last_error = failure
+                if down:
+                    server.consecutive_failures += 1
+                    backoff = self.retry.cooldown_s * 2 ** min(3, server.consecutive_failures - 1)
+                    server.down_until = time.monotonic() + backoff
+                    if not server.set_aside:
+                        server.set_aside = True
+                        warning = (f"warning: {server.url} set aside (its requests go to the other servers until it answers "
+                                   f"again): {failure}")
+        if warning:  # failover would otherwise be invisible during a run: one line per transition
+            import sys
+
+            print(warning.splitlines()[0], file=sys.stderr, flush=True)
 
     # -- one request --------------------------------------------------------------------------
 

@@ -417,3 +417,31 @@ def test_a_refused_body_sent_with_connection_close_reads_its_status_not_a_reset(
         assert answer.split(b"\r\n", 1)[0].split()[1] == (b"413" if token == TOKEN else b"401")
     finally:
         stop(server, service)
+
+
+def test_a_server_set_aside_and_back_is_one_warning_line_each(capsys):
+    task = tasks.make("arithmetic-v1")
+    first, first_service = serve(task.env, task)
+    second, second_service = serve(task.env, task)
+    port = first.server_address[1]
+    env = RemoteEnvironment([first.url, second.url], TOKEN)
+    env.endpoint.pool.retry = RetryPolicy(attempts=4, backoff_s=0.01, cooldown_s=0.01)
+    problems = task.problems("test", limit=4)
+    try:
+        stop(first, first_service)
+        for p in problems:
+            assert env.verify(p, task.env.gold_completion(p)).passed
+        set_aside = [x for x in capsys.readouterr().err.splitlines() if "set aside" in x]
+        assert len(set_aside) == 1 and first.url in set_aside[0]
+        first, first_service = make_env_server(task.env, Guards(TOKEN), task=task, port=port,
+                                               verify=VerifySettings(workers=1, kind="thread"))
+        first.serve_in_thread()
+        for _ in range(20):
+            assert env.verify(problems[0], task.env.gold_completion(problems[0])).passed
+            if not next(s for s in env.endpoint.pool.servers if s.url == first.url).set_aside:
+                break
+        back = [x for x in capsys.readouterr().err.splitlines() if "answers again" in x]
+        assert len(back) == 1 and first.url in back[0]
+    finally:
+        stop(first, first_service)
+        stop(second, second_service)
