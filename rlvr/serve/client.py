@@ -6,10 +6,10 @@ HTTP client (httpx), with balancing, bounded retries and failover.
 
 - **Balancing**: a request goes to the live server with the fewest requests outstanding (ties in
   turn), so a slow server gets less work.
-- **Retries**: a transport failure (refused, reset, closed mid-answer), a 502/503/429 (``Retry-After``
-  honoured) and an answer that is not a JSON object are retried, up to ``RetryPolicy.attempts``
-  tries in all, with exponential backoff and full jitter; a server that failed is set aside for a
-  cooldown and the next try goes to another one. A timeout (or a server's 504) is retried only on a
+- **Retries**: a transport failure (refused, reset, closed mid-answer), a 502 and an answer that is
+  not a JSON object are retried, up to ``RetryPolicy.attempts`` failures in all; a busy server's
+  503/429 (``Retry-After`` honoured) is retried until the request's ``timeout_s`` is spent; with
+  exponential backoff and full jitter. A server that failed is set aside for a cooldown and the next try goes to another one. A timeout (or a server's 504) is retried only on a
   server this request has not tried yet: on one server a retry would only double the wait.
 - **Junk**: ``request(check=...)`` vets a well-formed answer (a wrong count of verdicts, a NaN
   reward): junk is retried on another server and counted (``PoolStats.junk``), like an answer that
@@ -34,6 +34,8 @@ from typing import Any, Callable, Sequence
 from rlvr import UserError
 
 RETRYABLE_STATUS = frozenset({429, 502, 503})
+BUSY_STATUS = frozenset({429, 503})
+"""Retried until the request's time budget is spent rather than a number of tries."""
 TIMEOUT_STATUS = frozenset({408, 504})
 
 
@@ -60,7 +62,8 @@ class RetryPolicy:
     """How often and how patiently a request is retried.
 
     Attributes:
-        attempts: Tries in all for one request (1 = no retry), across servers.
+        attempts: Failed tries in all for one request (1 = no retry), across servers; a busy
+            server's 503/429 does not count (those are retried within the request's ``timeout_s``).
         backoff_s: The first backoff; each retry doubles it, up to ``max_backoff_s``; the wait is
             drawn uniformly below it (full jitter), or around a server's ``Retry-After``.
         max_backoff_s: The longest wait between two tries.
@@ -281,10 +284,12 @@ class ServerPool:
         budget = self.timeout_s if timeout_s is None else float(timeout_s)
         tried: set[str] = set()
         reasons: list[str] = []
-        server_errors = 0
+        server_errors = failures = tries = 0
+        started = time.monotonic()
         with self._lock:
             self.stats.requests += 1
-        for attempt in range(1, self.retry.attempts + 1):
+        while True:
+            tries += 1
             server = self._pick(tried)
             if server.url not in tried and tried:
                 with self._lock:
@@ -308,11 +313,17 @@ class ServerPool:
                         raise RemoteError(str(r), status=500, server=server.url) from None
                 if r.timeout and len(tried) >= len(self.servers):
                     return self._fail(path, tried, reasons, timeout=True, server=server.url)
-                if attempt == self.retry.attempts:
-                    break
+                delay = self.retry.delay(tries, r.retry_after_s, self._rng)
+                if r.status in BUSY_STATUS:  # busy, not broken: worth waiting for, within the request's own budget
+                    if time.monotonic() - started + delay > budget:
+                        break
+                else:
+                    failures += 1
+                    if failures >= self.retry.attempts:
+                        break
                 with self._lock:
                     self.stats.retries += 1
-                time.sleep(self.retry.delay(attempt, r.retry_after_s, self._rng))
+                time.sleep(delay)
                 continue
             except RemoteError as e:
                 e.server = server.url
@@ -362,7 +373,7 @@ class ServerPool:
             self.stats.by_status[status] = self.stats.by_status.get(status, 0) + 1
         if status in RETRYABLE_STATUS:
             raise _Retry(f"{url} answered HTTP {status} ({_detail(response)})", retry_after_s=_retry_after(response),
-                         server_down=status == 502)
+                         server_down=status == 502, status=status)
         if status in TIMEOUT_STATUS:
             raise _Retry(f"{url} answered HTTP {status} ({_detail(response)})", timeout=True, server_down=False)
         if status == 401:

@@ -445,3 +445,35 @@ def test_a_server_set_aside_and_back_is_one_warning_line_each(capsys):
     finally:
         stop(first, first_service)
         stop(second, second_service)
+
+
+class _Busy(BaseHTTPRequestHandler):
+    """Always busy: 503 with a short Retry-After; counts the requests it refused."""
+
+    refused = 0
+
+    def do_GET(self):  # noqa: N802
+        type(self).refused += 1
+        body = b'{"error": "busy"}'
+        self.send_response(503)
+        self.send_header("Retry-After", "0.02")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_busy_server_is_retried_within_the_requests_time_budget_not_a_fixed_count():
+    busy = ThreadingHTTPServer(("127.0.0.1", 0), _Busy)
+    threading.Thread(target=busy.serve_forever, daemon=True).start()
+    try:
+        with ServerPool(f"http://127.0.0.1:{busy.server_address[1]}", TOKEN, timeout_s=1.0,
+                        retry=RetryPolicy(attempts=2, backoff_s=0.01, max_backoff_s=0.05, cooldown_s=0.01)) as pool:
+            with pytest.raises(RemoteError, match="HTTP 503"):
+                pool.request("GET", "/info")
+    finally:
+        busy.shutdown()
+        busy.server_close()
+    assert _Busy.refused > 2  # past the attempts limit: 503s are waited out, not counted
