@@ -42,7 +42,7 @@ def write_slurm(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rlvr import UserError
-    from rlvr.launch.slurm import ClusterPlan, env_server_plan, sbatch_script
+    from rlvr.launch.slurm import ClusterPlan, check_training_config, env_server_plan, sbatch_script
     from rlvr.train.recipes import load_run_config
 
     try:
@@ -57,12 +57,17 @@ def write_slurm(args: argparse.Namespace) -> int:
             plan = env_server_plan(plan)
         except ValueError as e:
             raise UserError(str(e)) from None
+    check_training_config(plan)  # with the overrides the training nodes add
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     plan_path = (out / "plan.json").resolve()
+    try:
+        text = sbatch_script(plan, plan_path, job_name=args.job_name, time_limit=args.time, partition=args.partition)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    out.mkdir(parents=True, exist_ok=True)
     plan.save(plan_path)
     script = out / "job.sbatch"
-    script.write_text(sbatch_script(plan, plan_path, job_name=args.job_name, time_limit=args.time, partition=args.partition))
+    script.write_text(text)
     script.chmod(0o755)
     print(f"wrote {script} and {plan_path}: {plan.nodes} node(s) ({plan.train_nodes} train x {plan.gpus_per_node}, "
           f"{plan.generation_nodes} generation, {plan.env_nodes} environment)\nsubmit it with: sbatch {script}")

@@ -79,6 +79,17 @@ class ClusterPlan:
     serve_args: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        from rlvr.commands.rollout import SERVE_ENGINES
+
+        if self.engine not in SERVE_ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r} for the generation servers; engines: {', '.join(SERVE_ENGINES)}")
+        if self.env is not None:
+            import envs
+
+            try:
+                envs.ENVS.spec(self.env)  # an unknown environment is said now, not on the cluster
+            except LookupError as e:
+                raise ValueError(str(e).strip("'\"")) from None
         for name, low in (("train_nodes", 1), ("gpus_per_node", 1), ("generation_nodes", 0), ("env_nodes", 0)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -107,15 +118,23 @@ class ClusterPlan:
 
 _GROUP = re.compile(r"\[([^\]]*)\]")
 
+MAX_HOSTS = 100_000
+"""The most hosts a host list may expand to (a typo such as ``n[1-99999999]`` is refused, not expanded)."""
+
 
 def expand_hostlist(text: str) -> list[str]:
     """SLURM's compact host list (``node[01-03,07],gpu5``, ``a[1-2]-b[3-4]``) as host names, in order."""
     hosts: list[str] = []
     for item in _split_top_level(text.strip()):
         if item:
-            hosts += _expand_one(item)
+            hosts += _expand_one(item, MAX_HOSTS - len(hosts))
     if not hosts:
         raise ValueError(f"empty SLURM host list {text!r}")
+    seen: set[str] = set()
+    for h in hosts:
+        if h in seen:
+            raise ValueError(f"host {h!r} appears twice in SLURM host list {text!r}")
+        seen.add(h)
     return hosts
 
 
@@ -134,19 +153,25 @@ def _split_top_level(text: str) -> list[str]:
     return items + [text[start:]]
 
 
-def _expand_one(item: str) -> list[str]:
+def _expand_one(item: str, room: int = MAX_HOSTS) -> list[str]:
+    """``item``'s hosts; a ValueError past ``room`` of them (counted before anything is expanded)."""
     found = _GROUP.search(item)
     if not found:
         return [item]
     head, tail = item[:found.start()], item[found.end():]
-    out = []
+    ranges = []
     for part in found.group(1).split(","):
         lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
+        if not lo.isdigit() or (hi and not hi.isdigit()) or (hi and int(hi) < int(lo)):
             raise ValueError(f"bad range {part!r} in SLURM host list item {item!r}")
-        for n in range(int(lo), int(hi or lo) + 1):
-            out += [head + str(n).zfill(len(lo)) + rest for rest in _expand_one(tail)]
-    return out
+        ranges.append((lo, int(lo), int(hi or lo)))
+    count = sum(b - a + 1 for _, a, b in ranges)
+    if count > room:
+        raise ValueError(f"SLURM host list item {item!r} expands to more than {MAX_HOSTS:,} hosts")
+    rests = _expand_one(tail, room // count)
+    if count * len(rests) > room:
+        raise ValueError(f"SLURM host list item {item!r} expands to more than {MAX_HOSTS:,} hosts")
+    return [head + str(n).zfill(len(lo)) + rest for lo, a, b in ranges for n in range(a, b + 1) for rest in rests]
 
 
 # -- a node's part ----------------------------------------------------------------------------
@@ -210,17 +235,31 @@ def node_command(plan: ClusterPlan, role: NodeRole) -> list[str]:
         model = plan.model or _config_value(plan, "model.name_or_path")
         return [*rlvr, "rollout", "serve", "--engine", plan.engine, "--model", str(model), "--host", role.host,
                 "--port", str(plan.generation_port), *allow, *plan.serve_args.get("generation", [])]
-    generation, environments = server_urls(plan, role.hosts)
-    overrides = list(plan.overrides)
-    if generation:
-        overrides += ["rollout.engine=vllm_server", f"rollout.vllm.server_urls={json.dumps(generation)}"]
-    if environments:
-        overrides += ["task.env=remote-v1", f"task.env_kwargs={json.dumps({'url': environments})}"]
+    overrides = training_overrides(plan, role.hosts)
     head = role.hosts[0]
     return [plan.python, "-m", "torch.distributed.run", "--nnodes", str(plan.train_nodes), "--node-rank", str(role.index),
             "--nproc-per-node", str(plan.gpus_per_node), "--rdzv-backend", "c10d",
             "--rdzv-endpoint", f"{head}:{plan.rendezvous_port}", "--rdzv-id", os.environ.get("SLURM_JOB_ID", "rlvr"),
             "-m", "rlvr.cli", "train", plan.config, *overrides]
+
+
+def training_overrides(plan: ClusterPlan, hosts: list[str]) -> list[str]:
+    """The training config's overrides on a training node: the user's, then the servers' addresses."""
+    generation, environments = server_urls(plan, hosts)
+    overrides = list(plan.overrides)
+    if generation:
+        overrides += ["rollout.engine=vllm_server", f"rollout.vllm.server_urls={json.dumps(generation)}"]
+    if environments:
+        overrides += ["task.env=remote-v1", f"task.env_kwargs={json.dumps({'url': environments})}"]
+    return overrides
+
+
+def check_training_config(plan: ClusterPlan) -> None:
+    """Load the config as a training node will (with the servers' overrides, on stand-in hosts): a
+    config error is said when the job is written, not on the cluster."""
+    from rlvr.train.recipes import load_run_config
+
+    load_run_config(plan.config, training_overrides(plan, [f"node{i}" for i in range(plan.nodes)]))
 
 
 def _is_loopback(host: str) -> bool:
@@ -319,9 +358,17 @@ def token_checks(generation: list[str], environments: list[str], environ: dict[s
 
 # -- the sbatch script ------------------------------------------------------------------------
 
+_SBATCH_VALUE = re.compile(r"[A-Za-z0-9._,:+@%=/-]+")
+
+
 def sbatch_script(plan: ClusterPlan, plan_path: Path, *, job_name: str = "rlvr", time_limit: str | None = None,
                   partition: str | None = None, extra_sbatch: list[str] = ()) -> str:
-    """The batch script: every node runs ``rlvr launch node PLAN`` (servers first, in the background)."""
+    """The batch script: every node runs ``rlvr launch node PLAN`` (servers first, in the background).
+    A job name, time or partition with a newline or a shell character is refused (it would end the
+    ``#SBATCH`` line and run as a command)."""
+    for name, value in (("--job-name", job_name), ("--time", time_limit), ("--partition", partition)):
+        if value is not None and not _SBATCH_VALUE.fullmatch(value):
+            raise ValueError(f"{name} {value!r}: only letters, digits and . _ , : + @ % = / - are allowed")
     servers = plan.generation_nodes + plan.env_nodes
     node = f"{shlex.quote(plan.python)} -m rlvr.cli launch node {shlex.quote(str(plan_path))}"
     lines = ["#!/usr/bin/env bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={plan.nodes}",
