@@ -59,6 +59,12 @@ class VerifySettings:
     kind: PoolKind = "process"
     timeout_s: float = 30.0
 
+    def __post_init__(self) -> None:
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ValueError(f"verify workers must be an integer >= 1 (--verify-workers), got {self.workers!r}")
+        if not self.timeout_s > 0:
+            raise ValueError(f"the verify timeout must be > 0 seconds (--verify-timeout), got {self.timeout_s!r}")
+
 
 class EnvService:
     """The routes' logic for one environment, optionally bound to a task (for references and

@@ -123,6 +123,8 @@ def is_loopback(host: str) -> bool:
 
 def bind_listener(host: str, port: int, backlog: int = LISTEN_BACKLOG) -> socket.socket:
     """A listening TCP socket on ``host:port`` (IPv4 or IPv6) with ``backlog``."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port must be 0..65535 (0 picks a free one), got {port!r}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # proto IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say so, and without it every
     # answer (headers, then body) waits ~40 ms for the client's delayed ACK
@@ -158,8 +160,8 @@ class GuardedServer:
     def __init__(self, routes: dict[tuple[str, str], Handler | RawRoute], guards: Guards, host: str = "127.0.0.1", port: int = 0,
                  *, name: str = "rlvr", allow_remote: bool = False, health: Callable[[], dict[str, Any]] | None = None):
         if not is_loopback(host) and not allow_remote:
-            raise ValueError(f"refusing to listen on {host!r}: only loopback addresses unless allow_remote=True "
-                             "(`--host 0.0.0.0` on the command line); every request still needs the token")
+            raise ValueError(f"refusing to listen on {host!r}: only loopback addresses unless allowed (--allow-remote on "
+                             "the command line, allow_remote=True in Python); every request still needs the token")
         if not is_loopback(host) and guards.token is None:
             raise ValueError(f"refusing to listen on {host!r} without a token: give one (--token or its variable)")
         self.routes = dict(routes)

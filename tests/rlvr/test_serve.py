@@ -351,3 +351,13 @@ def test_a_server_that_trickles_its_answer_times_out_and_the_request_moves_to_an
     finally:
         trickle.shutdown()
         trickle.server_close()
+
+
+@pytest.mark.parametrize("args, says", [(["--verify-timeout", "0"], "--verify-timeout"), (["--port", "70000"], "port must be 0..65535"),
+                                        (["--host", "0.0.0.0"], "--allow-remote")])
+def test_cli_serve_refuses_bad_settings_in_one_line_at_start(args, says, capsys):
+    from rlvr.cli import main
+
+    assert main(["envs", "serve", "math-v1", "--task", "arithmetic-v1", "--token", TOKEN, *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1 and "Traceback" not in err
