@@ -33,7 +33,7 @@ from envs.base import Environment
 from envs.episode import End, Episode, EpisodeLimits, MultiTurnEnvironment, StepResult, ToolCall, Turn
 from envs.types import CutText, Problem, StepReward, Verdict
 from envs.verdicts import validate_verdict
-from rlvr.serve.client import RemoteError, RetryPolicy, ServerPool
+from rlvr.serve.client import Check, RemoteError, RetryPolicy, ServerPool, ServerSetupError
 
 __all__ = ["TOKEN_ENV", "Endpoint", "RemoteEnvironment", "RemoteError", "RemoteMultiTurnEnvironment", "connect",
            "failed_verdict", "verdict_from_wire"]
@@ -59,16 +59,19 @@ class Endpoint:
     def urls(self) -> tuple[str, ...]:
         return self.pool.urls
 
-    def call(self, method: str, path: str, payload: dict[str, Any] | None = None, *, timeout_s: float | None = None) -> dict[str, Any]:
-        """``method path`` with a JSON body; the JSON object answered, or `RemoteError` after the retries."""
-        return self.pool.request(method, path, payload, timeout_s=timeout_s)
+    def call(self, method: str, path: str, payload: dict[str, Any] | None = None, *, timeout_s: float | None = None,
+             check: Check | None = None) -> dict[str, Any]:
+        """``method path`` with a JSON body; the JSON object answered, or `RemoteError` after the retries
+        (``check`` vets the answer: junk is retried on another server, `rlvr.serve.client.Check`)."""
+        return self.pool.request(method, path, payload, timeout_s=timeout_s, check=check)
 
 
 def failed_verdict(error: RemoteError, url: str, timeout_s: float = 0.0, **info: Any) -> Verdict:
     """The verdict for a remote call that failed: ``timeout`` (after ``timeout_s``) or ``error``, the reason kept."""
+    remote = error.server or url  # the server that answered, when one did
     if error.timeout:
-        return Verdict.timeout(timeout_s, error=str(error), remote=url, **info)
-    return Verdict.error(str(error), remote=url, **info)
+        return Verdict.timeout(timeout_s, error=str(error), remote=remote, **info)
+    return Verdict.error(str(error), remote=remote, **info)
 
 
 def verdict_from_wire(row: Any, source: str) -> Verdict:
@@ -78,6 +81,27 @@ def verdict_from_wire(row: Any, source: str) -> Verdict:
     except (KeyError, TypeError, ValueError) as e:
         return Verdict.error(f"{source} sent a malformed verdict: {type(e).__name__}: {e}", invalid_verdict=repr(row)[:300])
     return validate_verdict(verdict, source)
+
+
+def _junk_verdict(row: Any) -> str | None:
+    """What is wrong with one verdict a server sent (`verdict_from_wire` would make it an error), or None."""
+    verdict = verdict_from_wire(row, "")
+    return verdict.info.get("error") if "invalid_verdict" in verdict.info else None
+
+
+def verdicts_check(count: int) -> Check:
+    """The `Check` of a ``/verify`` answer: ``count`` verdicts, each well-formed (a finite reward...)."""
+    def check(answer: dict[str, Any]) -> str | None:
+        rows = answer.get("verdicts")
+        if not isinstance(rows, list) or len(rows) != count:
+            got = f"{len(rows)} verdicts" if isinstance(rows, list) else f"no verdict list ({sorted(answer)[:5]})"
+            return f"{got} for {count} completions"
+        return next((f"verdict {i}: {why}" for i, why in enumerate(map(_junk_verdict, rows)) if why), None)
+    return check
+
+
+def _episode_check(answer: dict[str, Any]) -> str | None:
+    return _junk_verdict(answer.get("verdict"))
 
 
 def _turns_to_wire(turns: Sequence[Turn]) -> list[dict[str, str]]:
@@ -119,7 +143,7 @@ class RemoteEnvironment(Environment):
             body: dict[str, Any] = {"problems": [p.to_dict() for p in problems], "completions": list(completions)}
             if any(isinstance(c, CutText) for c in completions):  # JSON carries text only: say which were cut
                 body["truncated"] = [isinstance(c, CutText) for c in completions]
-            answer = self.endpoint.call("POST", "/verify", body)
+            answer = self.endpoint.call("POST", "/verify", body, check=verdicts_check(len(problems)))
         except RemoteError as e:
             return [failed_verdict(e, self.url, self.endpoint.timeout_s) for _ in problems]
         rows = answer.get("verdicts")
@@ -164,7 +188,7 @@ class RemoteMultiTurnEnvironment(RemoteEnvironment, MultiTurnEnvironment):
             return super().verify_episode(problem, episode)
         try:
             answer = self.endpoint.call("POST", "/verify_episode", {"problem": problem.to_dict(), "turns": _turns_to_wire(episode.turns),
-                                                                    "end": episode.end.value})
+                                                                    "end": episode.end.value}, check=_episode_check)
         except RemoteError as e:
             return failed_verdict(e, self.url, self.endpoint.timeout_s)
         return verdict_from_wire(answer.get("verdict"), f"{self.url}/verify_episode")
@@ -173,16 +197,24 @@ class RemoteMultiTurnEnvironment(RemoteEnvironment, MultiTurnEnvironment):
 def connect(url: str | Sequence[str], token: str | None = None, timeout_s: float = 60.0) -> RemoteEnvironment:
     """The environment served at ``url`` (one server or several of the same environment): multi-turn
     when the servers say so (``GET /info``). Every server must answer and serve the same environment
-    before anything else starts. Registered as ``remote-v1``."""
+    before anything else starts (else `ServerSetupError`, one line). Registered as ``remote-v1``."""
     env = RemoteEnvironment(url, token, timeout_s)
     try:
         infos = env.endpoint.pool.check("/info", timeout_s=min(timeout_s, 10.0))
     except RemoteError as e:
-        raise ValueError(f"cannot reach the environment server: {e}") from None
+        raise ServerSetupError(f"cannot reach the environment server: {e}") from None
     described = {u: {k: i.get(k) for k in ("env", "task", "multi_turn", "stop", "limits")} for u, i in infos.items()}
     if len({repr(d) for d in described.values()}) > 1:
         listed = "; ".join(f"{u}: env {d['env']!r}, task {d['task']!r}" for u, d in described.items())
-        raise ValueError(f"the environment servers do not serve the same environment ({listed})")
+        raise ServerSetupError(f"the environment servers do not serve the same environment ({listed})")
+    digests = {u: i.get("digest") for u, i in infos.items()}
+    if len(set(digests.values())) > 1:
+        groups: dict[Any, list[str]] = {}
+        for u, d in digests.items():
+            groups.setdefault(d, []).append(u)
+        listed = "; ".join(", ".join(us) for us in groups.values())
+        raise ServerSetupError(f"the environment servers score differently (their env kwargs or task config differ, see "
+                         f"GET /info 'digest'): start them with the same settings; servers that agree: {listed}")
     info = next(iter(infos.values()))
     if info.get("multi_turn"):
         return RemoteMultiTurnEnvironment(url, env.endpoint.token, timeout_s, stop=info.get("stop") or (),

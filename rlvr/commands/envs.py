@@ -239,7 +239,7 @@ def serve_env(args: argparse.Namespace) -> int:
         guards = Guards(token, max_request_bytes=args.max_request_bytes, request_timeout_s=args.request_timeout,
                         max_inflight=args.max_inflight, max_queued=args.max_queued)
         server, service = make_env_server(env, guards, task=task, host=args.host, port=args.port, allow_remote=args.allow_remote,
-                                          dialect=args.dialect,
+                                          dialect=args.dialect, env_kwargs=task.env_kwargs if task is not None else env_kwargs,
                                           verify=VerifySettings(workers=args.verify_workers, timeout_s=args.verify_timeout))
     except (ValueError, OSError) as e:
         raise UserError(str(e)) from None

@@ -42,7 +42,7 @@ def write_slurm(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rlvr import UserError
-    from rlvr.launch.slurm import ClusterPlan, _env_and_task, sbatch_script
+    from rlvr.launch.slurm import ClusterPlan, check_training_config, env_server_plan, sbatch_script
     from rlvr.train.recipes import load_run_config
 
     try:
@@ -53,14 +53,21 @@ def write_slurm(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     load_run_config(plan.config, plan.overrides)  # a config error is said now, not on the cluster
     if plan.env_nodes:
-        env, task = _env_and_task(plan)
-        plan = ClusterPlan(**{**plan.__dict__, "env": env, "task": task})
+        try:
+            plan = env_server_plan(plan)
+        except ValueError as e:
+            raise UserError(str(e)) from None
+    check_training_config(plan)  # with the overrides the training nodes add
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     plan_path = (out / "plan.json").resolve()
+    try:
+        text = sbatch_script(plan, plan_path, job_name=args.job_name, time_limit=args.time, partition=args.partition)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    out.mkdir(parents=True, exist_ok=True)
     plan.save(plan_path)
     script = out / "job.sbatch"
-    script.write_text(sbatch_script(plan, plan_path, job_name=args.job_name, time_limit=args.time, partition=args.partition))
+    script.write_text(text)
     script.chmod(0o755)
     print(f"wrote {script} and {plan_path}: {plan.nodes} node(s) ({plan.train_nodes} train x {plan.gpus_per_node}, "
           f"{plan.generation_nodes} generation, {plan.env_nodes} environment)\nsubmit it with: sbatch {script}")
@@ -72,7 +79,7 @@ def run_node(args: argparse.Namespace) -> int:
     import shlex
 
     from rlvr import UserError
-    from rlvr.launch.slurm import ClusterPlan, node_command, node_role, server_urls, wait_for_servers
+    from rlvr.launch.slurm import ClusterPlan, node_command, node_role, server_urls, token_checks, wait_for_servers
 
     try:
         plan = ClusterPlan.load(args.plan)
@@ -87,7 +94,7 @@ def run_node(args: argparse.Namespace) -> int:
     if role.role == "train":
         generation, environments = server_urls(plan, role.hosts)
         try:
-            wait_for_servers(generation + environments, plan.wait_s, {})
+            wait_for_servers(generation + environments, plan.wait_s, token_checks(generation, environments))
         except ValueError as e:
             raise UserError(str(e)) from None
     os.execv(command[0], command)  # the node's process becomes the command: SIGTERM from SLURM reaches it

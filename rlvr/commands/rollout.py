@@ -6,6 +6,10 @@ from __future__ import annotations
 import argparse
 
 
+SERVE_ENGINES = ("vllm", "hf")
+"""What `rlvr rollout serve --engine` takes."""
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rollout", help="rollout engines: serve generation for remote trainers (rollout.engine=vllm_server)")
     s = p.add_subparsers(dest="rollout_command", metavar="ACTION", required=True)
@@ -14,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                      "vllm.weight_transfer=nccl vllm.sleep_level=1, or hf.decode=kv for --engine hf "
                                      "(see `rlvr train --show-config`).")
     serve.add_argument("--model", required=True, help="model the engine starts from: a checkpoint directory, a .gguf file, a built-in name (rlvr models list) or a Hugging Face id")
-    serve.add_argument("--engine", default="vllm", choices=("vllm", "hf"),
+    serve.add_argument("--engine", default="vllm", choices=SERVE_ENGINES,
                        help="vllm (default; needs the vllm package) or hf (rlvr's own decoders on CPU or GPU, same API)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; another address needs a token)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")

@@ -45,8 +45,10 @@ class ClusterPlan:
         gpus_per_node: Training processes per training node (one per GPU; on CPUs, processes).
         generation_nodes: Nodes serving generation (``rlvr rollout serve``); 0 = generation in the trainer.
         env_nodes: Nodes serving the environment (``rlvr envs serve``); 0 = verification in the trainer.
-        env: The environment the servers serve (default: the config's task's own).
+        env: The environment the servers serve (default: the config's ``task.env``, else the task's own).
         task: The task whose problems they hold (default: the config's task).
+        env_kwargs: The servers' environment keyword arguments (default: the config's ``task.env_kwargs``).
+        task_config: Their task's config (default: the config's ``task.config``).
         model: What the generation servers start from (default: the config's model).
         engine: The generation servers' engine (``rlvr rollout serve --engine``).
         gpus: Whether the nodes have GPUs to ask SLURM for (``--gpus-per-node``); False on a CPU cluster.
@@ -64,6 +66,8 @@ class ClusterPlan:
     env_nodes: int = 0
     env: str | None = None
     task: str | None = None
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    task_config: dict[str, Any] = field(default_factory=dict)
     model: str | None = None
     engine: str = "vllm"
     gpus: bool = True
@@ -75,6 +79,17 @@ class ClusterPlan:
     serve_args: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        from rlvr.commands.rollout import SERVE_ENGINES
+
+        if self.engine not in SERVE_ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r} for the generation servers; engines: {', '.join(SERVE_ENGINES)}")
+        if self.env is not None:
+            import envs
+
+            try:
+                envs.ENVS.spec(self.env)  # an unknown environment is said now, not on the cluster
+            except LookupError as e:
+                raise ValueError(str(e).strip("'\"")) from None
         for name, low in (("train_nodes", 1), ("gpus_per_node", 1), ("generation_nodes", 0), ("env_nodes", 0)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -103,15 +118,23 @@ class ClusterPlan:
 
 _GROUP = re.compile(r"\[([^\]]*)\]")
 
+MAX_HOSTS = 100_000
+"""The most hosts a host list may expand to (a typo such as ``n[1-99999999]`` is refused, not expanded)."""
+
 
 def expand_hostlist(text: str) -> list[str]:
     """SLURM's compact host list (``node[01-03,07],gpu5``, ``a[1-2]-b[3-4]``) as host names, in order."""
     hosts: list[str] = []
     for item in _split_top_level(text.strip()):
         if item:
-            hosts += _expand_one(item)
+            hosts += _expand_one(item, MAX_HOSTS - len(hosts))
     if not hosts:
         raise ValueError(f"empty SLURM host list {text!r}")
+    seen: set[str] = set()
+    for h in hosts:
+        if h in seen:
+            raise ValueError(f"host {h!r} appears twice in SLURM host list {text!r}")
+        seen.add(h)
     return hosts
 
 
@@ -130,19 +153,25 @@ def _split_top_level(text: str) -> list[str]:
     return items + [text[start:]]
 
 
-def _expand_one(item: str) -> list[str]:
+def _expand_one(item: str, room: int = MAX_HOSTS) -> list[str]:
+    """``item``'s hosts; a ValueError past ``room`` of them (counted before anything is expanded)."""
     found = _GROUP.search(item)
     if not found:
         return [item]
     head, tail = item[:found.start()], item[found.end():]
-    out = []
+    ranges = []
     for part in found.group(1).split(","):
         lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
+        if not lo.isdigit() or (hi and not hi.isdigit()) or (hi and int(hi) < int(lo)):
             raise ValueError(f"bad range {part!r} in SLURM host list item {item!r}")
-        for n in range(int(lo), int(hi or lo) + 1):
-            out += [head + str(n).zfill(len(lo)) + rest for rest in _expand_one(tail)]
-    return out
+        ranges.append((lo, int(lo), int(hi or lo)))
+    count = sum(b - a + 1 for _, a, b in ranges)
+    if count > room:
+        raise ValueError(f"SLURM host list item {item!r} expands to more than {MAX_HOSTS:,} hosts")
+    rests = _expand_one(tail, room // count)
+    if count * len(rests) > room:
+        raise ValueError(f"SLURM host list item {item!r} expands to more than {MAX_HOSTS:,} hosts")
+    return [head + str(n).zfill(len(lo)) + rest for lo, a, b in ranges for n in range(a, b + 1) for rest in rests]
 
 
 # -- a node's part ----------------------------------------------------------------------------
@@ -195,23 +224,42 @@ def node_command(plan: ClusterPlan, role: NodeRole) -> list[str]:
     allow = [] if _is_loopback(role.host) else ["--allow-remote"]
     if role.role == "env":
         env, task = _env_and_task(plan)
-        return [*rlvr, "envs", "serve", env, "--task", task, "--host", role.host, "--port", str(plan.env_port), *allow,
+        settings = []
+        if plan.env_kwargs:
+            settings += ["--env-kwargs", json.dumps(plan.env_kwargs)]
+        if plan.task_config:
+            settings += ["--task-config", json.dumps(plan.task_config)]
+        return [*rlvr, "envs", "serve", env, "--task", task, *settings, "--host", role.host, "--port", str(plan.env_port), *allow,
                 *plan.serve_args.get("env", [])]
     if role.role == "generation":
         model = plan.model or _config_value(plan, "model.name_or_path")
         return [*rlvr, "rollout", "serve", "--engine", plan.engine, "--model", str(model), "--host", role.host,
                 "--port", str(plan.generation_port), *allow, *plan.serve_args.get("generation", [])]
-    generation, environments = server_urls(plan, role.hosts)
-    overrides = list(plan.overrides)
-    if generation:
-        overrides += ["rollout.engine=vllm_server", f"rollout.vllm.server_urls={json.dumps(generation)}"]
-    if environments:
-        overrides += ["task.env=remote-v1", f"task.env_kwargs={json.dumps({'url': environments})}"]
+    overrides = training_overrides(plan, role.hosts)
     head = role.hosts[0]
     return [plan.python, "-m", "torch.distributed.run", "--nnodes", str(plan.train_nodes), "--node-rank", str(role.index),
             "--nproc-per-node", str(plan.gpus_per_node), "--rdzv-backend", "c10d",
             "--rdzv-endpoint", f"{head}:{plan.rendezvous_port}", "--rdzv-id", os.environ.get("SLURM_JOB_ID", "rlvr"),
             "-m", "rlvr.cli", "train", plan.config, *overrides]
+
+
+def training_overrides(plan: ClusterPlan, hosts: list[str]) -> list[str]:
+    """The training config's overrides on a training node: the user's, then the servers' addresses."""
+    generation, environments = server_urls(plan, hosts)
+    overrides = list(plan.overrides)
+    if generation:
+        overrides += ["rollout.engine=vllm_server", f"rollout.vllm.server_urls={json.dumps(generation)}"]
+    if environments:
+        overrides += ["task.env=remote-v1", f"task.env_kwargs={json.dumps({'url': environments})}"]
+    return overrides
+
+
+def check_training_config(plan: ClusterPlan) -> None:
+    """Load the config as a training node will (with the servers' overrides, on stand-in hosts): a
+    config error is said when the job is written, not on the cluster."""
+    from rlvr.train.recipes import load_run_config
+
+    load_run_config(plan.config, training_overrides(plan, [f"node{i}" for i in range(plan.nodes)]))
 
 
 def _is_loopback(host: str) -> bool:
@@ -230,6 +278,24 @@ def _config_value(plan: ClusterPlan, key: str) -> Any:
     return value
 
 
+def env_server_plan(plan: ClusterPlan) -> ClusterPlan:
+    """``plan`` with what its environment servers serve resolved from the config: the environment
+    (``--env``, else the config's ``task.env``, else the task's own), the task, and the user's
+    ``task.env_kwargs`` and ``task.config`` (so the servers score as the config says; the trainer
+    then sees only remote-v1's own kwargs, the servers' URLs)."""
+    from dataclasses import replace
+
+    from rlvr.train.recipes import load_run_config
+
+    task_cfg = load_run_config(plan.config, plan.overrides).task
+    if plan.env and task_cfg.env and task_cfg.env != plan.env:
+        raise ValueError(f"--env {plan.env} but the config's task.env is {task_cfg.env}: the servers serve one environment; "
+                         "give one of them")
+    env, task = _env_and_task(plan)
+    return replace(plan, env=env, task=task, env_kwargs=dict(plan.env_kwargs or task_cfg.env_kwargs),
+                   task_config=dict(plan.task_config or (task_cfg.config if task == task_cfg.id else {})))
+
+
 def _env_and_task(plan: ClusterPlan) -> tuple[str, str]:
     if plan.env and plan.task:
         return plan.env, plan.task
@@ -242,8 +308,10 @@ def _env_and_task(plan: ClusterPlan) -> tuple[str, str]:
     return env, task_id
 
 
-def wait_for_servers(urls: list[str], wait_s: float, tokens: dict[str, str | None]) -> None:
-    """Return once every server answers ``GET /health``; a ValueError naming the silent ones after ``wait_s``."""
+def wait_for_servers(urls: list[str], wait_s: float, tokens: dict[str, tuple[str, str | None]]) -> None:
+    """Return once every server answers ``GET /health``; a ValueError naming the silent ones after ``wait_s``.
+    Then each server in ``tokens`` (URL → (path, token)) is asked ``GET path`` with its token, so a wrong
+    token is one line now rather than a failed request in the middle of training."""
     import time
 
     import httpx
@@ -264,13 +332,43 @@ def wait_for_servers(urls: list[str], wait_s: float, tokens: dict[str, str | Non
             if time.monotonic() > deadline:
                 raise ValueError(f"servers not answering after {wait_s:g} s: {', '.join(pending)}")
             time.sleep(1.0)
+    refused = []
+    for url, (path, token) in tokens.items():
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        try:
+            status = httpx.get(url + path, headers=headers, timeout=30, trust_env=False).status_code
+        except httpx.HTTPError as e:
+            refused.append(f"{url}{path} failed ({type(e).__name__})")
+            continue
+        if status in (401, 403):
+            refused.append(f"{url} refused the token (HTTP {status})")
+        elif status != 200:
+            refused.append(f"{url}{path} answered HTTP {status}")
+    if refused:
+        raise ValueError(f"servers up but not usable: {'; '.join(refused)}: check RLVR_ENV_TOKEN / RLVR_ROLLOUT_TOKEN")
+
+
+def token_checks(generation: list[str], environments: list[str], environ: dict[str, str] | None = None) -> dict[str, tuple[str, str | None]]:
+    """What `wait_for_servers` asks each server with its token: ``/version`` of a generation server
+    (``$RLVR_ROLLOUT_TOKEN``), ``/info`` of an environment server (``$RLVR_ENV_TOKEN``)."""
+    environ = os.environ if environ is None else environ
+    return {**{u: ("/version", environ.get("RLVR_ROLLOUT_TOKEN")) for u in generation},
+            **{u: ("/info", environ.get("RLVR_ENV_TOKEN")) for u in environments}}
 
 
 # -- the sbatch script ------------------------------------------------------------------------
 
+_SBATCH_VALUE = re.compile(r"[A-Za-z0-9._,:+@%=/-]+")
+
+
 def sbatch_script(plan: ClusterPlan, plan_path: Path, *, job_name: str = "rlvr", time_limit: str | None = None,
                   partition: str | None = None, extra_sbatch: list[str] = ()) -> str:
-    """The batch script: every node runs ``rlvr launch node PLAN`` (servers first, in the background)."""
+    """The batch script: every node runs ``rlvr launch node PLAN`` (servers first, in the background).
+    A job name, time or partition with a newline or a shell character is refused (it would end the
+    ``#SBATCH`` line and run as a command)."""
+    for name, value in (("--job-name", job_name), ("--time", time_limit), ("--partition", partition)):
+        if value is not None and not _SBATCH_VALUE.fullmatch(value):
+            raise ValueError(f"{name} {value!r}: only letters, digits and . _ , : + @ % = / - are allowed")
     servers = plan.generation_nodes + plan.env_nodes
     node = f"{shlex.quote(plan.python)} -m rlvr.cli launch node {shlex.quote(str(plan_path))}"
     lines = ["#!/usr/bin/env bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={plan.nodes}",

@@ -6,13 +6,16 @@ HTTP client (httpx), with balancing, bounded retries and failover.
 
 - **Balancing**: a request goes to the live server with the fewest requests outstanding (ties in
   turn), so a slow server gets less work.
-- **Retries**: a transport failure (refused, reset, closed mid-answer), a 502/503/429 (``Retry-After``
-  honoured) and an answer that is not a JSON object are retried, up to ``RetryPolicy.attempts``
-  tries in all, with exponential backoff and full jitter; a server that failed is set aside for a
-  cooldown and the next try goes to another one. A timeout (or a server's 504) is retried only on a
+- **Retries**: a transport failure (refused, reset, closed mid-answer), a 502 and an answer that is
+  not a JSON object are retried, up to ``RetryPolicy.attempts`` failures in all; a busy server's
+  503/429 (``Retry-After`` honoured) is retried until the request's ``timeout_s`` is spent; with
+  exponential backoff and full jitter. A server that failed is set aside for a cooldown and the next try goes to another one. A timeout (or a server's 504) is retried only on a
   server this request has not tried yet: on one server a retry would only double the wait.
+- **Junk**: ``request(check=...)`` vets a well-formed answer (a wrong count of verdicts, a NaN
+  reward): junk is retried on another server and counted (``PoolStats.junk``), like an answer that
+  is not JSON.
 - **Not retried**: a 4xx that says the request itself is wrong (401 names the server that refused
-  the token) and a 500 (the handler's own error, which another try would repeat).
+  the token). A 500 (the handler's own error) is retried once, on a server not yet tried.
 
 Past the retries the request raises `RemoteError` naming the servers and the last reason; callers
 turn it into an ``error``/``timeout`` verdict, never a reward of 0. ``stats`` counts requests,
@@ -26,10 +29,19 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
+
+from rlvr import UserError
 
 RETRYABLE_STATUS = frozenset({429, 502, 503})
+BUSY_STATUS = frozenset({429, 503})
+"""Retried until the request's time budget is spent rather than a number of tries."""
 TIMEOUT_STATUS = frozenset({408, 504})
+
+
+class ServerSetupError(UserError, ValueError):
+    """The servers given cannot be used (a bad URL, a refused token, servers that do not answer or
+    disagree): one line for the user, no traceback (a ValueError too, for callers that catch those)."""
 
 
 class RemoteError(Exception):
@@ -37,10 +49,12 @@ class RemoteError(Exception):
     rather than failing (an ``error`` verdict); ``status`` is the HTTP status of an answer that was
     not retried (401, 400, 500...), None when the servers failed or did not answer."""
 
-    def __init__(self, reason: str, *, timeout: bool = False, status: int | None = None):
+    def __init__(self, reason: str, *, timeout: bool = False, status: int | None = None, server: str | None = None):
         super().__init__(reason)
         self.timeout = timeout
         self.status = status
+        self.server = server
+        """The server that answered last (None: none did, or the error is not one server's)."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +62,8 @@ class RetryPolicy:
     """How often and how patiently a request is retried.
 
     Attributes:
-        attempts: Tries in all for one request (1 = no retry), across servers.
+        attempts: Failed tries in all for one request (1 = no retry), across servers; a busy
+            server's 503/429 does not count (those are retried within the request's ``timeout_s``).
         backoff_s: The first backoff; each retry doubles it, up to ``max_backoff_s``; the wait is
             drawn uniformly below it (full jitter), or around a server's ``Retry-After``.
         max_backoff_s: The longest wait between two tries.
@@ -86,6 +101,8 @@ class ServerState:
     consecutive_failures: int = 0
     down_until: float = 0.0
     last_error: str = ""
+    set_aside: bool = False
+    """Failed and not answered since (a warning said so; another says when it answers again)."""
 
 
 @dataclass
@@ -97,23 +114,35 @@ class PoolStats:
     retries: int = 0
     failovers: int = 0
     failed: int = 0
+    junk: int = 0
     by_status: dict[int, int] = field(default_factory=dict)
 
 
 class _Retry(Exception):
-    def __init__(self, reason: str, *, timeout: bool = False, retry_after_s: float | None = None, server_down: bool = True):
+    def __init__(self, reason: str, *, timeout: bool = False, retry_after_s: float | None = None, server_down: bool = True,
+                 status: int | None = None):
         super().__init__(reason)
-        self.timeout, self.retry_after_s, self.server_down = timeout, retry_after_s, server_down
+        self.timeout, self.retry_after_s, self.server_down, self.status = timeout, retry_after_s, server_down, status
+
+
+Check = Callable[[dict[str, Any]], "str | None"]
+"""Vets a JSON answer: None when it is sound, else what is wrong with it (the answer is junk)."""
 
 
 def normalize_urls(urls: str | Sequence[str], what: str = "url") -> tuple[str, ...]:
     """One URL or several (a list, or one string with commas) as a tuple of base URLs; one-line errors."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(urls, (str, list, tuple)):
+        raise ServerSetupError(f"{what} must be a URL or a non-empty list of URLs, got a {type(urls).__name__}")
     items = [u.strip() for u in urls.split(",")] if isinstance(urls, str) else list(urls)
     if not items or not all(isinstance(u, str) and u for u in items):
-        raise ValueError(f"{what} must be a URL or a non-empty list of URLs, got {urls!r}")
+        raise ServerSetupError(f"{what} must be a URL or a non-empty list of URLs, got {_redacted(urls)!r}")
     for u in items:
+        if "@" in urlsplit(u).netloc:  # messages name the servers: a password there would be printed
+            raise ServerSetupError(f"{what}: {_redacted(u)} carries a user name or password; servers take a bearer token instead")
         if not u.startswith(("http://", "https://")):
-            raise ValueError(f"{what} must start with http:// or https://, got {u!r}")
+            raise ServerSetupError(f"{what} must start with http:// or https://, got {u!r}")
     out = tuple(dict.fromkeys(u.rstrip("/") for u in items))
     return out
 
@@ -220,31 +249,47 @@ class ServerPool:
             return chosen
 
     def _done(self, server: ServerState, failure: str | None, *, down: bool) -> None:
+        warning = None
         with self._lock:
             server.outstanding -= 1
             if failure is None:
                 server.consecutive_failures = 0
-                return
-            server.failures += 1
-            server.last_error = failure
-            if down:
-                server.consecutive_failures += 1
-                backoff = self.retry.cooldown_s * 2 ** min(3, server.consecutive_failures - 1)
-                server.down_until = time.monotonic() + backoff
+                if server.set_aside:
+                    server.set_aside = False
+                    warning = f"warning: {server.url} answers again: back in use"
+            else:
+                server.failures += 1
+                server.last_error = failure
+                if down:
+                    server.consecutive_failures += 1
+                    backoff = self.retry.cooldown_s * 2 ** min(3, server.consecutive_failures - 1)
+                    server.down_until = time.monotonic() + backoff
+                    if not server.set_aside:
+                        server.set_aside = True
+                        warning = (f"warning: {server.url} set aside (its requests go to the other servers until it answers "
+                                   f"again): {failure}")
+        if warning:  # failover would otherwise be invisible during a run: one line per transition
+            import sys
+
+            print(warning.splitlines()[0], file=sys.stderr, flush=True)
 
     # -- one request --------------------------------------------------------------------------
 
     def request(self, method: str, path: str, payload: dict[str, Any] | None = None, *, timeout_s: float | None = None,
-                content: bytes | None = None, content_type: str = "application/json") -> dict[str, Any]:
+                content: bytes | None = None, content_type: str = "application/json", check: Check | None = None) -> dict[str, Any]:
         """``method path`` with a JSON body (or raw ``content``) on one of the servers; the JSON object
-        answered, or `RemoteError` after the retries."""
+        answered, or `RemoteError` after the retries. ``check`` vets the answer (`Check`): junk is
+        retried on another server."""
         body = content if content is not None else (None if payload is None else json.dumps(payload).encode())
         budget = self.timeout_s if timeout_s is None else float(timeout_s)
         tried: set[str] = set()
         reasons: list[str] = []
+        server_errors = failures = tries = 0
+        started = time.monotonic()
         with self._lock:
             self.stats.requests += 1
-        for attempt in range(1, self.retry.attempts + 1):
+        while True:
+            tries += 1
             server = self._pick(tried)
             if server.url not in tried and tried:
                 with self._lock:
@@ -252,31 +297,50 @@ class ServerPool:
             tried.add(server.url)
             try:
                 answer = self._once(server, method, path, body, content_type, budget)
+                junk = check(answer) if check is not None else None
+                if junk:
+                    with self._lock:
+                        self.stats.junk += 1
+                    raise _Retry(f"{server.url}{path} sent junk: {junk}")
             except _Retry as r:
                 self._done(server, str(r), down=r.server_down)
                 reasons.append(str(r))
+                if r.status == 500:  # the handler's own error: once more elsewhere, never twice
+                    server_errors += 1
+                    if server_errors > 1 or len(tried) >= len(self.servers):
+                        with self._lock:
+                            self.stats.failed += 1
+                        raise RemoteError(str(r), status=500, server=server.url) from None
                 if r.timeout and len(tried) >= len(self.servers):
-                    return self._fail(path, tried, reasons, timeout=True)
-                if attempt == self.retry.attempts:
-                    break
+                    return self._fail(path, tried, reasons, timeout=True, server=server.url)
+                delay = self.retry.delay(tries, r.retry_after_s, self._rng)
+                if r.status in BUSY_STATUS:  # busy, not broken: worth waiting for, within the request's own budget
+                    if time.monotonic() - started + delay > budget:
+                        break
+                else:
+                    failures += 1
+                    if failures >= self.retry.attempts:
+                        break
                 with self._lock:
                     self.stats.retries += 1
-                time.sleep(self.retry.delay(attempt, r.retry_after_s, self._rng))
+                time.sleep(delay)
                 continue
             except RemoteError as e:
+                e.server = server.url
                 self._done(server, str(e), down=False)
                 with self._lock:
                     self.stats.failed += 1
                 raise
             self._done(server, None, down=False)
             return answer
-        return self._fail(path, tried, reasons, timeout=False)
+        return self._fail(path, tried, reasons, timeout=False, server=server.url)
 
-    def _fail(self, path: str, tried: set[str], reasons: list[str], *, timeout: bool) -> dict[str, Any]:
+    def _fail(self, path: str, tried: set[str], reasons: list[str], *, timeout: bool, server: str) -> dict[str, Any]:
         with self._lock:
             self.stats.failed += 1
         servers = ", ".join(u for u in self.urls if u in tried)
-        raise RemoteError(f"{path} failed after {len(reasons)} tries on {servers}: {reasons[-1]}", timeout=timeout)
+        raise RemoteError(f"{path} failed after {len(reasons)} tries on {servers}: {reasons[-1]}", timeout=timeout,
+                          server=server if len(tried) == 1 else None)
 
     def _once(self, server: ServerState, method: str, path: str, body: bytes | None, content_type: str,
               budget: float) -> dict[str, Any]:
@@ -284,9 +348,18 @@ class ServerPool:
 
         url = server.url + path
         headers = {"Content-Type": content_type} if body is not None else {}
+        deadline = time.monotonic() + budget
         try:
-            response = self._client.request(method, url, content=body, headers=headers,
-                                             timeout=httpx.Timeout(budget, connect=min(budget, 10.0)))
+            # streamed, so the whole answer has one deadline: httpx's own timeout bounds each read, and
+            # a server that trickles a byte at a time would otherwise hold the request for ever
+            with self._client.stream(method, url, content=body, headers=headers,
+                                     timeout=httpx.Timeout(budget, connect=min(budget, 10.0))) as streamed:
+                chunks = []
+                for chunk in streamed.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        raise _Retry(f"{url} did not answer within {budget:g} s (its answer was still arriving)", timeout=True)
+                response = httpx.Response(streamed.status_code, headers=streamed.headers, content=b"".join(chunks))
         except httpx.TimeoutException as e:
             if isinstance(e, httpx.ConnectTimeout):
                 raise _Retry(f"{server.url} did not accept a connection within {min(budget, 10.0):g} s") from None
@@ -300,12 +373,14 @@ class ServerPool:
             self.stats.by_status[status] = self.stats.by_status.get(status, 0) + 1
         if status in RETRYABLE_STATUS:
             raise _Retry(f"{url} answered HTTP {status} ({_detail(response)})", retry_after_s=_retry_after(response),
-                         server_down=status == 502)
+                         server_down=status == 502, status=status)
         if status in TIMEOUT_STATUS:
             raise _Retry(f"{url} answered HTTP {status} ({_detail(response)})", timeout=True, server_down=False)
         if status == 401:
             raise RemoteError(f"{server.url} refused the token (HTTP 401): check the token given for it "
                               "(--token or the service's token variable)", status=401)
+        if status == 500:
+            raise _Retry(f"{url} answered HTTP 500: {_detail(response)}", server_down=False, status=500)
         if status >= 400:
             raise RemoteError(f"{url} answered HTTP {status}: {_detail(response)}", status=status)
         try:
@@ -344,6 +419,15 @@ class ServerPool:
         if bad:
             raise RemoteError("; ".join(bad))
         return answers
+
+
+def _redacted(urls: Any) -> Any:
+    """``urls`` with any ``user:password@`` replaced by ``***@``, for messages."""
+    import re
+
+    if isinstance(urls, (list, tuple)):
+        return [_redacted(u) for u in urls]
+    return re.sub(r"(://)[^/@]*@", r"\1***@", urls) if isinstance(urls, str) else urls
 
 
 def _detail(response: Any) -> str:

@@ -4,7 +4,8 @@ the hub exports call (``rlvr envs serve ID --task TASK``).
 Routes (JSON; every one but ``GET /health`` needs the bearer token, see `rlvr.serve.http`):
 
 ====================  =========================================================================
-``GET /info``         the environment and task: id, multi-turn, stop strings, limits, splits
+``GET /info``         the environment and task: id, multi-turn, stop strings, limits, splits, and
+                      ``digest`` (`verdict_digest`: equal on servers that score alike)
 ``POST /problems``    ``{"split", "start", "limit"}`` → ``{"problems": [...], "size"}``
 ``POST /prompt``      ``{"problem"}`` → ``{"prompt"}`` (the environment's ``format_prompt``)
 ``POST /verify``      ``{"problems": [...], "completions": [...]}`` → ``{"verdicts": [...]}`` (``"truncated"``: which were cut)
@@ -58,15 +59,23 @@ class VerifySettings:
     kind: PoolKind = "process"
     timeout_s: float = 30.0
 
+    def __post_init__(self) -> None:
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ValueError(f"verify workers must be an integer >= 1 (--verify-workers), got {self.workers!r}")
+        if not self.timeout_s > 0:
+            raise ValueError(f"the verify timeout must be > 0 seconds (--verify-timeout), got {self.timeout_s!r}")
+
 
 class EnvService:
     """The routes' logic for one environment, optionally bound to a task (for references and
     ``/problems``). Thread-safe: requests are handled in threads."""
 
-    def __init__(self, env: envs.Environment, task: Any = None, verify: VerifySettings = VerifySettings()):
+    def __init__(self, env: envs.Environment, task: Any = None, verify: VerifySettings = VerifySettings(),
+                 env_kwargs: dict[str, Any] | None = None):
         self.env = env
         self.task = task
         self.settings = verify
+        self.digest = verdict_digest(env, task, env_kwargs)
         self._pool: VerifierPool | None = None
         self._steps = StepRunner(max_workers=32)
         self._lock = threading.Lock()
@@ -92,7 +101,7 @@ class EnvService:
 
     def info(self, _: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"env": self.env.id or type(self.env).__name__, "multi_turn": self.multi_turn,
-                               "verify_timeout_s": self.settings.timeout_s}
+                               "verify_timeout_s": self.settings.timeout_s, "digest": self.digest}
         if self.multi_turn:
             env: MultiTurnEnvironment = self.env  # type: ignore[assignment]
             limits = env.limits
@@ -269,6 +278,20 @@ class _ServiceJudge:
         return self._service._verify([problem], [completion])[0]
 
 
+def verdict_digest(env: envs.Environment, task: Any = None, env_kwargs: dict[str, Any] | None = None) -> str:
+    """sha256 over what decides a verdict: the environment's id and keyword arguments, the task's id
+    and config. Servers that agree on it score an answer alike; the kwargs themselves (which may hold
+    secrets) never leave the server. ``env_kwargs`` default to the task's."""
+    import hashlib
+    import json
+
+    if env_kwargs is None:
+        env_kwargs = dict(getattr(task, "env_kwargs", None) or {})
+    what = {"env": env.id or type(env).__name__, "env_kwargs": env_kwargs,
+            "task": getattr(task, "id", None), "task_config": getattr(task, "config", None) if task is not None else None}
+    return "sha256:" + hashlib.sha256(json.dumps(what, sort_keys=True, default=repr).encode()).hexdigest()
+
+
 def _field(body: dict[str, Any], name: str, kind: type, default: Any = ...) -> Any:
     value = body.get(name, default)
     if value is ... or isinstance(value, bool) or not isinstance(value, kind):
@@ -292,15 +315,16 @@ def _turns(rows: Any) -> list[Turn]:
 
 def make_env_server(env: envs.Environment, guards: Guards, *, task: Any = None, host: str = "127.0.0.1", port: int = 0,
                     verify: VerifySettings = VerifySettings(), allow_remote: bool = False, dialect: str | None = None,
-                    extra_routes: dict[tuple[str, str], Handler] | None = None) -> tuple[GuardedServer, EnvService]:
+                    extra_routes: dict[tuple[str, str], Handler] | None = None,
+                    env_kwargs: dict[str, Any] | None = None) -> tuple[GuardedServer, EnvService]:
     """A server for ``env`` (and ``task``'s problems) behind ``guards``, not yet serving: call
     ``serve_forever()`` or ``serve_in_thread()``. ``dialect`` adds another hub's routes (`rlvr.serve.dialects`);
-    ``extra_routes`` adds any others."""
+    ``extra_routes`` adds any others; ``env_kwargs`` (default the task's) go into ``/info``'s digest."""
     import importlib
 
     from rlvr.serve.dialects import DIALECTS
 
-    service = EnvService(env, task, verify)
+    service = EnvService(env, task, verify, env_kwargs)
     routes = service.routes()
     if dialect is not None:
         if dialect not in DIALECTS:

@@ -18,7 +18,8 @@ route's handler called in a worker thread (a `RawRoute` gets the body's bytes an
 parameters instead, e.g. a chunk of weights); an exception in a handler is a 500 with its one-line
 reason, never a dead server. A refused request is answered at once and the rest of its body read
 and dropped (up to ``DRAIN_LIMIT_BYTES``; past that the connection closes), so a client still
-sending it reads the status instead of a broken pipe.
+sending it reads the status instead of a broken pipe; when the client said ``Connection: close``
+the body is dropped before the answer (within ``read_timeout_s``), since the server then closes at once.
 
 The listening socket is bound in the constructor (``url`` is known at once, port 0 picks a free
 port) with a backlog of ``LISTEN_BACKLOG``, so hundreds of clients connecting at once wait in the
@@ -122,6 +123,8 @@ def is_loopback(host: str) -> bool:
 
 def bind_listener(host: str, port: int, backlog: int = LISTEN_BACKLOG) -> socket.socket:
     """A listening TCP socket on ``host:port`` (IPv4 or IPv6) with ``backlog``."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port must be 0..65535 (0 picks a free one), got {port!r}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # proto IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say so, and without it every
     # answer (headers, then body) waits ~40 ms for the client's delayed ACK
@@ -157,8 +160,8 @@ class GuardedServer:
     def __init__(self, routes: dict[tuple[str, str], Handler | RawRoute], guards: Guards, host: str = "127.0.0.1", port: int = 0,
                  *, name: str = "rlvr", allow_remote: bool = False, health: Callable[[], dict[str, Any]] | None = None):
         if not is_loopback(host) and not allow_remote:
-            raise ValueError(f"refusing to listen on {host!r}: only loopback addresses unless allow_remote=True "
-                             "(`--host 0.0.0.0` on the command line); every request still needs the token")
+            raise ValueError(f"refusing to listen on {host!r}: only loopback addresses unless allowed (--allow-remote on "
+                             "the command line, allow_remote=True in Python); every request still needs the token")
         if not is_loopback(host) and guards.token is None:
             raise ValueError(f"refusing to listen on {host!r} without a token: give one (--token or its variable)")
         self.routes = dict(routes)
@@ -230,8 +233,13 @@ class GuardedServer:
                 status, payload, headers = 200, await self._answer(request, expected), {}
             except _Reply as r:
                 status, payload, headers = r.status, r.payload, r.headers
-            if status >= 400 and request.method == "POST" and _too_large_to_drain(request):
-                headers["Connection"] = "close"  # uvicorn drops the rest of a smaller body and keeps the connection
+            if status >= 400 and request.method == "POST":
+                if _too_large_to_drain(request):
+                    headers["Connection"] = "close"  # uvicorn drops the rest of a smaller body and keeps the connection
+                elif request.headers.get("connection", "").lower() == "close":
+                    # uvicorn closes such a connection at once, and a close with the body still unread is a
+                    # reset the client sees instead of the status: read and drop the body first
+                    await self._drain(request)
             self.count(status)
             return Response(json.dumps(payload), status, headers, media_type="application/json")
 
@@ -281,6 +289,15 @@ class GuardedServer:
                 raise _Reply(500, {"error": f"{type(e).__name__}: {e}"}) from None
         finally:
             self.admitted -= 1
+
+    async def _drain(self, request: Any) -> None:
+        """Read and drop what is left of a refused request's body (within ``read_timeout_s``)."""
+        async def read() -> None:
+            async for _ in request.stream():
+                pass
+
+        with contextlib.suppress(Exception):  # a body already read, or a client gone: nothing to drain
+            await asyncio.wait_for(read(), self.guards.read_timeout_s)
 
     async def _body(self, request: Any) -> dict[str, Any]:
         raw = await self._raw(request)

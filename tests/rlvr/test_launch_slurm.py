@@ -112,3 +112,48 @@ def test_the_node_commands_run_a_cluster_on_one_machine(sft_base, tmp_path):
         for proc in servers:
             proc.kill()
             proc.wait()
+
+
+def test_the_users_env_kwargs_and_task_config_reach_the_env_servers_and_not_the_trainer():
+    from rlvr.launch.slurm import env_server_plan
+
+    plan = env_server_plan(ClusterPlan("quickstart", ["task.env=math-v1", "task.env_kwargs={extraction: lenient}",
+                                                      "task.config={max_digits: 3}"], env_nodes=2))
+    assert (plan.env, plan.task) == ("math-v1", "arithmetic-v1")
+    slurm = {"SLURM_JOB_NODELIST": "n[1-3]", "SLURMD_NODENAME": "n3"}
+    env = node_command(plan, node_role(plan, slurm))
+    assert json.loads(env[env.index("--env-kwargs") + 1]) == {"extraction": "lenient"}
+    assert json.loads(env[env.index("--task-config") + 1]) == {"max_digits": 3}
+    train = node_command(plan, node_role(plan, {**slurm, "SLURMD_NODENAME": "n1"}))
+    from rlvr.train.recipes import load_run_config
+
+    cfg = load_run_config("quickstart", train[train.index("quickstart") + 1:])
+    assert cfg.task.env == "remote-v1" and cfg.task.env_kwargs == {"url": ["http://n2:8400", "http://n3:8400"]}
+    with pytest.raises(ValueError, match="task.env is math-v1"):
+        env_server_plan(ClusterPlan("quickstart", ["task.env=math-v1"], env_nodes=1, env="code-v1"))
+
+
+def test_host_lists_refuse_reversed_ranges_repeats_and_runaway_expansions():
+    for bad, why in (("n[4-1]", "bad range"), ("n[1-3],n2", "appears twice"), ("n[1-200000]", "more than"),
+                     ("a[1-1000]-b[1-1000]", "more than")):
+        with pytest.raises(ValueError, match=why):
+            expand_hostlist(bad)
+    assert len(expand_hostlist("n[1-100000]")) == 100_000
+
+
+def test_the_launcher_refuses_bad_input_when_writing_not_on_the_cluster(tmp_path):
+    from rlvr.launch.slurm import check_training_config
+
+    with pytest.raises(ValueError, match="unknown engine"):
+        ClusterPlan("quickstart", engine="vlm")
+    with pytest.raises(ValueError, match="nope-v1"):
+        ClusterPlan("quickstart", env="nope-v1", env_nodes=1)
+    for name, value in (("job_name", "x\nrm -rf ~"), ("partition", "gpu;reboot"), ("partition", "a b")):
+        with pytest.raises(ValueError, match="only letters"):
+            sbatch_script(ClusterPlan("quickstart", gpus=False), tmp_path / "plan.json", **{name: value})
+    from rlvr import UserError
+
+    # the config loads alone; with the overrides a training node adds for generation servers it does not
+    check_training_config(ClusterPlan("quickstart", env_nodes=1, env="math-v1", task="arithmetic-v1", generation_nodes=1, model="m"))
+    with pytest.raises(UserError, match="unknown key 'rollout'"):
+        check_training_config(ClusterPlan("sft_quickstart", generation_nodes=1, model="m"))

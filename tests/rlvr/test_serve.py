@@ -284,3 +284,80 @@ def test_sessions_play_episodes_held_by_the_server():
         server.shutdown()
         server.server_close()
         service.close()
+
+
+def test_servers_of_one_environment_with_different_settings_are_refused_by_connect():
+    """A server started with other env kwargs scores the same answer differently: connect() must
+    see it (GET /info's digest) and name the servers, and the digest must not carry the kwargs."""
+    running = []
+    for kwargs in ({}, {}, {"extraction": "lenient", "rel_tol": 0.123456789}):
+        task = tasks.make("arithmetic-v1")
+        task.env_kwargs = {**task.env_kwargs, **kwargs}
+        server, service = make_env_server(task.env, Guards(TOKEN), task=task,
+                                          verify=VerifySettings(workers=1, kind="thread"))
+        server.serve_in_thread()
+        running.append((server, service))
+    try:
+        urls = [s.url for s, _ in running]
+        infos = [RemoteEnvironment(u, TOKEN).info() for u in urls]
+        assert infos[0]["digest"] == infos[1]["digest"] != infos[2]["digest"]
+        assert "0.123456789" not in json.dumps(infos[2]) and "lenient" not in json.dumps(infos[2])
+        connect(urls[:2], TOKEN)  # same settings: fine
+        with pytest.raises(ValueError, match="score differently") as e:
+            connect(urls, TOKEN)
+        assert "\n" not in str(e.value) and urls[2] in str(e.value)
+    finally:
+        for server, service in running:
+            server.shutdown()
+            server.server_close()
+            service.close()
+
+
+class _Trickle(BaseHTTPRequestHandler):
+    """Answers 200 and then one byte at a time, each well within a read timeout."""
+
+    def do_GET(self):  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+        try:
+            for _ in range(24):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.25)
+        except OSError:
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_server_that_trickles_its_answer_times_out_and_the_request_moves_to_another_server(arithmetic_server):
+    """httpx's timeout bounds each read: the pool bounds the whole answer, so a trickle is a timeout
+    (retried on a server not yet tried), not a wait as long as the server likes."""
+    from rlvr.serve.client import RemoteError, RetryPolicy, ServerPool
+
+    trickle = ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+    threading.Thread(target=trickle.serve_forever, daemon=True).start()
+    slow = f"http://127.0.0.1:{trickle.server_address[1]}"
+    try:
+        with ServerPool(slow, TOKEN, timeout_s=1.0, retry=RetryPolicy(attempts=1)) as pool:
+            with pytest.raises(RemoteError, match="did not answer within 1 s") as e:
+                pool.request("GET", "/info")
+            assert e.value.timeout
+        with ServerPool([slow, arithmetic_server[0].url], TOKEN, timeout_s=1.0) as pool:
+            for _ in range(2):
+                assert pool.request("GET", "/info")["task"] == "arithmetic-v1"
+    finally:
+        trickle.shutdown()
+        trickle.server_close()
+
+
+@pytest.mark.parametrize("args, says", [(["--verify-timeout", "0"], "--verify-timeout"), (["--port", "70000"], "port must be 0..65535"),
+                                        (["--host", "0.0.0.0"], "--allow-remote")])
+def test_cli_serve_refuses_bad_settings_in_one_line_at_start(args, says, capsys):
+    from rlvr.cli import main
+
+    assert main(["envs", "serve", "math-v1", "--task", "arithmetic-v1", "--token", TOKEN, *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1 and "Traceback" not in err

@@ -15,7 +15,7 @@ import sys
 import textwrap
 import threading
 import time
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -323,3 +323,157 @@ def test_a_raw_route_gets_the_body_bytes_and_query_behind_the_same_guards():
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _BadAnswers(BaseHTTPRequestHandler):
+    """Valid JSON that is junk to rlvr (/nan: a NaN reward, /count: too many verdicts), or /500: HTTP 500."""
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        verdict = {"reward": 1.0, "passed": True, "status": "ok"}
+        if self.path.startswith("/500"):
+            status, body = 500, {"error": "the handler broke"}
+        elif self.path.startswith("/nan"):
+            status, body = 200, {"verdicts": [{**verdict, "reward": float("nan")}]}
+        else:
+            status, body = 200, {"verdicts": [verdict, verdict]}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("kind", ["nan", "count", "500"])
+def test_junk_verdicts_or_a_500_from_one_server_are_retried_on_another_counted_and_named(kind):
+    task = tasks.make("arithmetic-v1")
+    bad = ThreadingHTTPServer(("127.0.0.1", 0), _BadAnswers)
+    threading.Thread(target=bad.serve_forever, daemon=True).start()
+    bad_url = f"http://127.0.0.1:{bad.server_address[1]}/{kind}"
+    server, service = serve(task.env, task)
+    env = RemoteEnvironment([bad_url, server.url], TOKEN)
+    env.endpoint.pool.retry = RetryPolicy(attempts=4, backoff_s=0.01, cooldown_s=0.01)
+    alone = RemoteEnvironment(bad_url, TOKEN)
+    alone.endpoint.pool.retry = RetryPolicy(attempts=2, backoff_s=0.01, cooldown_s=0.01)
+    try:
+        problems = task.problems("test", limit=6)
+        verdicts = [env.verify(p, task.env.gold_completion(p)) for p in problems]
+        lone = alone.verify(problems[0], task.env.gold_completion(problems[0]))
+    finally:
+        bad.shutdown()
+        bad.server_close()
+        stop(server, service)
+    assert all(v.status is Status.OK and v.passed for v in verdicts)
+    bad_state = next(s for s in env.endpoint.pool.servers if s.url == bad_url)
+    assert bad_state.failures >= 1 and bad_url in bad_state.last_error
+    assert lone.status is Status.ERROR and lone.info["remote"] == bad_url and bad_url in lone.info["error"]
+    if kind == "500":
+        assert "HTTP 500" in lone.info["error"] and alone.endpoint.pool.stats.retries == 0
+    else:
+        assert env.endpoint.pool.stats.junk >= 1 and "sent junk" in bad_state.last_error
+
+
+def test_a_wrong_token_dead_url_or_bad_url_is_one_user_error_line():
+    import rlvr
+    from rlvr.launch.slurm import token_checks, wait_for_servers
+
+    task = tasks.make("arithmetic-v1")
+    server, service = serve(task.env, task)
+    try:
+        with pytest.raises(rlvr.UserError) as e:
+            envs.make("remote-v1", url=[server.url], token="wrong-token-0123456789")
+        assert isinstance(e.value, ValueError) and "\n" not in str(e.value) and server.url in str(e.value)
+        with pytest.raises(ValueError, match="refused the token") as e:
+            wait_for_servers([server.url], 5.0, token_checks([], [server.url], {"RLVR_ENV_TOKEN": "wrong-token-0123456789"}))
+        assert "\n" not in str(e.value)
+        wait_for_servers([server.url], 5.0, token_checks([], [server.url], {"RLVR_ENV_TOKEN": TOKEN}))
+    finally:
+        stop(server, service)
+    for bad in (42, "http://user:hunter2@127.0.0.1:1"):
+        with pytest.raises(rlvr.UserError) as e:
+            envs.make("remote-v1", url=bad)
+        assert isinstance(e.value, ValueError) and "hunter2" not in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("token", [TOKEN, "wrong-token-0123456789"])
+def test_a_refused_body_sent_with_connection_close_reads_its_status_not_a_reset(token):
+    """413 (oversized) or 401 (wrong token) to a client that sends its whole body, then reads, and
+    said `Connection: close`: the server reads and drops the body before closing, so the client reads
+    the status instead of a reset."""
+    server, service = serve(SlowEnv(), max_request_bytes=1 << 20)
+    body = b"x" * (12 << 20)
+    host, port = server.server_address
+    head = (f"POST /verify HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n").encode()
+    try:
+        with socket.create_connection((host, port), timeout=30) as sock:
+            sock.sendall(head + body)
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        assert answer.split(b"\r\n", 1)[0].split()[1] == (b"413" if token == TOKEN else b"401")
+    finally:
+        stop(server, service)
+
+
+def test_a_server_set_aside_and_back_is_one_warning_line_each(capsys):
+    task = tasks.make("arithmetic-v1")
+    first, first_service = serve(task.env, task)
+    second, second_service = serve(task.env, task)
+    port = first.server_address[1]
+    env = RemoteEnvironment([first.url, second.url], TOKEN)
+    env.endpoint.pool.retry = RetryPolicy(attempts=4, backoff_s=0.01, cooldown_s=0.01)
+    problems = task.problems("test", limit=4)
+    try:
+        stop(first, first_service)
+        for p in problems:
+            assert env.verify(p, task.env.gold_completion(p)).passed
+        set_aside = [x for x in capsys.readouterr().err.splitlines() if "set aside" in x]
+        assert len(set_aside) == 1 and first.url in set_aside[0]
+        first, first_service = make_env_server(task.env, Guards(TOKEN), task=task, port=port,
+                                               verify=VerifySettings(workers=1, kind="thread"))
+        first.serve_in_thread()
+        for _ in range(20):
+            assert env.verify(problems[0], task.env.gold_completion(problems[0])).passed
+            if not next(s for s in env.endpoint.pool.servers if s.url == first.url).set_aside:
+                break
+        back = [x for x in capsys.readouterr().err.splitlines() if "answers again" in x]
+        assert len(back) == 1 and first.url in back[0]
+    finally:
+        stop(first, first_service)
+        stop(second, second_service)
+
+
+class _Busy(BaseHTTPRequestHandler):
+    """Always busy: 503 with a short Retry-After; counts the requests it refused."""
+
+    refused = 0
+
+    def do_GET(self):  # noqa: N802
+        type(self).refused += 1
+        body = b'{"error": "busy"}'
+        self.send_response(503)
+        self.send_header("Retry-After", "0.02")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_busy_server_is_retried_within_the_requests_time_budget_not_a_fixed_count():
+    busy = ThreadingHTTPServer(("127.0.0.1", 0), _Busy)
+    threading.Thread(target=busy.serve_forever, daemon=True).start()
+    try:
+        with ServerPool(f"http://127.0.0.1:{busy.server_address[1]}", TOKEN, timeout_s=1.0,
+                        retry=RetryPolicy(attempts=2, backoff_s=0.01, max_backoff_s=0.05, cooldown_s=0.01)) as pool:
+            with pytest.raises(RemoteError, match="HTTP 503"):
+                pool.request("GET", "/info")
+    finally:
+        busy.shutdown()
+        busy.server_close()
+    assert _Busy.refused > 2  # past the attempts limit: 503s are waited out, not counted
