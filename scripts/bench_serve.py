@@ -102,6 +102,30 @@ def raw_level(url: str, clients: int, seconds: float, bodies: list[bytes]) -> di
             "transport_failures": sum(v for k, v in statuses.items() if k.startswith("transport"))}
 
 
+def burst(url: str, clients: int, bodies: list[bytes]) -> dict:
+    """``clients`` requests at once, each on a fresh connection (a trainer's many workers starting a
+    step together): how many the server answered (200 or 503) and how many were reset."""
+    import httpx
+
+    statuses: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def client(k: int) -> None:
+        try:
+            r = httpx.post(f"{url}/verify", content=bodies[k % len(bodies)], timeout=60, trust_env=False,
+                           headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+            key = str(r.status_code)
+        except httpx.HTTPError as e:
+            key = f"transport:{type(e).__name__}"
+        with lock:
+            statuses[key] = statuses.get(key, 0) + 1
+
+    _run_threads(client, clients)
+    return {"clients": clients, "statuses": statuses,
+            "answered": sum(v for k, v in statuses.items() if not k.startswith("transport")),
+            "transport_failures": sum(v for k, v in statuses.items() if k.startswith("transport"))}
+
+
 def pool_level(url: str, clients: int, seconds: float, bodies: list[bytes]) -> dict:
     from rlvr.serve.client import RemoteError, ServerPool
 
@@ -165,6 +189,7 @@ def main() -> int:
     ap.add_argument("--clients", default="1,16,64,256")
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--workers", type=int, default=2, help="the server's verifier processes")
+    ap.add_argument("--burst", type=int, default=0, help="also N requests at once on fresh connections, 3 times (0: none)")
     ap.add_argument("--no-pool", action="store_true", help="skip the retrying client's rows")
     ap.add_argument("--out", default="bench_results/serve.json")
     ap.add_argument("--record", default=None, metavar="NAME",
@@ -178,6 +203,11 @@ def main() -> int:
         proc, url = start_server(Path(path).resolve(), args.workers)
         try:
             raw_level(url, 4, 1.0, bodies)  # warm-up: the verifier processes start
+            for attempt in range(3 if args.burst else 0):
+                row = {"server": name, "client": f"burst{attempt}", "per_s": float("nan"), "p50_ms": float("nan"),
+                       "p99_ms": float("nan"), **burst(url, args.burst, bodies)}
+                rows.append(row)
+                print(f"{name:8} burst of {args.burst} fresh connections: {row['statuses']}", flush=True)
             for c in levels:
                 row = {"server": name, "client": "raw", **raw_level(url, c, args.seconds, bodies)}
                 rows.append(row)
@@ -207,9 +237,11 @@ def main() -> int:
         for row in rows:
             prefix = f"{row['server']}_{row['client']}_c{row['clients']}"
             figures |= {f"{prefix}_per_s": row["per_s"], f"{prefix}_p50_ms": row["p50_ms"], f"{prefix}_p99_ms": row["p99_ms"]}
-            if row["client"] == "raw":
+            if row["client"] == "raw" or row["client"].startswith("burst"):
                 figures |= {f"{prefix}_answered": row["answered"], f"{prefix}_resets": row["transport_failures"],
                             f"{prefix}_503": row["statuses"].get("503", 0), f"{prefix}_200": row["statuses"].get("200", 0)}
+                if row["client"].startswith("burst"):
+                    continue
             else:
                 figures |= {f"{prefix}_lost": row["lost"], f"{prefix}_not_passed": row["not_passed"], f"{prefix}_retries": row["retries"]}
         figures = {k: v for k, v in figures.items() if v == v}  # NaN (no answered request) is left out
