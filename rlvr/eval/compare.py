@@ -113,10 +113,6 @@ def shared_problems(results: list[GreedyResult]) -> list[str]:
     tasks = {(r.task, r.split) for r in results}
     if len(tasks) > 1:
         raise UserError("these evaluations are of different tasks or splits: " + ", ".join(f"{r.label}: {r.task} {r.split}" for r in results))
-    labels = [r.label for r in results]
-    repeated = sorted({x for x in labels if labels.count(x) > 1})
-    if repeated:
-        raise UserError(f"labels repeat ({', '.join(repeated)}): give each evaluation its own label (--labels / labels=)")
     if not all(r.by_content for r in results) and len({r.data_checksum for r in results}) > 1:
         raise UserError("these evaluations are of different data (their data checksums differ) and "
                         + ", ".join(r.label for r in results if not r.by_content)
@@ -135,6 +131,10 @@ def compare(results: list[GreedyResult]) -> tuple[list[str], list[Difference]]:
     """The shared problem ids and every pairwise difference (later minus earlier)."""
     if len(results) < 2:
         raise UserError("compare needs at least two evaluation directories")
+    labels = [r.label for r in results]
+    repeated = sorted({x for x in labels if labels.count(x) > 1})
+    if repeated:  # pairwise rows are named by label (arms name their seeds themselves)
+        raise UserError(f"labels repeat ({', '.join(repeated)}): give each evaluation its own label (--labels / labels=)")
     shared = shared_problems(results)
     diffs = []
     for i, a in enumerate(results):

@@ -8,8 +8,9 @@ object whose ``output`` holds the model's messages); the answer is the request w
 Here a row names its rlvr problem in ``rlvr_problem``: ``{"split", "index", "checksum"}`` into the
 served task, as the NeMo Gym export writes it, and nothing else (a whole problem would bring its own
 reference; a checksum that differs is refused). The row's prompt (the non-system messages of
-``responses_create_params.input``) must be that problem's prompt as the export wrote it, so a row
-never pairs one problem's prompt with another's answer. The completion is the text of the
+``responses_create_params.input``) must ask that problem's question (the export's prompt adds the
+answer format, which a row may reword), so a row never pairs one problem's question with another's
+answer. The completion is the text of the
 response's output messages, and the answer adds ``reward`` (rlvr's verdict's), ``passed``,
 ``verify_failed`` and ``rlvr_verdict`` (status and reason). A verifier error or timeout is a
 verdict with its reason (reward 0, ``verify_failed`` true), as everywhere in rlvr.
@@ -79,13 +80,23 @@ class NeMoGymDialect:
             raise HTTPFailure(400, "'rlvr_problem' must be {'split', 'index', 'checksum'} naming a problem of the served task "
                                    "(as `rlvr envs export ... --to nemo-gym` writes it)")
         problem = self.service._problem(reference, "rlvr_problem")
-        if _user_turns(body["responses_create_params"].get("input")) != _user_turns(hub_prompt(self.service.env, problem)):
+        asked = _user_turns(body["responses_create_params"].get("input"))
+        question = _question(problem.prompt)
+        if asked is None or question not in "\n".join(t for _, t in asked if isinstance(t, str)):
             raise HTTPFailure(400, f"the row's responses_create_params.input is not the prompt of problem {reference['index']} of "
                                    f"{reference['split']!r} that its 'rlvr_problem' names")
         return problem
 
 
 REFERENCE_KEYS = {"split", "index", "checksum"}
+
+
+def _question(prompt: Any) -> str:
+    """The question a problem asks: its prompt, or the last user message of a chat prompt."""
+    if isinstance(prompt, str):
+        return prompt.strip()
+    users = [m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+    return str(users[-1] if users else "").strip()
 
 
 def _user_turns(messages: Any) -> list[tuple[str, str]] | None:
