@@ -168,24 +168,19 @@ def _inline(task: Any = None, env: Any = None) -> Iterator[list[str]]:
     extra: list[str] = []
     added: list[tuple[Any, str]] = []
     try:
-        if env is not None:
-            if isinstance(env, str):
-                extra.append(f"task.env={env}")
-            elif isinstance(env, envs.Environment):
-                key = _register(envs.ENVS, "reward", env)
-                added.append((envs.ENVS, key))
-                extra.append(f"task.env={key}")
+        kinds = (("env", env, "task.env", envs.ENVS, envs.Environment, "reward", "an environment id or an envs.Environment (envs.from_function(fn))"),
+                 ("task", task, "task.id", tasks.TASKS, tasks.Task, "task", "a task id or a tasks.Task (tasks.from_dataset(...))"))
+        for name, given, key_name, registry, kind, label, expected in kinds:
+            if given is None:
+                continue
+            if isinstance(given, str):
+                extra.append(f"{key_name}={given}")
+            elif isinstance(given, kind):
+                key = _register(registry, label, given)
+                added.append((registry, key))
+                extra.append(f"{key_name}={key}")
             else:
-                raise UserError(f"env must be an environment id or an envs.Environment (envs.from_function(fn)), got {type(env).__name__}")
-        if task is not None:
-            if isinstance(task, str):
-                extra.append(f"task.id={task}")
-            elif isinstance(task, tasks.Task):
-                key = _register(tasks.TASKS, "task", task)
-                added.append((tasks.TASKS, key))
-                extra.append(f"task.id={key}")
-            else:
-                raise UserError(f"task must be a task id or a tasks.Task (tasks.from_dataset(...)), got {type(task).__name__}")
+                raise UserError(f"{name} must be {expected}, got {type(given).__name__}")
         yield extra
     finally:
         for registry, key in added:

@@ -23,6 +23,15 @@ class WeightSyncError(RuntimeError):
     """The engine does not generate with the trainer's weights; the message says what failed."""
 
 
+def refuse_missing(missing: set[str]) -> None:
+    """Raise `WeightSyncError` naming the engine parameters an update left without new values (if any)."""
+    if missing:
+        gaps = sorted(missing)
+        shown = ", ".join(gaps[:5]) + (f" and {len(gaps) - 5} more" if len(gaps) > 5 else "")
+        raise WeightSyncError(f"weight sync left {len(gaps)} engine parameter(s) without new values ({shown}): "
+                              "send every parameter of the policy, with the checkpoint's names")
+
+
 def named_weights(weights: Weights) -> Iterator[tuple[str, torch.Tensor]]:
     """``(name, tensor)`` pairs of a module, a state dict or an iterable of pairs, detached, with
     wrapper prefixes removed so that names match the checkpoint the engine was started from."""

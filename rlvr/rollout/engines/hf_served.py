@@ -16,7 +16,7 @@ import torch
 from rlvr.rollout.base import EngineCapabilities, SamplingParams
 from rlvr.rollout.config import HFEngineConfig, RolloutConfig
 from rlvr.rollout.engines.token import Sample
-from rlvr.rollout.weights import WeightSyncError
+from rlvr.rollout.weights import WeightSyncError, refuse_missing
 
 
 class ServedHFEngine:
@@ -69,11 +69,7 @@ class ServedHFEngine:
 
     def commit_update(self, missing: set[str]) -> None:
         """Finish an update: refuse one that left parameters untouched, count it."""
-        if missing:
-            gaps = sorted(missing)
-            shown = ", ".join(gaps[:5]) + (f" and {len(gaps) - 5} more" if len(gaps) > 5 else "")
-            raise WeightSyncError(f"weight sync left {len(gaps)} engine parameter(s) without new values ({shown}): "
-                                  "send every parameter of the policy, with the checkpoint's names")
+        refuse_missing(missing)
         self.weights_version += 1
 
     def sleep(self) -> None:

@@ -31,7 +31,7 @@ from rlvr.rollout.base import EngineCapabilities, SamplingParams
 from rlvr.rollout.config import VLLMConfig
 from rlvr.rollout.text import end_ids
 from rlvr.rollout.engines.token import Sample, TokenEngine
-from rlvr.rollout.weights import Weights, WeightSyncError, named_weights, reiterable
+from rlvr.rollout.weights import Weights, WeightSyncError, named_weights, refuse_missing, reiterable
 
 
 def configure_environment(cfg: VLLMConfig) -> None:
@@ -199,11 +199,7 @@ class VLLMEngine(TokenEngine):
         """Finish an update: clear the prefix cache (its KV blocks were computed with the old weights),
         refuse an update that left parameters untouched, count it."""
         self.llm.reset_prefix_cache()
-        if missing:
-            gaps = sorted(missing)
-            shown = ", ".join(gaps[:5]) + (f" and {len(gaps) - 5} more" if len(gaps) > 5 else "")
-            raise WeightSyncError(f"weight sync left {len(gaps)} engine parameter(s) without new values ({shown}): "
-                                  "send every parameter of the policy, with the checkpoint's names")
+        refuse_missing(missing)
         self.weights_version += 1
         self._needs_weights = False
 
