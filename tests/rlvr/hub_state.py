@@ -10,11 +10,14 @@ import sys
 
 @contextlib.contextmanager
 def fresh_exports():
-    before = set(sys.modules)
+    _forget_exports()  # an export another test file imported under the same name must not answer for this one's
     yield
-    for name in set(sys.modules) - before:
-        if name.startswith(("rlvr_", "server")):
-            del sys.modules[name]
+    _forget_exports()
+
+
+def _forget_exports():
+    for name in [n for n in sys.modules if n.startswith("rlvr_") or n == "server" or n.startswith("server.")]:
+        del sys.modules[name]
     with contextlib.suppress(ImportError):
         from skyrl_gym.envs.registration import registry
 
