@@ -110,23 +110,33 @@ def place_step_rewards(completions: list[Completion], verdicts: list[Verdict], w
 _FAILED = (Status.ERROR, Status.TIMEOUT)
 
 
+def _group_fractions(groups: list[list[Verdict]]) -> dict[str, float]:
+    """Of these fully judged groups, the fraction with one reward throughout and with every completion passing."""
+    return {
+        "groups/zero_variance_frac": zero_variance_frac(torch.tensor([[v.reward for v in g] for g in groups]).flatten(), len(groups[0])),
+        "groups/all_correct_frac": sum(all(v.passed for v in g) for g in groups) / len(groups),
+    }
+
+
 def generation_metrics(report: SamplingReport, group_size: int) -> dict[str, float]:
     """What the policy generated this step (every group, kept or not) and what sampling cost."""
     verdicts = [v for g in report.generated for v in g.verdicts]
     completions = [c for g in report.generated for c in g.completions]
     if not verdicts:
         return {"sampling/prompts": 0.0, "sampling/completions": 0.0, "sampling/budget_exhausted": float(report.budget_exhausted)}
-    rewards = torch.tensor([v.reward for v in verdicts], dtype=torch.float32)
-    passed = torch.tensor([v.passed for v in verdicts], dtype=torch.float32)
     lengths = torch.tensor([len(c.token_ids) for c in completions], dtype=torch.float32)
-    verified = any(v.status not in _FAILED for v in verdicts)
+    # a failure to verify is not a wrong answer: the scores average only the verdicts that were judged,
+    # and the group fractions only groups whose every completion was judged
+    judged = [v for v in verdicts if v.status not in _FAILED]
+    whole = [g.verdicts for g in report.generated if g.verdicts and all(v.status not in _FAILED for v in g.verdicts)]
+    rewards = torch.tensor([v.reward for v in judged], dtype=torch.float32)
+    passed = torch.tensor([v.passed for v in judged], dtype=torch.float32)
     scores = {  # none when no verification succeeded (the environment failed): 0 would read as a drop in the curve
         "reward/mean": float(rewards.mean()),
         "reward/std": float(rewards.std()) if len(rewards) > 1 else 0.0,
         "reward/accuracy": float(passed.mean()),
-        "groups/zero_variance_frac": zero_variance_frac(rewards, group_size),
-        "groups/all_correct_frac": float(passed.view(-1, group_size).all(1).float().mean()),
-    } if verified else {}
+        **(_group_fractions(whole) if whole else {}),
+    } if judged else {}
     return {
         **scores,
         "rollout/response_len": float(lengths.mean()),

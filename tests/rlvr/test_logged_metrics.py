@@ -98,6 +98,30 @@ def test_generation_metrics_are_declared():
     assert undeclared(generation_metrics(empty, group_size=2)) == []
 
 
+def test_a_failed_verification_is_left_out_of_the_reward_scores_not_averaged_as_zero():
+    from rlvr.rollout.sampling import Group, SamplingReport
+    from rlvr.rollout.tensors import generation_metrics
+
+    problem = Problem("p", "1+6=", "7")
+    judged = Group(problem, [_completion(2), _completion(2)], [Verdict(1.0, True), Verdict(1.0, True)])
+    half = Group(problem, [_completion(2), _completion(2)], [Verdict(1.0, True), Verdict(0.0, False, Status.ERROR)])
+    report = SamplingReport([judged], [judged, half], target=1, budget_prompts=2, budget_exhausted=False, rounds=1,
+                            generate_s=0.1, verify_wait_s=0.0)
+    m = generation_metrics(report, group_size=2)
+    # three judged completions, all right; the error is counted, not scored
+    assert m["reward/mean"] == 1.0 and m["reward/accuracy"] == 1.0 and m["verify/errors"] == 1.0
+    # only the fully judged group counts for the group fractions
+    assert m["groups/all_correct_frac"] == 1.0 and m["groups/zero_variance_frac"] == 1.0
+    wrong = Group(problem, [_completion(2), _completion(2)], [Verdict(0.0, False), Verdict(1.0, True)])
+    m = generation_metrics(SamplingReport([judged], [judged, wrong], target=1, budget_prompts=2, budget_exhausted=False, rounds=1,
+                                          generate_s=0.1, verify_wait_s=0.0), group_size=2)
+    assert m["reward/mean"] == 0.75 and m["groups/all_correct_frac"] == 0.5 and m["groups/zero_variance_frac"] == 0.5
+    failed = Group(problem, [_completion(2), _completion(2)], [Verdict(0.0, False, Status.TIMEOUT)] * 2)
+    m = generation_metrics(SamplingReport([], [failed], target=1, budget_prompts=2, budget_exhausted=False, rounds=1,
+                                          generate_s=0.1, verify_wait_s=0.0), group_size=2)
+    assert "reward/mean" not in m and m["verify/timeouts"] == 2.0
+
+
 @pytest.mark.parametrize("loss", ["clipped", "pg", "cispo"])
 @pytest.mark.parametrize("correction", ["none", "tis", "mis"])
 def test_policy_update_metrics_are_declared(loss, correction):
