@@ -394,31 +394,36 @@ class ServerPool:
     # -- start-up checks ----------------------------------------------------------------------
 
     def check(self, path: str = "/health", timeout_s: float = 10.0) -> dict[str, dict[str, Any]]:
-        """Ask every server ``GET path`` once (no retry); their answers by URL, or one `RemoteError`
-        naming every server that did not answer (for a start-up check before anything loads)."""
-        import httpx
+        """Ask every server ``GET path`` once (no retry), all at once, so the check takes at most
+        about ``timeout_s`` however many servers there are; their answers by URL, or one
+        `RemoteError` naming every server that did not answer (a start-up check before anything loads)."""
+        from concurrent.futures import ThreadPoolExecutor
 
-        answers, bad = {}, []
-        for s in self.servers:
-            try:
-                r = self._client.get(s.url + path, timeout=timeout_s)
-                if r.status_code == 401:
-                    bad.append(f"{s.url} refused the token (HTTP 401)")
-                    continue
-                if r.status_code != 200:
-                    bad.append(f"{s.url}{path} answered HTTP {r.status_code} ({_detail(r)})")
-                    continue
-                answer = r.json()
-                if not isinstance(answer, dict):
-                    raise ValueError("not a JSON object")
-                answers[s.url] = answer
-            except httpx.HTTPError as e:
-                bad.append(f"{s.url} does not answer ({type(e).__name__})")
-            except ValueError:
-                bad.append(f"{s.url}{path} sent something that is not a JSON object")
+        with ThreadPoolExecutor(max_workers=min(32, len(self.servers)) or 1, thread_name_prefix="rlvr-check") as pool:
+            outcomes = list(pool.map(lambda s: self._check_one(s.url, path, timeout_s), self.servers))
+        bad = [problem for _, _, problem in outcomes if problem]
         if bad:
             raise RemoteError("; ".join(bad))
-        return answers
+        return {url: answer for url, answer, _ in outcomes}
+
+    def _check_one(self, url: str, path: str, timeout_s: float) -> tuple[str, Any, str | None]:
+        """(url, its JSON answer, None) or (url, None, what was wrong) for one server."""
+        import httpx
+
+        try:
+            r = self._client.get(url + path, timeout=httpx.Timeout(timeout_s))
+            if r.status_code == 401:
+                return url, None, f"{url} refused the token (HTTP 401)"
+            if r.status_code != 200:
+                return url, None, f"{url}{path} answered HTTP {r.status_code} ({_detail(r)})"
+            answer = r.json()
+            if not isinstance(answer, dict):
+                raise ValueError("not a JSON object")
+            return url, answer, None
+        except httpx.HTTPError as e:
+            return url, None, f"{url} does not answer ({type(e).__name__})"
+        except ValueError:
+            return url, None, f"{url}{path} sent something that is not a JSON object"
 
 
 def _redacted(urls: Any) -> Any:

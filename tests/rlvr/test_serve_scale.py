@@ -282,6 +282,49 @@ def test_the_pool_sends_work_to_the_least_busy_server():
     assert others == [("b" if busy == "a" else "a")] * 5
 
 
+def test_the_start_up_check_asks_every_server_at_once_so_it_waits_one_timeout_not_one_per_server():
+    # each server answers only once every server has been asked: a check that asks them one by one
+    # times out on the first; one that asks them all at once gets every answer
+    n = 4
+    everyone_asked = threading.Barrier(n, timeout=20)
+
+    def routes(name):
+        def info(body):
+            everyone_asked.wait()
+            return {"server": name}
+        return {("GET", "/info"): info}
+
+    servers = [GuardedServer(routes(str(i)), Guards(TOKEN)).serve_in_thread() for i in range(n)]
+    pool = ServerPool([s.url for s in servers], TOKEN)
+    try:
+        answers = pool.check("/info", timeout_s=30)
+    finally:
+        pool.close()
+        for s in servers:
+            s.shutdown()
+            s.server_close()
+    assert sorted(a["server"] for a in answers.values()) == ["0", "1", "2", "3"]
+
+
+def test_a_start_up_check_names_every_server_that_does_not_answer():
+    silent = [socket.socket() for _ in range(3)]  # accept connections (the backlog) and never answer
+    for sock in silent:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+    urls = [f"http://127.0.0.1:{sock.getsockname()[1]}" for sock in silent]
+    pool = ServerPool(urls, TOKEN)
+    try:
+        with pytest.raises(RemoteError) as err:
+            pool.check("/health", timeout_s=0.5)
+    finally:
+        pool.close()
+        for sock in silent:
+            sock.close()
+    message = str(err.value)
+    assert all(url in message for url in urls), message
+    assert message.count("does not answer") == 3
+
+
 def test_remote_errors_keep_their_one_import_path():
     import envs.remote
 
