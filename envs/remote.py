@@ -104,6 +104,29 @@ def _episode_check(answer: dict[str, Any]) -> str | None:
     return _junk_verdict(answer.get("verdict"))
 
 
+def _step_result(answer: dict[str, Any]) -> StepResult:
+    """A ``/step`` answer as a `StepResult`; ValueError naming what is malformed."""
+    observation = answer.get("observation")
+    if observation is not None and not isinstance(observation, str):
+        raise ValueError(f"an observation of type {type(observation).__name__}")
+    try:
+        calls = tuple(ToolCall(**c) for c in answer.get("calls") or ())
+        rewards = tuple(StepReward.from_dict(r) for r in answer.get("rewards") or ())
+    except (TypeError, KeyError, ValueError, AttributeError) as e:
+        raise ValueError(f"malformed calls or rewards: {e}") from None
+    return StepResult(observation, calls, rewards)
+
+
+def _step_check(answer: dict[str, Any]) -> str | None:
+    if answer.get("error"):
+        return None  # the environment's own step error: an answer, reported as such
+    try:
+        _step_result(answer)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 def _turns_to_wire(turns: Sequence[Turn]) -> list[dict[str, str]]:
     return [t.to_dict() for t in turns]
 
@@ -169,19 +192,12 @@ class RemoteMultiTurnEnvironment(RemoteEnvironment, MultiTurnEnvironment):
         self.observation_role = observation_role
 
     def step(self, problem: Problem, turns: Sequence[Turn]) -> StepResult:
-        # a remote failure raises: the episode then ends with an error verdict naming it
-        answer = self.endpoint.call("POST", "/step", {"problem": problem.to_dict(), "turns": _turns_to_wire(turns)})
+        # a remote failure raises: the episode then ends with an error verdict naming it. A malformed
+        # answer is junk (`_step_check`): retried on another server, and past the retries named by server
+        answer = self.endpoint.call("POST", "/step", {"problem": problem.to_dict(), "turns": _turns_to_wire(turns)}, check=_step_check)
         if answer.get("error"):
             raise RemoteError(f"{self.url}/step: {answer['error']}")
-        observation = answer.get("observation")
-        if observation is not None and not isinstance(observation, str):
-            raise RemoteError(f"{self.url}/step sent an observation of type {type(observation).__name__}")
-        try:
-            calls = tuple(ToolCall(**c) for c in answer.get("calls") or ())
-            rewards = tuple(StepReward.from_dict(r) for r in answer.get("rewards") or ())
-        except (TypeError, KeyError) as e:
-            raise RemoteError(f"{self.url}/step sent malformed calls or rewards: {e}") from None
-        return StepResult(observation, calls, rewards)
+        return _step_result(answer)
 
     def verify_episode(self, problem: Problem, episode: Episode) -> Verdict:
         if episode.end in (End.STEP_ERROR, End.STEP_TIMEOUT):

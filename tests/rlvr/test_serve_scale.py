@@ -6,6 +6,7 @@ reward of 0, several servers share the work and survive the loss of one, SIGTERM
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import json
 import os
 import signal
@@ -207,6 +208,37 @@ def test_a_server_that_answers_junk_is_named_counted_and_its_requests_go_elsewhe
     assert all(v.status is Status.OK and v.passed for v in verdicts)
     junk_state = next(s for s in env.endpoint.pool.servers if s.url == junk_url)
     assert junk_state.failures >= 1 and "not JSON" in junk_state.last_error and junk_url not in env.endpoint.pool.alive()
+
+
+def test_a_malformed_step_answer_goes_to_another_server_and_past_the_retries_names_its_server():
+    from envs.episode import End, play
+    from envs.remote import RemoteMultiTurnEnvironment
+
+    task = tasks.make("tool-products-v1")
+    junk = GuardedServer({("POST", "/step"): lambda body: {"observation": {"not": "text"}}}, Guards(TOKEN)).serve_in_thread()
+    server, service = serve(task.env, task)
+    settings = dict(stop=task.env.stop, limits=dataclasses.asdict(task.env.limits), observation_role=task.env.observation_role)
+    both = RemoteMultiTurnEnvironment([junk.url, server.url], TOKEN, **settings)
+    only_junk = RemoteMultiTurnEnvironment([junk.url], TOKEN, **settings)
+    for env in (both, only_junk):
+        env.endpoint.pool.retry = RetryPolicy(attempts=3, backoff_s=0.01, cooldown_s=30)
+    try:
+        problems = task.problems("test", limit=3)  # the pool takes turns: some steps go to the junk server first
+        pairs = []
+        for p in problems:
+            script = task.env.scripted_turns(p)
+            policy = lambda turns, s=script: s[sum(t.role.value == "model" for t in turns)]  # noqa: E731
+            pairs.append((play(task.env, p, policy), play(both, p, policy)))
+        lost = play(only_junk, p, policy)
+        verdict = only_junk.verify_episode(p, lost)
+    finally:
+        junk.shutdown()
+        junk.server_close()
+        stop(server, service)
+    assert all([t.text for t in served.turns] == [t.text for t in local.turns] for local, served in pairs)
+    assert both.endpoint.pool.stats.junk >= 1
+    assert lost.end is End.STEP_ERROR and verdict.status is Status.ERROR
+    assert junk.url in str(verdict.info) and "observation of type dict" in str(verdict.info)
 
 
 def test_sigterm_drains_a_server_in_flight_requests_finish_and_new_connections_are_refused(tmp_path):
