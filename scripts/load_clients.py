@@ -14,6 +14,9 @@ after the window does not dilute it. Three kinds of client:
   retries, and answers the caller's ``judge`` found wrong.
 - `burst`: ``clients`` requests at once, each on a fresh connection.
 
+`settle` sends one uncounted request before a level, so that work a previous level left queued does
+not slow the next; `start_server` / `stop_server` run the server under test in its own process.
+
 A ``judge`` reads a 200's JSON answer: the quantities it carries (``{"completions": 4, "tokens":
 180}``, summed into ``completions_per_s`` ...), or None when the answer is wrong.
 """
@@ -162,6 +165,17 @@ def pool_level(url: str, path: str, clients: int, seconds: float, bodies: Sequen
     counts = {"ok": 0, wrong: 0, "lost": 0, **tally.counts}
     return {"clients": clients, **counts, "retries": pool.stats.retries, **tally.summary(seconds),
             "statuses": {str(k): v for k, v in sorted(pool.stats.by_status.items())}, "lost_reasons": reasons}
+
+
+def settle(url: str, path: str, body: bytes, *, token: str | None = None, timeout_s: float = 60.0) -> None:
+    """One request on a fresh connection, not counted: it is answered once the work a previous level
+    left queued (requests of clients that have gone) is done, so every level starts on an idle server."""
+    import httpx
+
+    try:
+        httpx.post(url + path, content=body, timeout=timeout_s, trust_env=False, headers=_headers(token))
+    except httpx.HTTPError:
+        pass
 
 
 def answered(statuses: dict[str, int]) -> dict[str, int]:
