@@ -9,7 +9,7 @@ machine, on 127.0.0.1, with the commands of docs/scaling.md:
 
 GRPO on program synthesis from the embedded model warmed up on it (``sft_code_quickstart``, fewer
 steps), 6 steps. Run once clean, and once with one generation server and one environment server
-killed mid-run: both complete, and end with the same weights, bit for bit (every sampling seed is a
+killed mid-run (after step 1): both complete, and end with the same weights, bit for bit (every sampling seed is a
 function of (seed, round, call), never of which server answered; a verification is retried on the
 other server, never scored 0; the two runs have the same process count, so the same reductions).
 
@@ -78,14 +78,16 @@ def test_clean_and_faulted_cluster_runs_end_with_the_same_weights(code_base, tmp
         both_verified = [_answered(e1), _answered(e2)]
         with Trainers(tmp_path / "faulted.log", *_train_args(tmp_path, "faulted", code_base, [g1, g2], [e1, e2]), env=env) as faulted:
             deadline = time.monotonic() + RUN_TIMEOUT_S
-            while len(metrics(tmp_path / "faulted")) < 2 and faulted.proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.2)
-            trained_before_kill = len(metrics(tmp_path / "faulted"))
-            gen_b.kill()  # mid-run: the producer is generating the rounds ahead of step 3
+            while not metrics(tmp_path / "faulted") and faulted.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            gen_b.kill()  # mid-run, after step 1: the producer is generating the batches ahead
             env_b.kill()
+            trained_before_kill = len(metrics(tmp_path / "faulted"))
             assert faulted.wait(max(1.0, deadline - time.monotonic())) == 0, faulted.output()[-5000:]
     assert all(n > 0 for n in both_verified), both_verified  # the clean run verified on both environment servers
-    assert trained_before_kill == 2  # the servers died with 4 steps (and their batches) to go
+    # k = 2: batch n is sampled by the policy after step n - 3, so with at most 2 steps trained when the
+    # servers died, batches 5 and 6 were generated and verified after it (on the servers left)
+    assert 1 <= trained_before_kill <= 2, trained_before_kill
     for run in (clean, faulted):
         assert run.output().count(f"completed: {STEPS} steps") == 1  # one summary line: rank 0 logs
     rows = {name: metrics(tmp_path / name) for name in ("clean", "faulted")}
