@@ -29,6 +29,10 @@ so a run is reproducible, its resume exact, and a worker that dies regenerates i
   resumed run restores them and starts the worker at the next round with the checkpoint's weights.
   A resume with another ``max_staleness`` or ``partial`` is refused (its rounds follow the saved
   schedule); a checkpoint whose wait stalls saves the rounds finished so far and the run stops.
+- **Several training processes** (`rlvr.rollout.async_ranks`): one pipeline, on rank 0, makes global
+  batches (``prompts_per_step`` x processes prompts) that every rank trains a share of; every rank
+  gathers the weights of each version (``push(updates, weights)``) and scores the probe with the
+  sharded policy (``advance``/``set_probe`` take the ``trainer_lp`` they computed together).
 - **Faults**: a worker that dies is started again (``rollout.async.restarts``; its round is
   regenerated), then the run stops naming it; a side that makes no progress for
   ``rollout.async.timeout_s`` is named (`AsyncStalled`).
