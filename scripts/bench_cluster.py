@@ -10,7 +10,8 @@ the same global batch (8 prompts x 4 completions a step):
 - **one process**: ``rlvr train code_quickstart`` as a user starts it: generation (hf engine) and
   verification (code-v1's sandbox) in the trainer's process, synchronous.
 
-It records the median of ``time/step`` of each, the whole run's seconds, and ``reward/mean`` of
+It records the median of ``time/step`` of each, each training command's wall seconds (start-up included,
+the servers already up), and ``reward/mean`` of
 every step of each. On a 2-core machine every process of the cluster shares the same two cores:
 the figures say what the topology costs there, not what it gains on a cluster.
 
