@@ -109,3 +109,28 @@ def test_two_processes_asynchronous_train_what_one_process_trains_with_the_same_
         assert [r[key] for r in rows["resumed"]] == [r[key] for r in rows["two"][2:]], key
     for key, tensor in weights["two"].items():
         assert torch.equal(tensor, weights["resumed"][key]), key
+
+
+@pytest.mark.slow
+def test_a_generation_side_that_fails_stops_every_rank_naming_it_and_keeps_the_last_checkpoint(sft_base, tmp_path):
+    """The last rollout server dies mid-run: rank 0's producer fails, every rank gets its error in
+    place of the batch and stops (none is left waiting in a collective), and the last checkpoint stays."""
+    import time
+
+    server = rollout_server(sft_base, "hf.decode=kv", engine="hf", device="cpu")
+    with server as url:
+        args = _args(tmp_path, "run", sft_base, url, 4, "update.steps=8", "log.checkpoint_every=1", "rollout.async.restarts=0",
+                     "rollout.vllm.server_wait_s=2")
+        with Trainers(tmp_path / "run.log", *args, processes=2) as run:
+            deadline = time.monotonic() + 600
+            while not (tmp_path / "run" / "checkpoints" / "step-2").is_dir() and run.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            server.kill()
+            code = run.wait(600)
+            said = run.output()
+    assert code != 0, said[-3000:]
+    assert "completed:" not in said and not (tmp_path / "run" / "final").exists()
+    assert url in said and "with no restart left" in said, said[-3000:]  # the server named, on the console
+    assert [line for line in said.splitlines() if line.startswith("error:") and url in line], said[-3000:]
+    kept = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir() if p.name.startswith("step-") and "." not in p.name)
+    assert "step-2" in kept
