@@ -20,7 +20,9 @@ rollout servers of ``rollout.engine=vllm_server``); the other ranks hold no gene
 - **Faults**: whatever rank 0's side raises (a dead server past its failover, a stall past
   ``rollout.async.timeout_s``, a failed probe) is sent to every rank in place of the batch, so every
   process stops with the same one-line error and none is left waiting in a collective; no rank then
-  writes a checkpoint (the producer's state cannot be saved), and the last one is kept.
+  writes a checkpoint (the producer's state cannot be saved), and the last one is kept. The other
+  ranks wait for a batch inside the broadcast, so the process group's timeout (torch's default: 30
+  minutes) must outlast ``rollout.async.timeout_s`` (600 s) for rank 0 to be the one that names a stall.
 - **Checkpoints**: the producer's state is saved once, by rank 0, with the run's state (every
   process reads it back on resume; only rank 0 restores the producer).
 """
