@@ -29,6 +29,10 @@ so a run is reproducible, its resume exact, and a worker that dies regenerates i
   resumed run restores them and starts the worker at the next round with the checkpoint's weights.
   A resume with another ``max_staleness`` or ``partial`` is refused (its rounds follow the saved
   schedule); a checkpoint whose wait stalls saves the rounds finished so far and the run stops.
+- **Several training processes** (`rlvr.rollout.async_ranks`): one pipeline, on rank 0, makes global
+  batches (``prompts_per_step`` x processes prompts) that every rank trains a share of; every rank
+  gathers the weights of each version (``push(updates, weights)``) and scores the probe with the
+  sharded policy (``advance``/``set_probe`` take the ``trainer_lp`` they computed together).
 - **Faults**: a worker that dies is started again (``rollout.async.restarts``; its round is
   regenerated), then the run stops naming it; a side that makes no progress for
   ``rollout.async.timeout_s`` is named (`AsyncStalled`).
@@ -189,35 +193,39 @@ class AsyncRollouts:
     def started(self) -> bool:
         return self._thread is not None
 
-    def start(self, updates: int) -> None:
-        """Push the trainer's current weights as its current version, start the generation worker
-        and the producer."""
-        self.push(updates)
+    def start(self, updates: int, weights: Any = None) -> None:
+        """Push the trainer's current weights (``weights``, else those given at construction) as its
+        current version, start the generation worker and the producer."""
+        self.push(updates, weights)
         self._moved("starting the generation worker")
         self._thread = threading.Thread(target=self._run, name="rlvr-async-producer", daemon=True)
         self._thread.start()
 
-    def push(self, updates: int) -> None:
-        """Stage the trainer's weights as version ``self.version`` (``updates``: its optimizer steps)."""
-        self.slots.stage(self.version % (self.lag + 1), self.weights)
+    def push(self, updates: int, weights: Any = None) -> None:
+        """Stage the trainer's weights as version ``self.version`` (``updates``: its optimizer steps;
+        ``weights``: gathered in full by the caller when the policy is sharded, else those given at construction)."""
+        self.slots.stage(self.version % (self.lag + 1), self.weights if weights is None else weights)
         self.updates_of[self.version] = updates
         with self._cond:
             self._pushed = self.version
             self._cond.notify_all()
 
-    def advance(self, updates: int, model: torch.nn.Module, pad_id: int) -> None:
+    def advance(self, updates: int, model: torch.nn.Module | None, pad_id: int, weights: Any = None,
+                trainer_lp: torch.Tensor | None = None) -> None:
         """After a training step: the policy is one version newer; push it (and take the trainer's
-        probe log-probs of it, which the worker's score of it is compared with)."""
+        probe log-probs of it, which the worker's score of it is compared with). Several processes
+        (`rlvr.rollout.async_ranks`): ``weights`` and ``trainer_lp`` come computed by every rank together."""
         self.version += 1
         if self.probe is not None:
-            self.trainer_probe[self.version] = self.probe.trainer_logprobs(model, pad_id)
-        self.push(updates)
+            self.trainer_probe[self.version] = trainer_lp if trainer_lp is not None else self.probe.trainer_logprobs(model, pad_id)
+        self.push(updates, weights)
 
-    def set_probe(self, probe: SyncProbe, model: torch.nn.Module, pad_id: int) -> None:
+    def set_probe(self, probe: SyncProbe, model: torch.nn.Module | None, pad_id: int, trainer_lp: torch.Tensor | None = None) -> None:
         """Check every version the worker loads from now on with ``probe``; the one it holds now (the
         trainer's current version: nothing newer was pushed) is scored and judged at once, so the
-        first batches are proven too, whatever the timing."""
-        self.trainer_probe[self.version] = probe.trainer_logprobs(model, pad_id)
+        first batches are proven too, whatever the timing. ``trainer_lp``: the trainer's log-probs of
+        the probe, when every rank computed them together (a sharded forward)."""
+        self.trainer_probe[self.version] = trainer_lp if trainer_lp is not None else probe.trainer_logprobs(model, pad_id)
         with self._cond:
             self.probe = probe
         if self.engine is not None and self._loaded == self.version:

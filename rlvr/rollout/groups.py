@@ -16,6 +16,8 @@ recipe and the online preference recipes):
 - with ``rollout.async.max_staleness`` (k >= 1), batches from a generation worker in its own
   process, up to k steps ahead (`rlvr.rollout.asynchronous`): the recipe calls `GroupSource.after_update`
   after each training step to push the new weights, and samples older than k are never trained on;
+  with several training processes rank 0 runs the producer and sends each global batch to every
+  rank, which trains its share (`rlvr.rollout.async_ranks`);
 - the decision to skip a step whose verifications all failed (and to stop after several), and
   held-out evaluation with the same engine.
 """
@@ -38,6 +40,7 @@ from envs.types import Problem, Status, Verdict
 from rlvr import TrainingError, UserError
 from rlvr.algos.filters import GroupFilter
 from rlvr.models.lora import MergedWeights, adapters_of
+from rlvr.rollout.async_ranks import Lead, full_weights, share
 from rlvr.rollout.asynchronous import AsyncRollouts, AsyncSettings
 from rlvr.rollout.base import RolloutEngine, SamplingParams, verifier_input
 from rlvr.rollout.config import RolloutConfig, VLLMConfig
@@ -154,7 +157,14 @@ class GroupSource:
         self._prefetch: threading.Thread | None = None
         self._prefetch_error: BaseException | None = None
         self.saved_decoder_choice: dict | None = None  # asynchronous: what the worker's decoder measurement chose before a resume
-        self.asynchronous: AsyncRollouts | None = self._async_pipeline() if asynchronous else None
+        self.async_run, self.async_started = asynchronous, False
+        # asynchronous with several processes: rank 0 leads (the producer), every rank trains its share of each batch
+        self.lead = Lead(harness.rank, harness.num_processes) if asynchronous and harness.num_processes > 1 else None
+        self.asynchronous: AsyncRollouts | None = None
+        if asynchronous:
+            weights = self._async_weights()  # several processes: gathered by every rank together
+            if self.lead is None or self.lead.leads:
+                self.asynchronous = self._async_pipeline(weights)
 
     # -- weights --------------------------------------------------------------------------------
 
@@ -219,7 +229,7 @@ class GroupSource:
         generated during the previous step (sampled by the weights before that step's update), and
         the one after it starts generating now, from the current weights."""
         extra: dict[str, float] = {}
-        if self.asynchronous is not None:
+        if self.async_run:
             report, extra = self._collect_async()
         elif not self.cfg.rollout.overlap:
             report = self._generate()
@@ -238,7 +248,12 @@ class GroupSource:
         completions = [c for g in report.generated for c in g.completions]
         verdicts = [v for g in report.generated for v in g.verdicts]
         metrics |= self._context_metrics(completions)
-        return report, metrics | episode_metrics(completions, verdicts)
+        metrics |= episode_metrics(completions, verdicts)
+        if self.lead is not None:  # a global batch: every rank logs its metrics, and trains on its share
+            report = share(report, self.harness.rank, self.harness.num_processes)
+            if not self.lead.leads:
+                metrics["sampling/completions"] = 0.0  # counted once (the harness sums what every rank spent)
+        return report, metrics
 
     def _context_metrics(self, completions: list) -> dict[str, float]:
         """How many completions ran past the model's context (prompt + completion): counted every
@@ -283,13 +298,25 @@ class GroupSource:
 
     # -- asynchronous generation ------------------------------------------------------------------
 
-    def _async_pipeline(self) -> AsyncRollouts:
-        """The producer and generation worker of ``rollout.async`` (started at the first batch or evaluation)."""
+    def _async_weights(self) -> Any:
+        """What a version of the policy stages for the generation side: the policy module (the hf
+        worker's whole state), or its parameters by name for a server (merged LoRA weights when it
+        trains adapters). With several processes they are gathered in full here: every rank calls
+        this at the same points (a collective under FSDP)."""
+        in_process = self.cfg.rollout.engine == "hf"
+        lora = adapters_of(self.policy.model) is not None
+        weights = self.policy.unwrapped if in_process or not lora else MergedWeights(self.policy.unwrapped)
+        return weights if self.lead is None else full_weights(weights, full_state=in_process)
+
+    def _async_pipeline(self, weights: Any) -> AsyncRollouts:
+        """The producer and generation worker of ``rollout.async`` (started at the first batch or
+        evaluation), staging ``weights`` (`_async_weights`). With several processes it runs on rank 0
+        and produces global batches (``prompts_per_step`` x processes prompts) as one process would."""
         cfg, rollout, policy = self.cfg, self.cfg.rollout, self.policy
         settings = rollout.async_
         in_process = rollout.engine == "hf"  # the worker is a child process; vllm_server: the server is the worker
-        lora = adapters_of(policy.model) is not None
-        weights = policy.unwrapped if in_process or not lora else MergedWeights(policy.unwrapped)
+        world = self.harness.num_processes
+        sampler = self.sampler if world == 1 else dataclasses.replace(self.sampler, rank=0, world=1, gather_counts=lambda n: [n])
         cpus = tuple(settings.worker_cpus)
         worker = WorkerSettings(rollout.hf.decode, rollout.hf.sync_every, rollout.hf.max_batch_sequences, cpus,
                                 len(cpus) or cfg.threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0), str(self.harness.device))
@@ -308,30 +335,72 @@ class GroupSource:
             return generate_for(engine, self.task.env, problems, rollout.group_size, sampling, self.style)
 
         plan = AsyncSettings(settings.max_staleness, settings.partial, settings.partial_tokens, settings.timeout_s, settings.restarts,
-                             rollout.group_size, rollout.prompts_per_step, rollout.max_new_tokens, cfg.seed, cfg.task.split,
+                             rollout.group_size, rollout.prompts_per_step * world, rollout.max_new_tokens, cfg.seed, cfg.task.split,
                              str(cfg.run_dir), last_round=cfg.update.steps)
-        return AsyncRollouts(plan, make, weights, in_process, self.sampler, generate, self.sampling, self.task, self.tokenizer,
+        return AsyncRollouts(plan, make, weights, in_process, sampler, generate, self.sampling, self.task, self.tokenizer,
                              self.harness.print)
 
     def _start_async(self) -> None:
-        if self.asynchronous is not None and not self.asynchronous.started:
-            self.asynchronous.start(self.policy.updates)
+        """Start the generation side with the policy's current weights (once; on every rank together)."""
+        if not self.async_run or self.async_started:
+            return
+        self.async_started = True
+        weights = self._async_weights() if self.lead is not None else None  # gathered now: a resume loaded new weights
+        if self.asynchronous is not None:
+            self.asynchronous.start(self.policy.updates, weights)
 
     def _collect_async(self) -> tuple[SamplingReport, dict[str, float]]:
         """The next batch from the generation worker: its samples within ``max_staleness`` of the
-        policy (`within_bound`), its probe scores checked, and the pipeline's metrics."""
-        pipeline = self.asynchronous
+        policy (`within_bound`), its probe scores checked, and the pipeline's metrics. With several
+        processes rank 0 takes it and every rank receives the whole batch (`Lead.run`); a failure
+        there stops every rank."""
         self._start_async()
+        pad = self.tokenizer.pad_token_id
+        if self.lead is None:
+            produced, metrics, new_probe = self._take_round()
+            if new_probe is not None:
+                self.probe = new_probe
+                self.asynchronous.set_probe(new_probe, self.policy.unwrapped, pad)
+            return self._finish_round(produced, metrics)
+        taken: dict[str, Any] = {}
+        new_probe = self.lead.run(lambda: self._take_round_into(taken))
+        trainer_lp = None
+        if new_probe is not None:  # the trainer's log-probs of the probe: a forward of the sharded policy, on every rank
+            self.probe = new_probe
+            trainer_lp = new_probe.trainer_logprobs(self.policy.unwrapped, pad)
+
+        def finish() -> tuple[SamplingReport, dict[str, float], int]:
+            if new_probe is not None:
+                self.asynchronous.set_probe(new_probe, None, pad, trainer_lp=trainer_lp)
+            report, metrics = self._finish_round(taken["produced"], taken["metrics"])
+            return report, metrics, self.position
+
+        report, metrics, self.position = self.lead.run(finish)
+        return report, metrics
+
+    def _take_round_into(self, taken: dict[str, Any]) -> SyncProbe | None:
+        taken["produced"], taken["metrics"], new_probe = self._take_round()
+        return new_probe
+
+    def _take_round(self) -> tuple[Any, dict[str, float], SyncProbe | None]:
+        """The next round from the pipeline, its wait metrics, and the sync probe made from it when
+        the run has none yet (a fixed probe from the first batch checks every later version)."""
+        pipeline = self.asynchronous
         produced, metrics = pipeline.take()
         if pipeline.queued_batch_waiting():
             faults.reached("queued")  # samples are in flight behind this batch
         report = produced.report
-        # a fixed probe from the first batch checks every later version; with partial rollouts its
-        # groups may all be parked (cut, to be continued): their tokens so far are a probe as good
+        # with partial rollouts the first batch's groups may all be parked (cut, to be continued): their tokens so far are a probe as good
         completions = [c for g in report.generated for c in g.completions] + [c for g in produced.state.parked for c in g.completions]
+        new_probe = None
         if self.probe is None and any(c.token_ids for c in completions):
-            self.probe = SyncProbe.from_completions(completions, self.cfg.rollout.probe.max_gap, k=self.cfg.rollout.probe.completions)
-            pipeline.set_probe(self.probe, self.policy.unwrapped, self.tokenizer.pad_token_id)
+            new_probe = SyncProbe.from_completions(completions, self.cfg.rollout.probe.max_gap, k=self.cfg.rollout.probe.completions)
+        return produced, metrics, new_probe
+
+    def _finish_round(self, produced: Any, metrics: dict[str, float]) -> tuple[SamplingReport, dict[str, float]]:
+        """A taken round as a training batch: its probe scores judged, samples older than the bound dropped."""
+        pipeline = self.asynchronous
+        report = produced.report
         metrics |= pipeline.check_probe(produced)
         current = pipeline.version
         kept, dropped = within_bound(report.kept, current, pipeline.k)
@@ -345,13 +414,28 @@ class GroupSource:
 
     def after_update(self) -> None:
         """After a training step (asynchronous runs): the policy is a new version; push its weights to
-        the generation side. Nothing to do otherwise (a synchronous engine is synced before it generates)."""
-        if self.asynchronous is not None and self.asynchronous.started:
-            self.asynchronous.advance(self.policy.updates, self.policy.unwrapped, self.tokenizer.pad_token_id)
+        the generation side. Nothing to do otherwise (a synchronous engine is synced before it generates).
+        With several processes every rank gathers the weights and scores the probe (collectives), and
+        rank 0 stages them."""
+        if not self.async_started:
+            return
+        pad = self.tokenizer.pad_token_id
+        if self.lead is None:
+            self.asynchronous.advance(self.policy.updates, self.policy.unwrapped, pad)
+            return
+        weights = self._async_weights()
+        trainer_lp = self.probe.trainer_logprobs(self.policy.unwrapped, pad) if self.probe is not None else None
+        if self.asynchronous is not None:
+            self.asynchronous.advance(self.policy.updates, None, pad, weights=weights, trainer_lp=trainer_lp)
 
     def can_checkpoint(self) -> bool:
-        """Whether a checkpoint can hold the rollout side's state now (not after the asynchronous pipeline failed)."""
-        return self.asynchronous is None or self.asynchronous.can_checkpoint
+        """Whether a checkpoint can hold the rollout side's state now (not after the asynchronous
+        pipeline failed); with several processes rank 0 decides for every rank (a checkpoint needs them all)."""
+        if self.lead is None:
+            return self.asynchronous is None or self.asynchronous.can_checkpoint
+        if self.lead.failed:
+            return False
+        return self.lead.run(lambda: self.asynchronous.can_checkpoint)
 
     def _start_prefetch(self) -> None:
         self.sync()  # between generations: the engine is idle, so its weights can be replaced
@@ -443,7 +527,11 @@ class GroupSource:
         if self.cfg.rollout.overlap:
             self.prefetched = self.wait_prefetch()
             state["prefetched"] = self.prefetched
-        if self.asynchronous is not None:
+        if self.lead is not None:  # the producer's state, saved once by rank 0 (its wait or failure reaches every rank)
+            held: dict[str, Any] = {}
+            self.lead.run(lambda: held.update(state=self.asynchronous.state_dict()))
+            state["async"] = held.get("state", {"max_staleness": self.cfg.rollout.async_.max_staleness})
+        elif self.asynchronous is not None:
             state["async"] = self.asynchronous.state_dict()
         return state
 
@@ -460,15 +548,17 @@ class GroupSource:
         self.tally = VerificationTally(**state.get("tally", {}))
         self.prefetched = state.get("prefetched")
         saved_async = state.get("async")
-        if (saved_async is not None) != (self.asynchronous is not None):
+        if (saved_async is not None) != self.async_run:
             saved_k = saved_async.get("max_staleness", ">= 1") if saved_async is not None else 0
-            asked_k = self.asynchronous.k if self.asynchronous is not None else 0
+            asked_k = self.cfg.rollout.async_.max_staleness
             raise UserError(f"this checkpoint was written with rollout.async.max_staleness={saved_k}, not {asked_k}: resume with the "
                             "run's own setting (a run cannot switch between synchronous and asynchronous generation)")
         if self.asynchronous is not None:
             self.asynchronous.load_state_dict(saved_async)
             self.probe = self.asynchronous.probe  # the probe the saved batches' versions were scored with
             self.saved_decoder_choice = state.get("decoder_choice")
+        elif saved_async is not None:  # another rank than 0 of an asynchronous run: the probe its collectives score
+            self.probe = saved_async.get("probe")
         elif state.get("decoder_choice") and hasattr(self.engine, "restore_choice"):
             self.engine.restore_choice(state["decoder_choice"])
 
@@ -495,9 +585,10 @@ def check_async(rollout: RolloutConfig, processes: int, task: Task) -> None:
     `rlvr.rollout.config.RolloutConfig`)."""
     k = rollout.async_.max_staleness
     where = f"rollout.async.max_staleness={k}"
-    if processes > 1:
-        raise UserError(f"{where} runs one generation worker for one training process; this run has {processes}: "
-                        "train in one process, or drop rollout.async")
+    if processes > 1 and rollout.engine == "hf":
+        raise UserError(f"{where} with rollout.engine=hf runs one generation worker on one training process's copy of the policy; "
+                        f"with {processes} processes generate on rollout servers (`rlvr rollout serve --engine hf`, "
+                        "rollout.engine=vllm_server rollout.vllm.server_urls=[...]), or train in one process")
     if rollout.async_.partial and isinstance(task.env, MultiTurnEnvironment):
         raise UserError(f"rollout.async.partial=true with the multi-turn environment of {task.id}: an episode's turns are cut at "
                         "tool calls already; drop rollout.async.partial")

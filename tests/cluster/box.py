@@ -1,0 +1,105 @@
+"""A cluster in one box: every process of a cluster, as real processes on 127.0.0.1.
+
+- `env_server`: ``rlvr envs serve`` (verification, e.g. code-v1 running each completion in its sandbox);
+- `rollout_server` (tests/rlvr/rollout_server.py): ``rlvr rollout serve --engine hf``;
+- `Trainers`: ``torchrun --nproc-per-node N -m rlvr.cli train ...`` (gloo), its output in a file.
+
+Each is killed on leaving its ``with`` block, whatever happened."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.rlvr.gloo import free_port
+from tests.rlvr.nodes import REPO, one_process_env
+from tests.rlvr.rollout_server import rollout_server
+
+__all__ = ["Trainers", "env_server", "metrics", "rollout_server"]
+
+
+class env_server:
+    """``rlvr envs serve ENV ARGS...`` on a free port of 127.0.0.1; the context is its URL.
+    ``token`` is given through ``$RLVR_ENV_TOKEN``."""
+
+    def __init__(self, env_id: str, *args: str, token: str):
+        env = {**one_process_env(), "PYTHONUNBUFFERED": "1", "RLVR_ENV_TOKEN": token}
+        self.proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "envs", "serve", env_id, "--port", "0", *args], cwd=REPO,
+                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.url: str | None = None
+
+    def __enter__(self) -> str:
+        try:
+            deadline = time.monotonic() + 300
+            seen = []
+            while time.monotonic() < deadline:
+                line = self.proc.stdout.readline()
+                if not line and self.proc.poll() is not None:
+                    raise RuntimeError(f"environment server exited with {self.proc.returncode}: {''.join(seen)[-2000:]}")
+                seen.append(line)
+                m = re.search(r"serving .* on (http://\S+)", line)
+                if m:
+                    self.url = m.group(1)
+                    return self.url
+            raise RuntimeError("environment server did not start in 300 s")
+        except BaseException:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """Kill the server at once (no drain): a server that dies."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=60)
+
+    def __exit__(self, *exc) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.proc.stdout.close()
+
+
+class Trainers:
+    """``rlvr train ARGS...`` in ``processes`` processes under one torchrun (a free rendezvous port on
+    127.0.0.1, one thread each; one process: plain ``python -m rlvr.cli``), output in ``log``."""
+
+    def __init__(self, log: Path, *args: str, processes: int = 2, env: dict[str, str] | None = None):
+        launcher = ([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(processes), "--master-addr", "127.0.0.1",
+                     "--master-port", str(free_port()), "-m", "rlvr.cli"] if processes > 1 else [sys.executable, "-m", "rlvr.cli"])
+        self.command = [*launcher, "train", *args]
+        self.log, self.env = log, {**one_process_env(), **(env or {})}
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> Trainers:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "w") as out:  # a file: a full pipe would stall the launcher
+            self.proc = subprocess.Popen(self.command, cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the launcher and its workers (a session of their own)
+            self.proc.wait(timeout=60)
+
+
+def metrics(run: Path) -> list[dict]:
+    """The training rows of a run's ``metrics.jsonl``."""
+    path = run / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [row for row in (json.loads(line) for line in path.read_text().splitlines() if line.strip()) if "reward/mean" in row]
