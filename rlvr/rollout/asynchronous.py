@@ -481,8 +481,15 @@ class AsyncRollouts:
                          f"rollout.async.restarts={self.settings.restarts}); the round is generated again")
                 self._moved("restarting the generation worker")
                 self._starting = True
-                self.engine = self.make_engine(self.slots, self.engine)
+                engine = self.make_engine(self.slots, self.engine)
                 self._starting = False
+                with self._cond:  # a shutdown that began while the worker restarted closed the old engine only
+                    stopping = self._stop
+                    if not stopping:
+                        self.engine = engine
+                if stopping:
+                    engine.close()
+                    raise e
                 self._moved(f"restarted: generating round {round_} again")
                 self._loaded = self._probed = None
                 self._restore(before)

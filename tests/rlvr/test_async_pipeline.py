@@ -14,17 +14,27 @@ import torch
 from rlvr import UserError
 from rlvr.models.loading import load_model
 from rlvr.rollout.asynchronous import AsyncRollouts, AsyncSettings, AsyncStalled
-from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.base import EngineError, SamplingParams
 from rlvr.rollout.engines.hf import HFGenerateEngine
 from rlvr.rollout.sampling import GroupSampler
 from rlvr.rollout.sync import SyncProbe
+
+
+class ClosingEngine(HFGenerateEngine):
+    """The real engine, remembering whether it was closed (a worker the run must not leave behind)."""
+
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+        super().close()
 
 
 class Pipeline:
     """An `AsyncRollouts` on the real model, and a trainer that nudges its weights every step."""
 
     def __init__(self, sft_base, k: int = 2, partial: bool = False, last_round: int = 0, timeout_s: float = 120.0,
-                 start_delay_s: float = 0.0, stall_in_round: int = 0):
+                 start_delay_s: float = 0.0, stall_in_round: int = 0, die_in_round: int = 0, on_restart=None):
         import tasks
         from envs.pool import VerifierPool
 
@@ -35,16 +45,23 @@ class Pipeline:
         sampler = GroupSampler(generate=lambda problems: [], submit=lambda p, c: self.pool.submit(p, [x.text for x in c]),
                                group_size=2, chunk_prompts=2)
 
+        self.engines: list[ClosingEngine] = []
+
         def make(slots, previous):
             time.sleep(start_delay_s)  # a slow start-up (a loaded machine spawning a worker)
-            return HFGenerateEngine(self.model, self.tok, decode="kv", private=True)
+            if previous is not None and on_restart is not None:
+                on_restart(self)
+            self.engines.append(ClosingEngine(self.model, self.tok, decode="kv", private=True))
+            return self.engines[-1]
 
         def generate(engine, problems, sampling):
+            if die_in_round and self.pipe._round == die_in_round and engine is self.engines[0]:  # the first worker dies
+                raise EngineError("the generation worker died (exit code -9)")
             if stall_in_round and self.pipe._round == stall_in_round:
                 self.release.wait()
             return engine.generate([self.task.env.format_prompt(p) for p in problems], 2, sampling)
 
-        settings = AsyncSettings(k, partial, 0, timeout_s, 0, group_size=2, prompts_per_step=2, max_new_tokens=16, seed=0,
+        settings = AsyncSettings(k, partial, 0, timeout_s, 1 if die_in_round else 0, group_size=2, prompts_per_step=2, max_new_tokens=16, seed=0,
                                  split="train", last_round=last_round)
         self.said: list[str] = []
         self.pipe = AsyncRollouts(settings, make, self.model, True, sampler, generate, SamplingParams(max_new_tokens=16), self.task,
@@ -154,3 +171,24 @@ def test_a_slow_worker_start_is_not_a_stall(pipelines):
     run = pipelines(k=1, last_round=2, timeout_s=1.0, start_delay_s=4.0)
     run.pipe.start(0)
     assert run.step()["async/round"] == 1.0
+
+
+def test_a_shutdown_that_begins_while_a_dead_worker_restarts_closes_the_new_worker_and_restarts_nothing(pipelines):
+    closing: list[threading.Thread] = []
+
+    def shut_down_meanwhile(run):  # the trainer stops (Ctrl-C, the end of the run) while the worker is being started again
+        closing.append(threading.Thread(target=run.pipe.close))
+        closing[0].start()
+        deadline = time.monotonic() + 30
+        while not run.pipe._stop and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    run = pipelines(k=2, last_round=6, die_in_round=1, on_restart=shut_down_meanwhile)
+    run.pipe.start(0)
+    closing_started = time.monotonic() + 120
+    while not closing and time.monotonic() < closing_started:
+        time.sleep(0.05)
+    closing[0].join(60)
+    assert not closing[0].is_alive() and not run.pipe._thread.is_alive()
+    assert len(run.engines) == 2 and all(e.closed for e in run.engines)  # the new worker was not left running
+    assert run.pipe.engine is run.engines[0]  # and never took the dead one's place
