@@ -3,7 +3,8 @@
 
 Runs ``scripts/quickstart.sh`` as a newcomer does (set-up included: on a fresh clone it creates
 ``.venv``), times it, and records the held-out accuracies before and after GRPO with their 95%
-intervals, the gain, and each phase's seconds from ``runs/quickstart/summary.json``. The README,
+intervals, the mean length of the greedy completions (the fingerprint test's finer check,
+``tests/rlvr/test_quickstart_fingerprint.py``), the gain, and each phase's seconds from ``runs/quickstart/summary.json``. The README,
 Getting started and the other pages cite these figures; ``tests/test_records.py`` holds them to it.
 
     python3 scripts/record_quickstart.py            # in a fresh clone, on a quiet machine
@@ -36,6 +37,7 @@ def main() -> int:
     w = s["wall_time"]
     figures = {
         "accuracy_before": s["heldout_before"], "accuracy_after": s["heldout_after"],
+        "chars_before": s["mean_completion_chars_before"], "chars_after": s["mean_completion_chars_after"],
         "before_ci_low": s["heldout_before_ci95"][0], "before_ci_high": s["heldout_before_ci95"][1],
         "after_ci_low": s["heldout_after_ci95"][0], "after_ci_high": s["heldout_after_ci95"][1],
         "gain_points": s["gain_points"], "problems": s["heldout_problems"],
