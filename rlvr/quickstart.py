@@ -100,18 +100,3 @@ def mean_completion_chars(report: dict[str, Any]) -> float:
     """Mean characters of the greedy completions: a finer fingerprint than the accuracy."""
     samples = report["_greedy_samples"].completions
     return sum(len(row[0].text) for row in samples) / max(len(samples), 1)
-
-
-def format_summary(s: dict[str, Any]) -> str:
-    w = s["wall_time"]
-    rows = [
-        ("", "SFT base", "after GRPO"),
-        (f"held-out greedy accuracy ({s['heldout_problems']} problems)", f"{s['heldout_before']:.3f}", f"{s['heldout_after']:.3f}"),
-        ("95% CI", "{:.3f}-{:.3f}".format(*s["heldout_before_ci95"]), "{:.3f}-{:.3f}".format(*s["heldout_after_ci95"])),
-        ("mean completion length (chars)", f"{s['mean_completion_chars_before']:.1f}", f"{s['mean_completion_chars_after']:.1f}"),
-    ]
-    width = max(len(r[0]) for r in rows)
-    lines = [f"{a:<{width}}  {b:>12}  {c:>12}" for a, b, c in rows]
-    lines.append(f"\ngain: {s['gain_points']:+.1f} points")
-    lines.append(f"wall time: SFT {w['sft_s']:.0f} s, eval {w['eval_before_s']:.0f}+{w['eval_after_s']:.0f} s, GRPO {w['rl_s']:.0f} s, total {w['total_s']:.0f} s")
-    return "\n".join(lines)
