@@ -84,14 +84,17 @@ def commit() -> tuple[str, bool]:
         return "unknown", False
 
 
-def write_record(name: str, command: str, figures: dict[str, float], note: str = "", folder: Path = RECORDS) -> Path:
-    """Write ``records/NAME.json`` for a measurement just made (replacing the previous one)."""
+def write_record(name: str, command: str, figures: dict[str, float], note: str = "", folder: Path = RECORDS,
+                 at: tuple[str, bool] | None = None) -> Path:
+    """Write ``records/NAME.json`` for a measurement just made (replacing the previous one). ``at`` is
+    the checkout's `commit` when the measurement started (default: now); a page edited while a long
+    measurement runs does not make it look measured on uncommitted code."""
     if not re.fullmatch(r"[\w-]+", name):
         raise ValueError(f"record name {name!r}: letters, digits, '_' and '-' only")
     bad = {k: v for k, v in figures.items() if not isinstance(v, (int, float)) or isinstance(v, bool) or not re.fullmatch(r"[\w-]+", k)}
     if bad:
         raise ValueError(f"record {name}: figures must be numbers named by [A-Za-z0-9_-], got {bad}")
-    head, dirty = commit()
+    head, dirty = at or commit()
     record = {"name": name, "command": command, "commit": head, "dirty": dirty, "date": dt.date.today().isoformat(),
               "machine": machine(), "figures": {k: float(v) for k, v in figures.items()}, "note": note}
     folder.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,9 @@ def main() -> int:
     ap.add_argument("--into", default=str(ROOT / "records"), help="folder for the record (default: this checkout's records/)")
     ap.add_argument("--note", default="", help="anything a reader of the record should know")
     args = ap.parse_args()
+    from rlvr.records import commit, write_record
+
+    started_at = commit()
     eval_args = args.eval_args[1:] if args.eval_args[:1] == ["--"] else args.eval_args
     if not eval_args or "--out" in eval_args:
         ap.error("give rlvr eval's arguments after -- (without --out)")
@@ -40,10 +43,9 @@ def main() -> int:
     g = report["greedy"]
     figures = {"accuracy": g["accuracy"], "correct": g["correct"], "problems": report["problems"],
                "ci_low": g["ci95"][0], "ci_high": g["ci95"][1], "mean_completion_tokens": g["mean_completion_tokens"]}
-    from rlvr.records import write_record
 
     command = " ".join(["python3 scripts/record_eval.py", args.name, "--", *map(shlex.quote, eval_args)])
-    path = write_record(args.name, command, figures, note=args.note, folder=Path(args.into))
+    path = write_record(args.name, command, figures, note=args.note, folder=Path(args.into), at=started_at)
     print(json.dumps(figures, indent=1))
     print(f"wrote {path} (report in {out})")
     return 0

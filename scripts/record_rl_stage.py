@@ -50,10 +50,12 @@ def main() -> int:
                     help="a logged metric (e.g. eval/accuracy) whose first and last values to record too, as KEY_first and KEY_last")
     ap.add_argument("--note", default="", help="anything a reader of the record should know")
     args = ap.parse_args()
+    from rlvr.records import commit, write_record
+
+    started_at = commit()
 
     from rlvr.config import load_config
     from rlvr.quickstart import SFT_CONFIG, heldout, heldout_settings, mean_completion_chars, rl_stage
-    from rlvr.records import write_record
     from rlvr.train.sft import SFTConfig, sft
 
     work = Path(tempfile.mkdtemp(prefix=f"rlvr-record-{args.name}-"))
@@ -73,7 +75,7 @@ def main() -> int:
     figures |= logged(result.run_dir / "metrics.jsonl", args.metric)
     command = " ".join(["python3 scripts/record_rl_stage.py", args.name, *map(shlex.quote, args.overrides),
                         *(f"--metric {m}" for m in args.metric)])
-    path = write_record(args.name, command, figures, note=args.note, folder=Path(args.into))
+    path = write_record(args.name, command, figures, note=args.note, folder=Path(args.into), at=started_at)
     print(json.dumps(figures, indent=1))
     print(f"wrote {path} (runs in {work})")
     return 0
