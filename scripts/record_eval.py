@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Run one `rlvr eval` and write its record (``records/NAME.json``, `rlvr.records`): greedy accuracy,
-its 95% interval, problems and correct answers, and the mean completion tokens.
+its 95% interval, problems and correct answers, the mean completion tokens, and the shares of
+truncated, empty and answerless completions.
 
     python3 scripts/record_eval.py smollm2-arithmetic -- --model smollm2-135m-instruct --task arithmetic-v1 --limit 200 --max-new-tokens 96
 
@@ -42,7 +43,8 @@ def main() -> int:
     report = json.loads((out / "report.json").read_text())
     g = report["greedy"]
     figures = {"accuracy": g["accuracy"], "correct": g["correct"], "problems": report["problems"],
-               "ci_low": g["ci95"][0], "ci_high": g["ci95"][1], "mean_completion_tokens": g["mean_completion_tokens"]}
+               "ci_low": g["ci95"][0], "ci_high": g["ci95"][1], "mean_completion_tokens": g["mean_completion_tokens"],
+               "truncated_rate": g["truncated_rate"], "empty_rate": g["empty_rate"], "no_answer_rate": g["no_answer_rate"]}
 
     command = " ".join(["python3 scripts/record_eval.py", args.name, "--", *map(shlex.quote, eval_args)])
     path = write_record(args.name, command, figures, note=args.note, folder=Path(args.into), at=started_at)
