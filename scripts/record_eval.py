@@ -27,14 +27,15 @@ sys.path.insert(0, str(ROOT))
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("name", help="the record's name (records/NAME.json)")
-    ap.add_argument("eval_args", nargs=argparse.REMAINDER, help="-- then the arguments of rlvr eval")
     ap.add_argument("--into", default=str(ROOT / "records"), help="folder for the record (default: this checkout's records/)")
     ap.add_argument("--note", default="", help="anything a reader of the record should know")
-    args = ap.parse_args()
+    ap.epilog = "-- then the arguments of rlvr eval (without --out)"
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    args, eval_args = ap.parse_args(argv[:split]), argv[split + 1:]
     from rlvr.records import commit, write_record
 
     started_at = commit()
-    eval_args = args.eval_args[1:] if args.eval_args[:1] == ["--"] else args.eval_args
     if not eval_args or "--out" in eval_args:
         ap.error("give rlvr eval's arguments after -- (without --out)")
     out = Path(tempfile.mkdtemp(prefix=f"rlvr-record-{args.name}-"))
