@@ -21,19 +21,38 @@ from rlvr.train.config import TrainConfig
 from rlvr.train.recipes import train
 from rlvr.train.sft import SFTConfig, sft
 
+SFT_CONFIG, RL_CONFIG = "sft_quickstart", "quickstart"
+"""The two stages' configs (``rlvr/configs/``): the warm-up, then GRPO from its model."""
 
-def _heldout(model_dir: Path, task: tasks.Task, out: Path, max_new_tokens: int) -> dict[str, Any]:
+
+def heldout(model_dir: Path, task: tasks.Task, out: Path, max_new_tokens: int) -> dict[str, Any]:
+    """Greedy accuracy on the frozen test split (the quickstart's before/after figure); the report is
+    also written to ``out``. Greedy decoding on one engine: the same model gives the same figure."""
     settings = EvalSettings(split="test", greedy=True, n=0, max_new_tokens=max_new_tokens, chunk_prompts=256)
     report = evaluate(make_engine(RolloutConfig(), model_path=model_dir), task, settings, model_name=str(model_dir))
     write_report(report, out, task.problems("test"))
     return report
 
 
+def heldout_settings(sft_cfg: SFTConfig) -> tuple[tasks.Task, int]:
+    """The task and token budget the held-out evaluations use: the warm-up's own."""
+    return tasks.make(sft_cfg.task.id, **sft_cfg.task.config), sft_cfg.eval.max_new_tokens or 128
+
+
+def rl_stage(base: Path, output_dir: str, overrides: list[str] | None = None):
+    """The GRPO stage (`RL_CONFIG`) from ``base``; returns the run's `train` result."""
+    rl_cfg = load_config(TrainConfig, RL_CONFIG, [f"output_dir={output_dir}", f"model.name_or_path={base}", "overwrite=true", *(overrides or [])])
+    result = train(rl_cfg)
+    if result.final_model is None:
+        raise RuntimeError(f"RL stage ended with status {result.status!r}; see {result.run_dir}")
+    return result
+
+
 def run_quickstart(output_dir: str = "runs", sft_overrides: list[str] | None = None, rl_overrides: list[str] | None = None) -> dict[str, Any]:
     """Run the pipeline; returns the summary also written to ``output_dir/quickstart/summary.json``."""
     root = Path(output_dir) / "quickstart"
     # the pipeline starts afresh each time it is run (its two run directories are overwritten)
-    sft_cfg = load_config(SFTConfig, "sft_quickstart", [f"output_dir={output_dir}", "overwrite=true", *(sft_overrides or [])])
+    sft_cfg = load_config(SFTConfig, SFT_CONFIG, [f"output_dir={output_dir}", "overwrite=true", *(sft_overrides or [])])
     phases: dict[str, float] = {}
     t_all = time.perf_counter()
 
@@ -41,21 +60,17 @@ def run_quickstart(output_dir: str = "runs", sft_overrides: list[str] | None = N
     base = sft(sft_cfg)
     phases["sft_s"] = time.perf_counter() - t
 
-    task = tasks.make(sft_cfg.task.id, **sft_cfg.task.config)
-    max_new = sft_cfg.eval.max_new_tokens or 128
+    task, max_new = heldout_settings(sft_cfg)
     t = time.perf_counter()
-    before = _heldout(base, task, root / "eval_before", max_new)
+    before = heldout(base, task, root / "eval_before", max_new)
     phases["eval_before_s"] = time.perf_counter() - t
 
-    rl_cfg = load_config(TrainConfig, "quickstart", [f"output_dir={output_dir}", f"model.name_or_path={base}", "overwrite=true", *(rl_overrides or [])])
     t = time.perf_counter()
-    result = train(rl_cfg)
+    result = rl_stage(base, output_dir, rl_overrides)
     phases["rl_s"] = time.perf_counter() - t
-    if result.final_model is None:
-        raise RuntimeError(f"RL stage ended with status {result.status!r}; see {result.run_dir}")
 
     t = time.perf_counter()
-    after = _heldout(result.final_model, task, root / "eval_after", max_new)
+    after = heldout(result.final_model, task, root / "eval_after", max_new)
     phases["eval_after_s"] = time.perf_counter() - t
     phases["total_s"] = time.perf_counter() - t_all
 
@@ -69,8 +84,8 @@ def run_quickstart(output_dir: str = "runs", sft_overrides: list[str] | None = N
         "heldout_after": after["greedy"]["accuracy"],
         "heldout_after_ci95": after["greedy"]["ci95"],
         "gain_points": 100 * (after["greedy"]["accuracy"] - before["greedy"]["accuracy"]),
-        "mean_completion_chars_before": _mean_chars(before),
-        "mean_completion_chars_after": _mean_chars(after),
+        "mean_completion_chars_before": mean_completion_chars(before),
+        "mean_completion_chars_after": mean_completion_chars(after),
         "wall_time": phases,
         "sft_model": str(base),
         "rl_model": str(result.final_model),
@@ -81,21 +96,7 @@ def run_quickstart(output_dir: str = "runs", sft_overrides: list[str] | None = N
     return summary
 
 
-def _mean_chars(report: dict[str, Any]) -> float:
+def mean_completion_chars(report: dict[str, Any]) -> float:
+    """Mean characters of the greedy completions: a finer fingerprint than the accuracy."""
     samples = report["_greedy_samples"].completions
     return sum(len(row[0].text) for row in samples) / max(len(samples), 1)
-
-
-def format_summary(s: dict[str, Any]) -> str:
-    w = s["wall_time"]
-    rows = [
-        ("", "SFT base", "after GRPO"),
-        (f"held-out greedy accuracy ({s['heldout_problems']} problems)", f"{s['heldout_before']:.3f}", f"{s['heldout_after']:.3f}"),
-        ("95% CI", "{:.3f}-{:.3f}".format(*s["heldout_before_ci95"]), "{:.3f}-{:.3f}".format(*s["heldout_after_ci95"])),
-        ("mean completion length (chars)", f"{s['mean_completion_chars_before']:.1f}", f"{s['mean_completion_chars_after']:.1f}"),
-    ]
-    width = max(len(r[0]) for r in rows)
-    lines = [f"{a:<{width}}  {b:>12}  {c:>12}" for a, b, c in rows]
-    lines.append(f"\ngain: {s['gain_points']:+.1f} points")
-    lines.append(f"wall time: SFT {w['sft_s']:.0f} s, eval {w['eval_before_s']:.0f}+{w['eval_after_s']:.0f} s, GRPO {w['rl_s']:.0f} s, total {w['total_s']:.0f} s")
-    return "\n".join(lines)

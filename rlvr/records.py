@@ -84,14 +84,17 @@ def commit() -> tuple[str, bool]:
         return "unknown", False
 
 
-def write_record(name: str, command: str, figures: dict[str, float], note: str = "", folder: Path = RECORDS) -> Path:
-    """Write ``records/NAME.json`` for a measurement just made (replacing the previous one)."""
+def write_record(name: str, command: str, figures: dict[str, float], note: str = "", folder: Path = RECORDS,
+                 at: tuple[str, bool] | None = None) -> Path:
+    """Write ``records/NAME.json`` for a measurement just made (replacing the previous one). ``at`` is
+    the checkout's `commit` when the measurement started (default: now); a page edited while a long
+    measurement runs does not make it look measured on uncommitted code."""
     if not re.fullmatch(r"[\w-]+", name):
         raise ValueError(f"record name {name!r}: letters, digits, '_' and '-' only")
     bad = {k: v for k, v in figures.items() if not isinstance(v, (int, float)) or isinstance(v, bool) or not re.fullmatch(r"[\w-]+", k)}
     if bad:
         raise ValueError(f"record {name}: figures must be numbers named by [A-Za-z0-9_-], got {bad}")
-    head, dirty = commit()
+    head, dirty = at or commit()
     record = {"name": name, "command": command, "commit": head, "dirty": dirty, "date": dt.date.today().isoformat(),
               "machine": machine(), "figures": {k: float(v) for k, v in figures.items()}, "note": note}
     folder.mkdir(parents=True, exist_ok=True)
@@ -132,4 +135,40 @@ def check_page(text: str, records: dict[str, Record], where: str) -> list[str]:
         elif not agrees(number.group("number"), record.figures[key]):
             problems.append(f"{where}:{line}: the page says {number.group('number')} but records/{name}.json has "
                             f"{key} = {record.figures[key]:g} (measured {record.date} at {record.commit})")
+    return problems
+
+
+_FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
+_FIGURE = r"\d+\.\d{2,}"  # two decimals or more: accuracies and seconds as measured, not counts or settings
+_MARKED = rf"(?:\**{_FIGURE}\**(?:<!--[^>]*-->)?\**)"
+TRANSITION = re.compile(rf"(?<![\w.])(?P<a>{_MARKED})\s*(?:%|s|ms|min)?\s*(?:→|->)\s*(?P<b>{_MARKED})"
+                        rf"|\bfrom\s+(?P<c>{_MARKED})\s+to\s+(?P<d>{_MARKED})")
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+
+
+def unsourced_changes(text: str, where: str) -> list[str]:
+    """A line for each measured change on a page (``0.342 → 0.686``, ``from 0.144 to 0.460``, outside
+    code blocks) that neither carries a record marker nor stands in a paragraph, or a table under a
+    paragraph, that says it is history and when (the word "history" and a date). Such a figure is
+    either tied to the record that holds it or read plainly as an older measurement."""
+    text = _FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    blocks, start = [], 0
+    for m in re.finditer(r"\n\s*\n", text + "\n\n"):
+        blocks.append((start, m.start()))
+        start = m.end()
+    problems = []
+    previous = ""
+    for begin, end in blocks:
+        block = text[begin:end]
+        is_table = block.lstrip().startswith("|")
+        context = block + ("\n" + previous if is_table else "")
+        dated_history = "history" in context.lower() and DATE.search(context)
+        for m in TRANSITION.finditer(block):
+            if "<!--" in m.group(0) or dated_history:
+                continue
+            line = text.count("\n", 0, begin + m.start()) + 1
+            problems.append(f"{where}:{line}: {' '.join(m.group(0).split())!r} is neither tied to a record "
+                            "(<!-- record: NAME.KEY -->) nor in a paragraph that says it is history, with its date")
+        if not is_table:
+            previous = block
     return problems

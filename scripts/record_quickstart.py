@@ -3,7 +3,8 @@
 
 Runs ``scripts/quickstart.sh`` as a newcomer does (set-up included: on a fresh clone it creates
 ``.venv``), times it, and records the held-out accuracies before and after GRPO with their 95%
-intervals, the gain, and each phase's seconds from ``runs/quickstart/summary.json``. The README,
+intervals, the mean length of the greedy completions (the fingerprint test's finer check,
+``tests/rlvr/test_quickstart_fingerprint.py``), the gain, and each phase's seconds from ``runs/quickstart/summary.json``. The README,
 Getting started and the other pages cite these figures; ``tests/test_records.py`` holds them to it.
 
     python3 scripts/record_quickstart.py            # in a fresh clone, on a quiet machine
@@ -33,16 +34,10 @@ def main() -> int:
     subprocess.run(["bash", str(ROOT / "scripts" / "quickstart.sh")], cwd=ROOT, check=True)
     script_s = time.perf_counter() - t0
     s = json.loads((ROOT / "runs" / "quickstart" / "summary.json").read_text())
-    w = s["wall_time"]
-    figures = {
-        "accuracy_before": s["heldout_before"], "accuracy_after": s["heldout_after"],
-        "before_ci_low": s["heldout_before_ci95"][0], "before_ci_high": s["heldout_before_ci95"][1],
-        "after_ci_low": s["heldout_after_ci95"][0], "after_ci_high": s["heldout_after_ci95"][1],
-        "gain_points": s["gain_points"], "problems": s["heldout_problems"],
-        "sft_s": w["sft_s"], "rl_s": w["rl_s"], "eval_before_s": w["eval_before_s"], "eval_after_s": w["eval_after_s"],
-        "pipeline_s": w["total_s"], "script_s": script_s, "setup_s": script_s - w["total_s"],
-    }
+    from rlvr.quickstart_report import record_figures
     from rlvr.records import write_record
+
+    figures = record_figures(s) | {"script_s": script_s, "setup_s": script_s - s["wall_time"]["total_s"]}
 
     note = ("a fresh clone: set-up created .venv" if fresh else "an existing .venv") + (f"; {args.note}" if args.note else "")
     path = write_record("quickstart", "python3 scripts/record_quickstart.py", figures, note=note, folder=Path(args.into))

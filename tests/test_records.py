@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.records import MARKER, RECORDS, Record, agrees, check_page, load_all
+from rlvr.records import MARKER, RECORDS, Record, agrees, check_page, load_all, unsourced_changes
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -31,6 +31,31 @@ def test_every_marked_figure_on_a_page_agrees_with_its_record():
     assert not problems, "\n".join(problems)
     cited = {m.group("name") for page in PAGES for m in MARKER.finditer(page.read_text())}
     assert not set(records) - cited, f"records no page cites: {sorted(set(records) - cited)}"
+
+
+def test_every_measured_change_on_a_page_is_tied_to_a_record_or_says_it_is_history():
+    problems = [p for page in PAGES for p in unsourced_changes(page.read_text(), str(page.relative_to(ROOT)))]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_change_without_a_record_or_a_dated_history_note_is_reported():
+    assert "'0.308 → 0.594'" in unsourced_changes("PPO took it from 0.308 → 0.594 here.", "p")[0]
+    assert "'from 0.135 to 0.475'" in unsourced_changes("It went from 0.135 to 0.475.", "p")[0]
+    assert not unsourced_changes("**0.342**<!-- record: quickstart.accuracy_before --> → 0.686<!-- record: quickstart.accuracy_after -->", "p")
+    assert not unsourced_changes("History (2026-11-22, `1fef2fb`): 0.308 → 0.594.", "p")
+    assert unsourced_changes("History: 0.308 → 0.594.", "p"), "a history note names its date"
+    table = "History, measured 2026-11-22:\n\n| run | before | after |\n|---|---|---|\n| a | 0.308 → 0.594 | |\n"
+    assert not unsourced_changes(table, "p")
+    assert unsourced_changes("Today:\n\n| a | 0.308 → 0.594 |\n", "p")
+    assert not unsourced_changes("```\n0.308 -> 0.594\n```\nfrom 10 to 20 steps; AReaL reports 42.0 to 23.3", "p"), "code, counts, others' figures"
+
+
+def test_the_quickstart_output_on_getting_started_is_its_records():
+    from rlvr.quickstart_report import format_summary, summary_from_record
+
+    printed = format_summary(summary_from_record(load_all()["quickstart"].figures))
+    assert f"```text\n{printed}\n```" in (ROOT / "docs" / "getting-started.md").read_text(), (
+        f"docs/getting-started.md should show the quickstart's output as records/quickstart.json has it:\n{printed}")
 
 
 def test_a_page_edited_to_disagree_with_its_record_fails():

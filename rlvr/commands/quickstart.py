@@ -16,7 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rlvr.quickstart import format_summary, run_quickstart
+    from rlvr.quickstart import run_quickstart
+    from rlvr.quickstart_report import format_summary
 
     summary = run_quickstart(args.output_dir, args.sft, args.rl)
     print("\n" + format_summary(summary))

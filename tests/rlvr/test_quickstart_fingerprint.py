@@ -1,0 +1,53 @@
+"""The quickstart's figures are watched: the README's held-out accuracies (``records/quickstart.json``)
+come back exactly from the shared SFT base (the `sft_base` fixture: the quickstart's own warm-up,
+`rlvr.quickstart.SFT_CONFIG`, one thread) and from its GRPO stage run once, so a change that moves
+them fails here until the record is re-measured and the pages that cite it follow.
+
+Exact, not within a tolerance: greedy decoding of a fixed model, and a seeded GRPO stage whose
+decoder on a CPU is always ``kv`` (`rlvr.rollout.decoding.choice.CANDIDATES`), give the same
+figures bit for bit on this machine, with one thread or two, loaded or quiet, in a fresh clone's
+``.venv`` or another (the SFT weights built with ``threads=1`` and with torch's default of two are
+identical). The mean length of the greedy completions is checked too: it moves with any change to
+what the model writes, even one that leaves the accuracy where it was.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from rlvr.records import RECORDS, Record
+
+pytestmark = pytest.mark.slow
+
+RERUN = "python3 scripts/record_quickstart.py"
+
+
+def _moved(what: str, got: dict[str, float], record: Record) -> str:
+    want = {k: record.figures[k] for k in got}
+    base = os.environ.get("RLVR_TEST_SFT_BASE")
+    return (f"the quickstart's {what} moved: measured {got}, records/quickstart.json has {want} "
+            f"(measured {record.date} at {record.commit} on {record.machine.get('cpu') or 'an unnamed CPU'}). "
+            f"If the change is meant to move them, re-measure on a quiet machine with `{RERUN}` and update the pages "
+            "tests/test_records.py then names."
+            + (f" The SFT base came from RLVR_TEST_SFT_BASE={base}: rebuild it at this commit if it is older." if base else ""))
+
+
+def test_the_quickstarts_heldout_figures_come_back_exactly_from_its_base_and_its_grpo_stage(sft_base, tmp_path):
+    from rlvr.config import load_config
+    from rlvr.quickstart import SFT_CONFIG, heldout, heldout_settings, mean_completion_chars, rl_stage
+    from rlvr.train.sft import SFTConfig
+
+    record = Record.load(RECORDS / "quickstart.json")
+    task, max_new = heldout_settings(load_config(SFTConfig, SFT_CONFIG, []))
+
+    before = heldout(sft_base, task, tmp_path / "eval_before", max_new)
+    assert before["problems"] == record.figures["problems"]
+    got = {"accuracy_before": before["greedy"]["accuracy"], "chars_before": mean_completion_chars(before)}
+    assert all(got[k] == pytest.approx(record.figures[k], abs=1e-9) for k in got), _moved("SFT base", got, record)
+
+    result = rl_stage(sft_base, str(tmp_path), ["log.progress=false", "log.tensorboard=false", "log.plot=false", "threads=1"])
+    after = heldout(result.final_model, task, tmp_path / "eval_after", max_new)
+    got = {"accuracy_after": after["greedy"]["accuracy"], "chars_after": mean_completion_chars(after)}
+    assert all(got[k] == pytest.approx(record.figures[k], abs=1e-9) for k in got), _moved("GRPO stage", got, record)
