@@ -211,7 +211,9 @@ class HarnessCheckpoints:
                 raise UserError(f"{change}: its {name} optimizer state is replicated (distributed=ddp) and cannot be sharded "
                                 "into distributed=fsdp; resume with distributed=ddp")
         grown = f"; ranks from {saved_world} on have no saved RNG and start from new seeds" if self.num_processes > saved_world else ""
-        self.print(f"note: {change}: the optimizer state is resharded{grown}")
+        self.print(f"note: {change}: the optimizer state is resharded{grown}; batch sizes (rollout.prompts_per_step, SFT's "
+                   f"batch_size) count per process, so each step's global batch is now {self.num_processes}/{saved_world} of what "
+                   f"it was (to keep it, scale them by {saved_world}/{self.num_processes} on the command line)")
 
     def _restore_rng(self, step: int, saved_world: int) -> None:
         """This process's RNG as saved; a process the checkpoint did not have (more processes than

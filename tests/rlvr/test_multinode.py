@@ -106,6 +106,7 @@ def test_two_localhost_nodes_train_like_one_process_and_resume_with_either_count
     seeded_with(two, out / "two_to_one", 2)
     said = run_one_process(sft_args(out, "two_to_one", 1, "resume=true"))
     assert "written by 2 processes, this run has 1: the optimizer state is resharded" in said
+    assert "global batch is now 1/2 of what it was" in said
     # an optimizer state that cannot be read at the new count is refused in one line naming both
     seeded_with(two, out / "two_to_ddp", 2)
     refused = subprocess.run([sys.executable, "-m", "rlvr.cli", *sft_args(out, "two_to_ddp", 1, "distributed=ddp", "resume=true")], cwd=REPO,
