@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from rlvr.rollout.engines.serve_requests import DEFAULT_MAX_N, DEFAULT_MAX_NEW_TOKENS  # light: no torch
+
 
 SERVE_ENGINES = ("vllm", "hf")
 """What `rlvr rollout serve --engine` takes."""
@@ -30,6 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--device", default="auto", help="auto (default: the GPUs torch sees; tensor parallelism takes the first "
                                                          "vllm.tensor_parallel_size of them), cpu (a CPU build of vLLM, or --engine hf) "
                                                          "or cuda:N (that GPU only)")
+    serve.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,
+                       help=f"longest completion a request may ask (default {DEFAULT_MAX_NEW_TOKENS}); prompt + max_new_tokens "
+                            "must also fit the model's context; past either, HTTP 400")
+    serve.add_argument("--max-n", type=int, default=DEFAULT_MAX_N,
+                       help=f"most completions per prompt a request may ask (default {DEFAULT_MAX_N}); past it, HTTP 400")
     serve.add_argument("settings", nargs="*", metavar="KEY=VALUE", help="rollout settings, e.g. vllm.dtype=bfloat16 or hf.decode=kv")
     serve.set_defaults(func=run_serve)
 
@@ -55,7 +62,8 @@ def run_serve(args: argparse.Namespace) -> int:
         _choose_gpus(device)
         device = "auto"
     token = args.token or os.environ.get(TOKEN_VARIABLE) or None
-    serve(resolve_model(args.model), cfg, engine=args.engine, host=args.host, port=args.port, seed=args.seed, device=device, token=token)
+    serve(resolve_model(args.model), cfg, engine=args.engine, host=args.host, port=args.port, seed=args.seed, device=device, token=token,
+          max_new_tokens=args.max_new_tokens, max_n=args.max_n)
     return 0
 
 

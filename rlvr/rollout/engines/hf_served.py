@@ -42,6 +42,16 @@ class ServedHFEngine:
         self._targets = model.state_dict(keep_vars=True)  # every name a checkpoint may use, tied aliases included
         self._required = {name: id(p) for name, p in model.named_parameters()}
 
+    @property
+    def vocab_size(self) -> int:
+        """Rows of the model's input embedding: the token ids it takes are ``0 .. vocab_size - 1``."""
+        return self.engine.model.get_input_embeddings().num_embeddings
+
+    @property
+    def context_length(self) -> int | None:
+        """Longest prompt + completion the model was built for (None: its config does not say)."""
+        return self.engine.context_length
+
     def sample_ids(self, prompt_ids: list[list[int]], n: int, sampling: SamplingParams) -> list[list[Sample]]:
         rows: list[list[Sample]] = [[] for _ in prompt_ids]
         for c in self.engine.generate_ids(prompt_ids, n, sampling):

@@ -17,11 +17,16 @@ thread-safe); the others wait in a bounded queue, past it 503 with ``Retry-After
 (``--token`` or ``$RLVR_ROLLOUT_TOKEN``) every request but ``GET /health`` needs it; without one the
 server listens on loopback only.
 
+Every body is parsed and checked before it reaches the engine (`rlvr.rollout.engines.serve_requests`):
+a bad field (a token id outside the vocabulary, an empty prompt, ``temperature < 0``, ``n`` or
+``max_new_tokens`` over the server's caps ``--max-n`` / ``--max-new-tokens`` or past the model's
+context) is a 400 naming it, the same for either engine.
+
 Routes (JSON bodies and answers; errors are ``{"error": ...}`` with status 400/500). Every answer of
 the engine carries ``weights_version`` (updates received) and ``instance`` (one per server start),
 so a client can tell a server that restarted and lost its weights:
 
-    GET  /health                         {"model", "engine", "weights_version", "instance", "asleep"}
+    GET  /health                         {"model", "engine", "weights_version", "instance", "asleep", "limits"}
     GET  /version   (needs the token)    {"weights_version", "instance"}
     POST /generate  {prompt_ids, n, sampling}        -> {"samples": [[{token_ids, logprobs, truncated}]], ...}
     POST /score     {prompt_ids, completion_ids}      -> {"logprobs": [[...]], ...}
@@ -41,6 +46,8 @@ from typing import Any, Callable, Protocol
 from rlvr import UserError
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.config import RolloutConfig
+from rlvr.rollout.engines.serve_requests import (DEFAULT_MAX_N, DEFAULT_MAX_NEW_TOKENS, GenerateRequest, RequestError,
+                                                 ScoreRequest, ServeLimits, parse_flag, parse_object)
 from rlvr.rollout.engines.token import Sample
 from rlvr.rollout.weights import WeightSyncError, from_blob
 from rlvr.serve.http import GuardedServer, Guards, HTTPFailure, RawRoute, is_loopback
@@ -54,6 +61,8 @@ class ServedEngine(Protocol):
 
     tokenizer: Any
     weights_version: int
+    vocab_size: int  # token ids the model takes: 0 .. vocab_size - 1
+    context_length: int | None  # longest prompt + completion (None: unknown)
 
     def sample_ids(self, prompt_ids: list[list[int]], n: int, sampling: SamplingParams) -> list[list[Sample]]: ...
     def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]: ...
@@ -107,27 +116,31 @@ SERVED_ENGINES: dict[str, Callable[[ServeRequest], ServedEngine]] = {"vllm": _vl
 class RolloutService:
     """What the routes do, without HTTP (the server lets one request at a time in: engines are not thread-safe)."""
 
-    def __init__(self, engine: ServedEngine, model: str, engine_name: str = "vllm"):
+    def __init__(self, engine: ServedEngine, model: str, engine_name: str = "vllm", *,
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, max_n: int = DEFAULT_MAX_N):
         self.engine = engine
+        self.limits = ServeLimits(engine.vocab_size, engine.context_length, max_new_tokens=max_new_tokens, max_n=max_n)
         self.model = model
         self.engine_name = engine_name
         self.instance = secrets.token_hex(8)  # tells a restarted server (weights lost) from the one a client knew
         self._pending: set[str] | None = None  # engine parameters no chunk of the current update has covered
 
     def health(self) -> dict[str, Any]:
-        return {"model": self.model, "engine": self.engine_name, "asleep": self.engine.asleep, **self._version()}
+        limits = {"vocab_size": self.limits.vocab_size, "context_length": self.limits.context_length,
+                  "max_new_tokens": self.limits.max_new_tokens, "max_n": self.limits.max_n}
+        return {"model": self.model, "engine": self.engine_name, "asleep": self.engine.asleep, "limits": limits, **self._version()}
 
     def _version(self) -> dict[str, Any]:
         return {"weights_version": self.engine.weights_version, "instance": self.instance}
 
     def generate(self, body: dict[str, Any]) -> dict[str, Any]:
-        raw = dict(body.get("sampling", {}))
-        sampling = SamplingParams(**{**raw, "stop": tuple(raw.get("stop", ()))})
-        samples = self.engine.sample_ids(body["prompt_ids"], int(body["n"]), sampling)
+        request = GenerateRequest.parse(body, self.limits)
+        samples = self.engine.sample_ids(request.prompt_ids, request.n, request.sampling)
         return {"samples": [[asdict(s) for s in row] for row in samples], **self._version()}
 
     def score(self, body: dict[str, Any]) -> dict[str, Any]:
-        return {"logprobs": self.engine.score(body["prompt_ids"], body["completion_ids"]), **self._version()}
+        request = ScoreRequest.parse(body, self.limits)
+        return {"logprobs": self.engine.score(request.prompt_ids, request.completion_ids), **self._version()}
 
     def weights_chunk(self, blob: bytes, final: bool) -> dict[str, Any]:
         try:
@@ -144,11 +157,11 @@ class RolloutService:
     def nccl(self, step: str, body: dict[str, Any]) -> dict[str, Any]:
         llm = self.engine.llm  # type: ignore[attr-defined]  (VLLMEngine only: the routes exist for --engine vllm)
         if step == "init":
-            llm.init_weight_transfer_engine({"init_info": body["init_info"]})
+            llm.init_weight_transfer_engine({"init_info": parse_object(body.get("init_info"), "init_info")})
         elif step == "start":
             llm.start_weight_update()
         elif step == "update":
-            llm.update_weights({"update_info": body["update_info"]})
+            llm.update_weights({"update_info": parse_object(body.get("update_info"), "update_info")})
         elif step == "finish":
             llm.finish_weight_update()
             self.engine.commit_update(set())  # vLLM's transfer engine checks completeness itself
@@ -172,6 +185,8 @@ def _request_errors(handler: Callable[..., dict[str, Any]]) -> Callable[..., dic
     def call(*args: Any) -> dict[str, Any]:
         try:
             return handler(*args)
+        except RequestError as e:  # checked at the edge: its message names the field
+            raise HTTPFailure(400, str(e)) from None
         except (WeightSyncError, KeyError, TypeError, ValueError) as e:
             raise HTTPFailure(400, f"{type(e).__name__}: {e}") from None
         except Exception:
@@ -187,7 +202,7 @@ def rollout_routes(service: RolloutService) -> dict[tuple[str, str], Any]:
         ("GET", "/version"): lambda _: service._version(),  # /health with the token: a client's start-up check
         ("POST", "/generate"): service.generate, ("POST", "/score"): service.score,
         ("POST", "/sleep"): lambda _: service.sleep(), ("POST", "/wake"): lambda _: service.wake(),
-        ("POST", "/weights/chunk"): RawRoute(_request_errors(lambda blob, query: service.weights_chunk(blob, query.get("final", "1") == "1"))),
+        ("POST", "/weights/chunk"): RawRoute(_request_errors(lambda blob, query: service.weights_chunk(blob, parse_flag(query.get("final", "1"), "final")))),
     }
     if service.engine_name == "vllm":
         routes |= {("POST", f"/weights/nccl/{step}"): (lambda body, step=step: service.nccl(step, body))
@@ -206,14 +221,19 @@ def make_rollout_server(service: RolloutService, cfg: RolloutConfig, *, host: st
 
 
 def serve(model: str, cfg: RolloutConfig, *, engine: str = "vllm", host: str = "127.0.0.1", port: int = 8000, seed: int = 0,
-          device: str = "auto", token: str | None = None) -> None:
-    """Check the address, start the engine, print the address, serve until SIGTERM/SIGINT (which drain)."""
+          device: str = "auto", token: str | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+          max_n: int = DEFAULT_MAX_N) -> None:
+    """Check the address, start the engine, print the address, serve until SIGTERM/SIGINT (which drain).
+    ``max_new_tokens`` / ``max_n``: the most a request may ask (`ServeLimits`)."""
+    for flag, value in (("--max-new-tokens", max_new_tokens), ("--max-n", max_n)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UserError(f"{flag} must be an integer >= 1, got {value!r}")
     if engine not in SERVED_ENGINES:
         raise UserError(f"--engine {engine!r}: choose one of {', '.join(SERVED_ENGINES)}")
     if not is_loopback(host) and token is None:
         raise UserError(f"refusing to listen on {host!r} without a token: give --token or set ${TOKEN_VARIABLE}")
     served = SERVED_ENGINES[engine](ServeRequest(model, cfg, seed, device))
-    service = RolloutService(served, model, engine)
+    service = RolloutService(served, model, engine, max_new_tokens=max_new_tokens, max_n=max_n)
     try:
         server = make_rollout_server(service, cfg, host=host, port=port, token=token)
     except (ValueError, OSError) as e:

@@ -144,6 +144,20 @@ class VLLMEngine(TokenEngine):
         self._weights_awake = True
         self._needs_weights = False
 
+    @property
+    def vocab_size(self) -> int:
+        """Token ids the model takes: ``0 .. vocab_size - 1`` (vLLM's model config)."""
+        return int(self._model_config().get_vocab_size())
+
+    @property
+    def context_length(self) -> int | None:
+        """Longest prompt + completion vLLM takes (``max_model_len``: rollout.vllm.max_model_len or the model's own)."""
+        return int(self._model_config().max_model_len)
+
+    def _model_config(self) -> Any:
+        """vLLM's ``ModelConfig`` of the served model (on `LLM` in recent releases, on its engine in all)."""
+        return getattr(self.llm, "model_config", None) or self.llm.llm_engine.model_config
+
     # -- generation ---------------------------------------------------------------------------
 
     def sample_ids(self, prompt_ids: list[list[int]], n: int, sampling: SamplingParams) -> list[list[Sample]]:
