@@ -138,7 +138,8 @@ class VLLMServerEngine(TokenEngine):
             raise UserError("rollout.vllm.weight_transfer=nccl drives one server; with several rollout.vllm.server_urls use http")
         self.url = ", ".join(self.urls)
         self.tokenizer = tokenizer
-        self.capabilities = EngineCapabilities(own_weights=True, can_sleep=cfg.sleep_level > 0, seeds_every_call=True)
+        self.capabilities = EngineCapabilities(own_weights=True, can_sleep=cfg.sleep_level > 0, seeds_every_call=True,
+                                               shared=True)
         token = os.environ.get(TOKEN_VARIABLE) or None
         self.replicas = [Replica(u, ServerPool(u, token, cfg.request_timeout_s, SERVER_RETRY)) for u in self.urls]
         answers = check_servers(cfg, wait_s)
@@ -218,6 +219,23 @@ class VLLMServerEngine(TokenEngine):
                 self._live("/weights/chunk")  # raises, naming every server
         self.weights_version += 1
         self._source = model if reiterable(model) else None
+
+    def pushed(self) -> dict[str, Any]:
+        """The servers serving after the last push, with the server start and update count each holds."""
+        with self._lock:
+            return {"weights_version": self.weights_version,
+                    "servers": {r.url: (r.instance, r.version) for r in self.replicas if r.alive}}
+
+    def follow(self, account: dict[str, Any]) -> None:
+        """Take the push another process made (`pushed`): the servers it left serving serve here
+        too, with the update count they hold now; the others are set aside until its next push."""
+        with self._lock:
+            self.weights_version = account["weights_version"]
+            for replica in self.replicas:
+                if replica.url in account["servers"]:
+                    (replica.instance, replica.version), replica.alive = account["servers"][replica.url], True
+                elif replica.alive:
+                    replica.alive, replica.reason = False, "set aside by the process that pushes the weights"
 
     def _push(self, replica: Replica, model: Weights) -> bool:
         """All weights to one server in chunks; False when the server was lost (set aside)."""
