@@ -44,7 +44,7 @@ from rlvr.rollout.base import EngineCapabilities, EngineError, SamplingParams
 from rlvr.rollout.config import VLLMConfig
 from rlvr.rollout.engines.token import Sample, TokenEngine
 from rlvr.rollout.weights import Weights, WeightSyncError, named_weights, reiterable, to_blobs
-from rlvr.serve.client import RemoteError, RetryPolicy, ServerPool, normalize_urls
+from rlvr.serve.client import RemoteError, RetryPolicy, ServerPool, WrongAnswer, normalize_urls
 
 TOKEN_VARIABLE = "RLVR_ROLLOUT_TOKEN"
 SERVER_RETRY = RetryPolicy(attempts=3, backoff_s=0.2, max_backoff_s=2.0, cooldown_s=0.0)
@@ -69,8 +69,9 @@ def server_urls(cfg: VLLMConfig) -> tuple[str, ...]:
 
 def check_servers(cfg: VLLMConfig, wait_s: float | None = None) -> dict[str, dict[str, Any]]:
     """Wait (up to ``rollout.vllm.server_wait_s``) until every server answers with the token; their
-    ``/version`` answers by URL. One that does not answer, or refuses the token, is a one-line
-    `UserError` naming it (the trainer calls this before it loads the model)."""
+    ``/version`` answers by URL. One that does not answer in that time is a one-line `UserError`
+    naming it, and so at once is one that refuses the token or answers something else than JSON
+    (the trainer calls this before it loads the model)."""
     urls = server_urls(cfg)
     pool = ServerPool(urls, os.environ.get(TOKEN_VARIABLE) or None, timeout_s=10.0)
     deadline = time.monotonic() + (cfg.server_wait_s if wait_s is None else wait_s)
@@ -78,9 +79,10 @@ def check_servers(cfg: VLLMConfig, wait_s: float | None = None) -> dict[str, dic
         while True:
             try:
                 return pool.check("/version")
+            except WrongAnswer as e:  # refused the token, or not a rollout server: waiting will not mend it
+                hint = f"give the servers' token in ${TOKEN_VARIABLE}" if "refused the token" in str(e) else "is it `rlvr rollout serve`?"
+                raise UserError(f"rollout server: {e}; {hint}") from None
             except RemoteError as e:
-                if "refused the token" in str(e):
-                    raise UserError(f"rollout server: {e}; give the servers' token in ${TOKEN_VARIABLE}") from None
                 if time.monotonic() > deadline:
                     raise UserError(f"no rollout server answers: {e}; start them with `rlvr rollout serve --model MODEL` "
                                     "(--engine hf without vLLM) and list them in rollout.vllm.server_urls") from None
