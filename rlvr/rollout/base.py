@@ -111,7 +111,7 @@ class EngineCapabilities:
             weights (`rlvr.models.lora.MergedWeights`).
         seeds_every_call: The engine keeps no generator a run can rely on (its requests may go to
             any of several servers), so the trainer seeds every generate call from (seed, batch,
-            call) and the samples do not depend on which server drew them.
+            the call's problems) and the samples do not depend on which server drew them.
         shared: One copy of the weights serves every training process (rollout servers): with
             several processes rank 0 alone pushes each update (`RolloutEngine.load_weights`) and
             runs the sync probe, and the other ranks take its account of the push

@@ -149,14 +149,15 @@ class GroupSource:
         self.sampling = SamplingParams(rollout.temperature, rollout.top_p, rollout.top_k, rollout.max_new_tokens)
         self.style = resolve_style(cfg.prompt, tokenizer, cfg.model.name_or_path)
         self.sampler = GroupSampler(
-            generate=lambda problems: generate_for(self.engine, task.env, problems, rollout.group_size, self._call_sampling(), self.style),
+            generate=lambda problems: generate_for(self.engine, task.env, problems, rollout.group_size, self._call_sampling(problems),
+                                                   self.style),
             submit=lambda problems, completions: Rewarded(self.pool.submit(problems, [verifier_input(c) for c in completions]), self.reward),
             group_size=rollout.group_size, chunk_prompts=rollout.chunk_prompts,
             group_filter=group_filter, budget_factor=sampling_budget,
             on_failure_valid=cfg.verify.on_failure == "zero", rank=harness.rank, world=harness.num_processes,
             gather_counts=harness.gather_counts)
         self.position, self.failed_steps = 0, 0
-        self._batch_start, self._calls = 0, 0  # the batch (its stream position) and generate calls in it, for call seeds
+        self._batch_start = 0  # the batch's stream position, for call seeds
         self.tally = VerificationTally()
         self.warned_empty = self.warned_context = self.reported_decoder = False
         self.stream = None
@@ -310,7 +311,7 @@ class GroupSource:
         if sync:
             self.sync()
         version = self.engine_updates if self.own_weights else self.policy.updates
-        self._batch_start, self._calls = self.position, 0
+        self._batch_start = self.position
         report = self.sampler.collect(self.take_prompts, self.cfg.rollout.prompts_per_step)
         report.weights_version = version
         if self.probe is None and self.own_weights and sync:  # a fixed probe from the first batch checks every later sync
@@ -324,14 +325,14 @@ class GroupSource:
         self._rest()
         return report
 
-    def _call_sampling(self) -> SamplingParams:
-        """The sampling of the batch's next generate call: an engine that keeps no generator a run can
-        rely on (several servers) gets a seed from (seed, batch, process, call), so its samples do not
-        depend on which server drew them; any other continues its own generator, as always."""
+    def _call_sampling(self, problems: list[Problem]) -> SamplingParams:
+        """The sampling of the batch's generate call on ``problems``: an engine that keeps no generator
+        a run can rely on (several servers) gets a seed from (seed, batch, the problems), so its samples
+        depend neither on which server drew them nor on which process asked (N processes sample what one
+        process with the same global batch samples); any other continues its own generator, as always."""
         if not self.engine.capabilities.seeds_every_call:
             return self.sampling
-        self._calls += 1
-        seed = stable_hash("generate", self.cfg.seed, self._batch_start, self.harness.rank, self._calls) % (2 ** 31)
+        seed = stable_hash("generate", self.cfg.seed, self._batch_start, *(p.id for p in problems)) % (2 ** 31)
         return dataclasses.replace(self.sampling, seed=seed)
 
     # -- asynchronous generation ------------------------------------------------------------------

@@ -12,7 +12,7 @@ sends them the trainer's weights.
   answers gets the current weights before it serves again. When none is left, `EngineError` names
   them (the run stops and keeps its checkpoint).
 - **Seeds**: every request carries a seed, a function of the call's seed (the trainer's
-  (seed, batch, call), or the previous one and a count) and the request's place in the call, never
+  (seed, batch, problems), or the previous one and a count) and the request's place in the call, never
   of which server answers: the samples do not depend on the server count or a failover.
 - ``weight_transfer=http``: the weights travel as safetensors chunks in request bodies (any
   machine, CPU included; tested here).
