@@ -316,6 +316,7 @@ class GroupSource:
         report.weights_version = version
         if self.probe is None and self.own_weights and sync:  # a fixed probe from the first batch checks every later sync
             completions = [c for g in report.generated for c in g.completions]
+
             def make() -> SyncProbe:
                 return SyncProbe.from_completions(completions, self.cfg.rollout.probe.max_gap, k=self.cfg.rollout.probe.completions)
 
