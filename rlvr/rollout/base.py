@@ -111,7 +111,11 @@ class EngineCapabilities:
             weights (`rlvr.models.lora.MergedWeights`).
         seeds_every_call: The engine keeps no generator a run can rely on (its requests may go to
             any of several servers), so the trainer seeds every generate call from (seed, batch,
-            call) and the samples do not depend on which server drew them.
+            the call's problems) and the samples do not depend on which server drew them.
+        shared: One copy of the weights serves every training process (rollout servers): with
+            several processes rank 0 alone pushes each update (`RolloutEngine.load_weights`) and
+            runs the sync probe, and the other ranks take its account of the push
+            (`RolloutEngine.pushed` / `RolloutEngine.follow`) before they generate.
     """
 
     own_weights: bool
@@ -120,6 +124,7 @@ class EngineCapabilities:
     stop_strings: bool = True
     takes_adapters: bool = False
     seeds_every_call: bool = False
+    shared: bool = False
 
 
 class EngineError(RuntimeError):
@@ -173,6 +178,15 @@ class RolloutEngine(ABC):
         Nothing to do for an engine that generates with the trainer's own model object."""
         if self.capabilities.own_weights:
             raise NotImplementedError(f"{type(self).__name__} declares its own weights but does not implement load_weights")
+
+    def pushed(self) -> Any:
+        """A ``capabilities.shared`` engine's account of the weights it last pushed (picklable; what
+        `follow` takes on the processes that did not push)."""
+        raise NotImplementedError(f"{type(self).__name__} does not share its weights between processes")
+
+    def follow(self, account: Any) -> None:
+        """Take another process's push (`pushed`) as this engine's own, without sending anything."""
+        raise NotImplementedError(f"{type(self).__name__} does not share its weights between processes")
 
     def score_each(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> dict[str, list[list[float]]]:
         """`score` on every copy of the weights the engine generates with, by where it lives (one

@@ -6,7 +6,9 @@ recipe and the online preference recipes):
 - the rollout engine (`rlvr.rollout.engines.make_engine`: ``rollout.engine`` = hf, vllm or
   vllm_server), synced with the policy after its optimizer steps and, when it holds its own
   weights, proven in sync by a fixed probe scored by engine and trainer after every sync and
-  wake-up (`rlvr.rollout.sync.SyncProbe`; above ``rollout.probe.max_gap`` the run stops);
+  wake-up (`rlvr.rollout.sync.SyncProbe`; above ``rollout.probe.max_gap`` the run stops); with
+  several processes on shared rollout servers, rank 0 alone pushes and probes, every rank then
+  generates its share on them;
 - episodes for multi-turn environments (`rlvr.rollout.episodes.generate_for`), verified from the
   model's own turns;
 - the verifier pool and the streaming `rlvr.rollout.sampling.GroupSampler` with the algorithm's
@@ -48,7 +50,7 @@ from rlvr.rollout.engines import make_engine
 from rlvr.rollout.prompts import resolve_style
 from rlvr.rollout.episode_metrics import episode_metrics
 from rlvr.rollout.episodes import generate_for
-from rlvr.rollout.sync import SyncProbe
+from rlvr.rollout.sync import ProbeResult, SyncProbe
 from rlvr.rollout.weights import payload_bytes
 from rlvr.rollout.tensors import generation_metrics
 from rlvr.rollout.reward_signal import reward_signal
@@ -126,6 +128,14 @@ class GroupSource:
                                   model_path=cfg.model.name_or_path, seed=cfg.seed, sharded=harness.sharded,
                                   concurrent_updates=rollout.overlap)
         self.own_weights = self.engine.capabilities.own_weights
+        # synchronous with several processes on one copy of the weights for all (rollout servers): rank 0
+        # pushes each update and runs the probe, the others take its account of the push (`_load_weights`)
+        shared = not asynchronous and harness.num_processes > 1 and self.engine.capabilities.shared
+        if shared and self.engine.capabilities.can_sleep:
+            self.engine.close()
+            raise UserError("rollout.vllm.sleep_level > 0 with several training processes: one process would put the shared "
+                            "servers to sleep while another generates; leave it 0")
+        self.pusher = Lead(harness.rank, harness.num_processes) if shared else None
         # what a sync sends: an engine with a plain copy (vLLM) gets a LoRA policy's adapters merged into the base weights
         merged = adapters_of(policy.model) is not None and not self.engine.capabilities.takes_adapters
         self.sync_weights = MergedWeights(policy.unwrapped) if merged else policy.unwrapped
@@ -139,14 +149,15 @@ class GroupSource:
         self.sampling = SamplingParams(rollout.temperature, rollout.top_p, rollout.top_k, rollout.max_new_tokens)
         self.style = resolve_style(cfg.prompt, tokenizer, cfg.model.name_or_path)
         self.sampler = GroupSampler(
-            generate=lambda problems: generate_for(self.engine, task.env, problems, rollout.group_size, self._call_sampling(), self.style),
+            generate=lambda problems: generate_for(self.engine, task.env, problems, rollout.group_size, self._call_sampling(problems),
+                                                   self.style),
             submit=lambda problems, completions: Rewarded(self.pool.submit(problems, [verifier_input(c) for c in completions]), self.reward),
             group_size=rollout.group_size, chunk_prompts=rollout.chunk_prompts,
             group_filter=group_filter, budget_factor=sampling_budget,
             on_failure_valid=cfg.verify.on_failure == "zero", rank=harness.rank, world=harness.num_processes,
             gather_counts=harness.gather_counts)
         self.position, self.failed_steps = 0, 0
-        self._batch_start, self._calls = 0, 0  # the batch (its stream position) and generate calls in it, for call seeds
+        self._batch_start = 0  # the batch's stream position, for call seeds
         self.tally = VerificationTally()
         self.warned_empty = self.warned_context = self.reported_decoder = False
         self.stream = None
@@ -180,14 +191,39 @@ class GroupSource:
         t0 = time.perf_counter()
         sent = self.policy.updates != self.engine_updates
         if sent:
-            self.engine.load_weights(self.sync_weights)
+            self._load_weights()
             self.engine_updates = self.policy.updates
         self.sync_metrics = {"sync/load_s": time.perf_counter() - t0}
         if sent and self.sync_bytes is not None:
             self.sync_metrics["sync/bytes"] = float(self.sync_bytes)
         if self.probe is not None:
-            result = self.probe.check(self.engine, self.policy.unwrapped, self.tokenizer.pad_token_id)  # raises WeightSyncError
-            self.sync_metrics |= result.metrics()
+            self.sync_metrics |= self._check_probe().metrics()  # raises WeightSyncError
+
+    def _load_weights(self) -> None:
+        """Send the engine the policy's weights. Shared servers (`pusher`): every rank gathers them in
+        full (a collective under FSDP), rank 0 alone pushes, and the others wait for its account of the
+        push (the broadcast is the barrier: no rank generates before the servers hold the update)."""
+        if self.pusher is None:
+            self.engine.load_weights(self.sync_weights)
+            return
+        weights = full_weights(self.sync_weights, full_state=False)
+        account = self.pusher.run(lambda: (self.engine.load_weights(weights), self.engine.pushed())[1])
+        if not self.pusher.leads:
+            self.engine.follow(account)
+
+    def _check_probe(self) -> ProbeResult:
+        """The sync probe on the engine's copies (raises `WeightSyncError`). Shared servers: the
+        trainer's log-probs on every rank when the policy is sharded (a collective forward), the
+        servers scored and judged on rank 0, its verdict (or error) on every rank."""
+        pad, model = self.tokenizer.pad_token_id, self.policy.unwrapped
+        if self.pusher is None:
+            return self.probe.check(self.engine, model, pad)
+        trainer_lp = self.probe.trainer_logprobs(model, pad) if self.pusher.leads or self.harness.sharded else None
+        result, account = self.pusher.run(
+            lambda: (self.probe.judge_each(self.probe.engine_logprobs_each(self.engine), trainer_lp), self.engine.pushed()))
+        if not self.pusher.leads:
+            self.engine.follow(account)  # a server lost during the probe is set aside on every rank
+        return result
 
     def _wake(self) -> bool:
         """Wake a sleeping engine (it pushes the last weights it was sent again); whether it slept."""
@@ -275,25 +311,29 @@ class GroupSource:
         if sync:
             self.sync()
         version = self.engine_updates if self.own_weights else self.policy.updates
-        self._batch_start, self._calls = self.position, 0
+        self._batch_start = self.position
         report = self.sampler.collect(self.take_prompts, self.cfg.rollout.prompts_per_step)
         report.weights_version = version
         if self.probe is None and self.own_weights and sync:  # a fixed probe from the first batch checks every later sync
             completions = [c for g in report.generated for c in g.completions]
-            self.probe = SyncProbe.from_completions(completions, self.cfg.rollout.probe.max_gap, k=self.cfg.rollout.probe.completions)
+
+            def make() -> SyncProbe:
+                return SyncProbe.from_completions(completions, self.cfg.rollout.probe.max_gap, k=self.cfg.rollout.probe.completions)
+
+            self.probe = make() if self.pusher is None else self.pusher.run(make)  # shared servers: rank 0's, on every rank
             # scored now as well: the engine has the current weights, and the next check compares with these
-            self.sync_metrics |= self.probe.check(self.engine, self.policy.unwrapped, self.tokenizer.pad_token_id).metrics()
+            self.sync_metrics |= self._check_probe().metrics()
         self._rest()
         return report
 
-    def _call_sampling(self) -> SamplingParams:
-        """The sampling of the batch's next generate call: an engine that keeps no generator a run can
-        rely on (several servers) gets a seed from (seed, batch, process, call), so its samples do not
-        depend on which server drew them; any other continues its own generator, as always."""
+    def _call_sampling(self, problems: list[Problem]) -> SamplingParams:
+        """The sampling of the batch's generate call on ``problems``: an engine that keeps no generator
+        a run can rely on (several servers) gets a seed from (seed, batch, the problems), so its samples
+        depend neither on which server drew them nor on which process asked (N processes sample what one
+        process with the same global batch samples); any other continues its own generator, as always."""
         if not self.engine.capabilities.seeds_every_call:
             return self.sampling
-        self._calls += 1
-        seed = stable_hash("generate", self.cfg.seed, self._batch_start, self.harness.rank, self._calls) % (2 ** 31)
+        seed = stable_hash("generate", self.cfg.seed, self._batch_start, *(p.id for p in problems)) % (2 ** 31)
         return dataclasses.replace(self.sampling, seed=seed)
 
     # -- asynchronous generation ------------------------------------------------------------------

@@ -57,6 +57,11 @@ class RemoteError(Exception):
         """The server that answered last (None: none did, or the error is not one server's)."""
 
 
+class WrongAnswer(RemoteError):
+    """A server answered, but not as a server of its service with this token does (it refused the
+    token, or sent something that is not a JSON object): asking it again will not mend that."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How often and how patiently a request is retried.
@@ -396,34 +401,35 @@ class ServerPool:
     def check(self, path: str = "/health", timeout_s: float = 10.0) -> dict[str, dict[str, Any]]:
         """Ask every server ``GET path`` once (no retry), all at once, so the check takes at most
         about ``timeout_s`` however many servers there are; their answers by URL, or one
-        `RemoteError` naming every server that did not answer (a start-up check before anything loads)."""
+        `RemoteError` naming every server that did not answer (a start-up check before anything loads):
+        a `WrongAnswer` when one of them answered wrongly (token, not JSON)."""
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(32, len(self.servers)) or 1, thread_name_prefix="rlvr-check") as pool:
             outcomes = list(pool.map(lambda s: self._check_one(s.url, path, timeout_s), self.servers))
-        bad = [problem for _, _, problem in outcomes if problem]
+        bad = [problem for _, _, problem, _ in outcomes if problem]
         if bad:
-            raise RemoteError("; ".join(bad))
-        return {url: answer for url, answer, _ in outcomes}
+            raise (WrongAnswer if any(wrong for *_, wrong in outcomes) else RemoteError)("; ".join(bad))
+        return {url: answer for url, answer, _, _ in outcomes}
 
-    def _check_one(self, url: str, path: str, timeout_s: float) -> tuple[str, Any, str | None]:
-        """(url, its JSON answer, None) or (url, None, what was wrong) for one server."""
+    def _check_one(self, url: str, path: str, timeout_s: float) -> tuple[str, Any, str | None, bool]:
+        """(url, its JSON answer, None, False) or (url, None, what was wrong, whether it answered wrongly) for one server."""
         import httpx
 
         try:
             r = self._client.get(url + path, timeout=httpx.Timeout(timeout_s))
             if r.status_code == 401:
-                return url, None, f"{url} refused the token (HTTP 401)"
+                return url, None, f"{url} refused the token (HTTP 401)", True
             if r.status_code != 200:
-                return url, None, f"{url}{path} answered HTTP {r.status_code} ({_detail(r)})"
+                return url, None, f"{url}{path} answered HTTP {r.status_code} ({_detail(r)})", False
             answer = r.json()
             if not isinstance(answer, dict):
                 raise ValueError("not a JSON object")
-            return url, answer, None
+            return url, answer, None, False
         except httpx.HTTPError as e:
-            return url, None, f"{url} does not answer ({type(e).__name__})"
+            return url, None, f"{url} does not answer ({type(e).__name__})", False
         except ValueError:
-            return url, None, f"{url}{path} sent something that is not a JSON object"
+            return url, None, f"{url}{path} sent something that is not a JSON object", True
 
 
 def _redacted(urls: Any) -> Any:

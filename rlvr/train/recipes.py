@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from envs.registry import Registry
 from rlvr.config import CONFIG_DIR, ConfigError, apply_overrides, build_with_overrides, read_config
-from rlvr.rollout.server_health import require_server
+from rlvr.rollout.server_health import require_servers
 from rlvr.train.config import RunConfig
 
 if TYPE_CHECKING:  # the harness imports torch; reading a config must not
@@ -102,9 +102,8 @@ def train(cfg: RunConfig) -> TrainResult:
     if not isinstance(cfg, recipe_cls.config_class):
         raise ConfigError(f"recipe {name!r} takes a {recipe_cls.config_class.__name__}, got a {type(cfg).__name__}")
     rollout = getattr(cfg, "rollout", None)
-    if rollout is not None and rollout.engine == "vllm_server":  # before anything loads: a missing server is refused in seconds
-        for url in rollout.vllm.server_urls or [rollout.vllm.server_url]:
-            require_server(url)
+    if rollout is not None and rollout.engine == "vllm_server":  # before anything loads: servers still starting are waited for
+        require_servers(rollout.vllm.server_urls or [rollout.vllm.server_url], rollout.vllm.server_wait_s)
     harness = Harness(cfg)
     try:
         recipe = recipe_cls(cfg, harness)

@@ -8,6 +8,7 @@ the same weights."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 import torch
@@ -115,7 +116,7 @@ def test_a_restarted_server_answering_with_its_starting_weights_is_set_aside(sft
         assert "it restarted" in two.replicas[1].reason or "unreachable" in two.replicas[1].reason
 
 
-def test_a_server_that_does_not_answer_at_start_is_one_line_naming_it_before_the_model_loads(tmp_path):
+def test_a_server_that_does_not_answer_at_start_is_waited_for_then_one_line_naming_it_before_the_model_loads(tmp_path, capsys):
     from rlvr.config import load_config
     from rlvr.train import TrainConfig, train
 
@@ -126,8 +127,68 @@ def test_a_server_that_does_not_answer_at_start_is_one_line_naming_it_before_the
     with pytest.raises(UserError) as caught:
         train(cfg)
     message = str(caught.value)
-    assert dead in message and ("does not answer" in message or "no rollout server answers" in message) and "\n" not in message
+    assert f"no rollout server answers at {dead} after waiting 1 s (rollout.vllm.server_wait_s" in message and "\n" not in message
     assert "no-model-here" not in message  # the servers were checked before the model
+    waits = [line for line in capsys.readouterr().err.splitlines() if "waiting" in line]
+    assert len(waits) == 1 and f"waiting up to 1 s (rollout.vllm.server_wait_s) for the rollout server at {dead}" in waits[0]
+
+
+@pytest.mark.slow
+def test_a_server_that_starts_after_the_trainer_is_waited_for_and_used(sft_base, tmp_path):
+    """The trainer is started first (as a cluster's jobs start in any order); the server comes up
+    once the trainer says it waits for it, and the run generates on it."""
+    from tests.cluster.box import Trainers, metrics
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = ["quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={sft_base}", "threads=1", "device=cpu",
+            "rollout.engine=vllm_server", f"rollout.vllm.server_urls=[{url}]", "rollout.vllm.server_wait_s=600",
+            "rollout.prompts_per_step=4", "rollout.max_new_tokens=16", "update.steps=1", "optim.warmup_steps=0", "eval.every=0",
+            "eval.at_start=false", "log.checkpoint_every=0", "log.progress=false", "log.tensorboard=false", "log.plot=false"]
+    with Trainers(tmp_path / "trainer.log", *args, processes=1) as trainer:
+        while f"for the rollout server at {url}" not in trainer.output():
+            assert trainer.proc.poll() is None, trainer.output()[-3000:]  # refused instead of waiting
+            time.sleep(0.2)
+        with hf_server(sft_base, port=port):
+            code = trainer.wait(600)
+        said = trainer.output()
+    assert code == 0 and "completed: 1 steps" in said, said[-3000:]
+    assert [row["rollout/servers_alive"] for row in metrics(tmp_path / "run")] == [1.0]
+
+
+def test_a_server_that_answers_junk_is_refused_at_its_first_answer_naming_it():
+    """Something that answers, but not as a rollout server does, is refused at once rather than
+    waited for (asked once, not until rollout.vllm.server_wait_s)."""
+    import http.server
+    import threading
+
+    from rlvr.rollout.engines.vllm_server import check_servers
+    from rlvr.rollout.server_health import require_servers
+
+    asked = []
+
+    class Junk(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"<html>not a rollout server</html>")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Junk)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        require_servers([url], wait_s=60, say=pytest.fail)  # it answers: no wait
+        with pytest.raises(UserError) as caught:
+            check_servers(VLLMConfig(server_urls=[url]), wait_s=60)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert f"{url}/version sent something that is not a JSON object" in str(caught.value) and "\n" not in str(caught.value)
+    assert asked == ["/health", "/version"]
 
 
 def test_a_refused_token_is_one_line_naming_the_server(sft_base, monkeypatch):

@@ -12,7 +12,7 @@ sends them the trainer's weights.
   answers gets the current weights before it serves again. When none is left, `EngineError` names
   them (the run stops and keeps its checkpoint).
 - **Seeds**: every request carries a seed, a function of the call's seed (the trainer's
-  (seed, batch, call), or the previous one and a count) and the request's place in the call, never
+  (seed, batch, problems), or the previous one and a count) and the request's place in the call, never
   of which server answers: the samples do not depend on the server count or a failover.
 - ``weight_transfer=http``: the weights travel as safetensors chunks in request bodies (any
   machine, CPU included; tested here).
@@ -44,7 +44,7 @@ from rlvr.rollout.base import EngineCapabilities, EngineError, SamplingParams
 from rlvr.rollout.config import VLLMConfig
 from rlvr.rollout.engines.token import Sample, TokenEngine
 from rlvr.rollout.weights import Weights, WeightSyncError, named_weights, reiterable, to_blobs
-from rlvr.serve.client import RemoteError, RetryPolicy, ServerPool, normalize_urls
+from rlvr.serve.client import RemoteError, RetryPolicy, ServerPool, WrongAnswer, normalize_urls
 
 TOKEN_VARIABLE = "RLVR_ROLLOUT_TOKEN"
 SERVER_RETRY = RetryPolicy(attempts=3, backoff_s=0.2, max_backoff_s=2.0, cooldown_s=0.0)
@@ -69,8 +69,9 @@ def server_urls(cfg: VLLMConfig) -> tuple[str, ...]:
 
 def check_servers(cfg: VLLMConfig, wait_s: float | None = None) -> dict[str, dict[str, Any]]:
     """Wait (up to ``rollout.vllm.server_wait_s``) until every server answers with the token; their
-    ``/version`` answers by URL. One that does not answer, or refuses the token, is a one-line
-    `UserError` naming it (the trainer calls this before it loads the model)."""
+    ``/version`` answers by URL. One that does not answer in that time is a one-line `UserError`
+    naming it, and so at once is one that refuses the token or answers something else than JSON
+    (the trainer calls this before it loads the model)."""
     urls = server_urls(cfg)
     pool = ServerPool(urls, os.environ.get(TOKEN_VARIABLE) or None, timeout_s=10.0)
     deadline = time.monotonic() + (cfg.server_wait_s if wait_s is None else wait_s)
@@ -78,9 +79,10 @@ def check_servers(cfg: VLLMConfig, wait_s: float | None = None) -> dict[str, dic
         while True:
             try:
                 return pool.check("/version")
+            except WrongAnswer as e:  # refused the token, or not a rollout server: waiting will not mend it
+                hint = f"give the servers' token in ${TOKEN_VARIABLE}" if "refused the token" in str(e) else "is it `rlvr rollout serve`?"
+                raise UserError(f"rollout server: {e}; {hint}") from None
             except RemoteError as e:
-                if "refused the token" in str(e):
-                    raise UserError(f"rollout server: {e}; give the servers' token in ${TOKEN_VARIABLE}") from None
                 if time.monotonic() > deadline:
                     raise UserError(f"no rollout server answers: {e}; start them with `rlvr rollout serve --model MODEL` "
                                     "(--engine hf without vLLM) and list them in rollout.vllm.server_urls") from None
@@ -138,7 +140,8 @@ class VLLMServerEngine(TokenEngine):
             raise UserError("rollout.vllm.weight_transfer=nccl drives one server; with several rollout.vllm.server_urls use http")
         self.url = ", ".join(self.urls)
         self.tokenizer = tokenizer
-        self.capabilities = EngineCapabilities(own_weights=True, can_sleep=cfg.sleep_level > 0, seeds_every_call=True)
+        self.capabilities = EngineCapabilities(own_weights=True, can_sleep=cfg.sleep_level > 0, seeds_every_call=True,
+                                               shared=True)
         token = os.environ.get(TOKEN_VARIABLE) or None
         self.replicas = [Replica(u, ServerPool(u, token, cfg.request_timeout_s, SERVER_RETRY)) for u in self.urls]
         answers = check_servers(cfg, wait_s)
@@ -218,6 +221,23 @@ class VLLMServerEngine(TokenEngine):
                 self._live("/weights/chunk")  # raises, naming every server
         self.weights_version += 1
         self._source = model if reiterable(model) else None
+
+    def pushed(self) -> dict[str, Any]:
+        """The servers serving after the last push, with the server start and update count each holds."""
+        with self._lock:
+            return {"weights_version": self.weights_version,
+                    "servers": {r.url: (r.instance, r.version) for r in self.replicas if r.alive}}
+
+    def follow(self, account: dict[str, Any]) -> None:
+        """Take the push another process made (`pushed`): the servers it left serving serve here
+        too, with the update count they hold now; the others are set aside until its next push."""
+        with self._lock:
+            self.weights_version = account["weights_version"]
+            for replica in self.replicas:
+                if replica.url in account["servers"]:
+                    (replica.instance, replica.version), replica.alive = account["servers"][replica.url], True
+                elif replica.alive:
+                    replica.alive, replica.reason = False, "set aside by the process that pushes the weights"
 
     def _push(self, replica: Replica, model: Weights) -> bool:
         """All weights to one server in chunks; False when the server was lost (set aside)."""
