@@ -229,3 +229,30 @@ def test_a_step_that_failed_and_is_run_again_on_resume_is_tallied_once(tiny_mode
     assert "verifications failed over the run" not in console, console[-2000:]  # step 2's failures were rolled back with it
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3] and all("reward/mean" in r for r in rows)
+
+
+@pytest.mark.parametrize("every,calls,kept,resumed", [(1, 12, ["step-2", "step-3"], [4, 5, 6, 7, 8]), (4, 20, ["step-4", "step-6"], [7, 8])],
+                         ids=["checkpoint-every-step", "checkpoint-before-the-streak"])
+def test_an_asynchronous_run_stopped_by_an_outage_keeps_its_checkpoint_from_before_and_resumes(tiny_model, tmp_path, every, calls, kept, resumed):
+    """The verifier dies after ``calls`` verifications (4 a step) of an 8-step run at k = 2 (the worker
+    generates two batches ahead, whose verifications fail too): two steps fail and the run stops.
+    Checkpointing every step, none is written for the failed steps (the rotation keeps step-3, from
+    before the outage); checkpointing every 4, the stop saves step 6 (step 5 trained) without the failed
+    batches, and with the batch of step 7 that the failed step had taken (a resume used to wait for it
+    until rollout.async.timeout_s: "stuck: done"). A resume once the verifier works generates the
+    failed batches again and completes."""
+    args = ["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
+            "update.steps=8", "rollout.async.max_staleness=2", "rollout.async.timeout_s=60", f"log.checkpoint_every={every}",
+            "log.keep_checkpoints=2", "task.env=testing/raise-v1", "verify.max_failed_steps=2"]
+    out = rlvr(*args, f"task.env_kwargs={{always_raise: false, raise_every: 0, raise_after: {calls}}}", cwd=tmp_path, timeout=600)
+    said = out.stdout + out.stderr
+    assert out.returncode != 0 and "every verification failed for 2 consecutive steps" in said, said[-2000:]
+    run = tmp_path / "run"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == kept, said[-2000:]
+    out = rlvr(*args, "task.env_kwargs={always_raise: false, raise_every: 0}", "resume=true", cwd=tmp_path, timeout=600)
+    said = out.stdout + out.stderr
+    assert out.returncode == 0 and f"resumed from {run / 'checkpoints' / kept[-1]}" in said, said[-2000:]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    tail = rows[-len(resumed):]
+    assert [r["step"] for r in tail] == resumed and all(r["verify/errors"] == 0 for r in tail), rows
+    assert json.loads((run / "run_state.json").read_text())["status"] == "completed"
