@@ -307,7 +307,7 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         try:
             if cfg.eval.at_start and step == 0:
                 self.log(0, recipe.evaluate())
-            while step < recipe.total_steps and not self.stop_requested and spent_by is None:
+            while step < recipe.total_steps and spent_by is None and not self._stop_agreed():
                 t0 = time.perf_counter()
                 metrics = recipe.step(step + 1)
                 step += 1
@@ -410,6 +410,14 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         self.rundir.log_samples(step, rows)
 
+    def _stop_agreed(self) -> bool:
+        """Whether any process was asked to stop (a signal to one rank stops them all at the same step
+        boundary, so every rank checkpoints and exits together; the others waited for it in a collective)."""
+        if self.num_processes == 1:
+            return self.stop_requested
+        self.stop_requested = float(self.reduce_sum(torch.tensor([float(self.stop_requested)]))[0]) > 0
+        return self.stop_requested
+
     def _install_signal_handlers(self) -> Callable[[], None]:
         """SIGINT/SIGTERM finish the current step, checkpoint and stop (a second signal aborts)."""
         if threading.current_thread() is not threading.main_thread():
@@ -420,7 +428,8 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
             if self.stop_requested:
                 raise KeyboardInterrupt
             self.stop_requested = True
-            self.print(f"\n{signal.Signals(signum).name}: stopping after this step and saving a checkpoint (again to abort)")
+            every = f" (process {self.rank} of {self.num_processes}: every process stops with it)" if self.num_processes > 1 else ""
+            tqdm.write(f"\n{signal.Signals(signum).name}: stopping after this step and saving a checkpoint{every} (again to abort)")
 
         for s in previous:
             signal.signal(s, handler)

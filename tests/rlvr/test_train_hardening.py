@@ -256,3 +256,45 @@ def test_an_asynchronous_run_stopped_by_an_outage_keeps_its_checkpoint_from_befo
     tail = rows[-len(resumed):]
     assert [r["step"] for r in tail] == resumed and all(r["verify/errors"] == 0 for r in tail), rows
     assert json.loads((run / "run_state.json").read_text())["status"] == "completed"
+
+
+def _rank_pid(launcher: int, rank: int) -> int | None:
+    """The pid of torchrun's worker ``rank`` (a child of the launcher with ``RANK`` in its environment)."""
+    for child in Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split():
+        try:
+            environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"RANK={rank}".encode() in environ:
+            return int(child)
+    return None
+
+
+def test_sigterm_to_one_torchrun_rank_stops_every_rank_with_a_checkpoint(tiny_model, tmp_path):
+    """SIGTERM reaches rank 1 only (a node's scheduler, an operator's kill): every rank agrees at the
+    next step boundary, all checkpoint that step and exit together (rank 1 used to stop alone and wait
+    in the checkpoint's barrier while rank 0 waited in the next step's collective, for ever)."""
+    import signal
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "rlvr.cli", "train", "quickstart",
+           f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL, "update.steps=2000"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        while proc.poll() is None and not ((run / "metrics.jsonl").exists() and (run / "metrics.jsonl").read_text().strip()):
+            time.sleep(0.2)
+        rank1 = _rank_pid(proc.pid, 1)
+        assert proc.poll() is None and rank1 is not None, proc.stdout.read()[-2000:]
+        os.kill(rank1, signal.SIGTERM)
+        said, _ = proc.communicate(timeout=300)  # a deadlock guard: the run ends at its next step boundary
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert "SIGTERM: stopping after this step and saving a checkpoint (process 1 of 2" in said, said[-3000:]
+    steps = len((run / "metrics.jsonl").read_text().splitlines())
+    assert json.loads((run / "run_state.json").read_text())["status"] == "interrupted" and steps < 2000, said[-3000:]
+    assert (run / "checkpoints" / f"step-{steps}").is_dir() and not list((run / "checkpoints").glob("*.tmp")), said[-3000:]
