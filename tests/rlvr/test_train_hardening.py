@@ -270,16 +270,19 @@ def _rank_pid(launcher: int, rank: int) -> int | None:
     return None
 
 
-def test_sigterm_to_one_torchrun_rank_stops_every_rank_with_a_checkpoint(tiny_model, tmp_path):
+@pytest.mark.parametrize("target", ["rank-1", "launcher"])
+def test_sigterm_to_one_torchrun_rank_or_to_torchrun_stops_every_rank_with_a_checkpoint(tiny_model, tmp_path, target):
     """SIGTERM reaches rank 1 only (a node's scheduler, an operator's kill): every rank agrees at the
     next step boundary, all checkpoint that step and exit together (rank 1 used to stop alone and wait
-    in the checkpoint's barrier while rank 0 waited in the next step's collective, for ever)."""
+    in the checkpoint's barrier while rank 0 waited in the next step's collective, for ever). SIGTERM
+    to torchrun (Ctrl-C, scancel) reaches every rank, each at its own moment: the same agreement, and
+    ``--shutdown-timeout`` (docs/scaling.md) gives the ranks the time to finish the step and save."""
     import signal
     import sys
     import time
 
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "rlvr.cli", "train", "quickstart",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--shutdown-timeout", "600", "-m", "rlvr.cli", "train", "quickstart",
            f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL, "update.steps=2000"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -288,13 +291,14 @@ def test_sigterm_to_one_torchrun_rank_stops_every_rank_with_a_checkpoint(tiny_mo
             time.sleep(0.2)
         rank1 = _rank_pid(proc.pid, 1)
         assert proc.poll() is None and rank1 is not None, proc.stdout.read()[-2000:]
-        os.kill(rank1, signal.SIGTERM)
+        os.kill(rank1 if target == "rank-1" else proc.pid, signal.SIGTERM)
         said, _ = proc.communicate(timeout=300)  # a deadlock guard: the run ends at its next step boundary
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert "SIGTERM: stopping after this step and saving a checkpoint (process 1 of 2" in said, said[-3000:]
+    assert "forcefully exiting" not in said, said[-3000:]  # torchrun did not have to SIGKILL a rank
     steps = len((run / "metrics.jsonl").read_text().splitlines())
     assert json.loads((run / "run_state.json").read_text())["status"] == "interrupted" and steps < 2000, said[-3000:]
     assert (run / "checkpoints" / f"step-{steps}").is_dir() and not list((run / "checkpoints").glob("*.tmp")), said[-3000:]
