@@ -423,11 +423,12 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
         previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._signalled = False
 
         def handler(signum, frame):
-            if self.stop_requested:
+            if self._signalled:  # this process's second signal (a stop agreed with the others is not one)
                 raise KeyboardInterrupt
-            self.stop_requested = True
+            self._signalled = self.stop_requested = True
             every = f" (process {self.rank} of {self.num_processes}: every process stops with it)" if self.num_processes > 1 else ""
             tqdm.write(f"\n{signal.Signals(signum).name}: stopping after this step and saving a checkpoint{every} (again to abort)")
 
