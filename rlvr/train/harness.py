@@ -23,7 +23,8 @@ One `Harness` per run owns
   loads (one that cannot start refuses the run), given the config, the provenance, every metric
   and every evaluation report;
 - the **loop** (`Harness.run`, here): progress bar, periodic evaluation, logging, periodic and
-  final checkpoints, SIGINT/SIGTERM (finish the step, save, stop), a checkpoint on failure (a lost
+  final checkpoints, SIGINT/SIGTERM (finish the step, save, stop: agreed by every process at the step
+  boundary, whichever received it), a checkpoint on failure (a lost
   process instead stops the run naming it, `rlvr.train.lost_process`), and what the run has spent
   (`rlvr.train.budget`: completions, optimizer steps, seconds), which stops it when ``budget.*``
   is reached.
@@ -415,8 +416,9 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         boundary, so every rank checkpoints and exits together; the others waited for it in a collective)."""
         if self.num_processes == 1:
             return self.stop_requested
-        self.stop_requested = float(self.reduce_sum(torch.tensor([float(self.stop_requested)]))[0]) > 0
-        return self.stop_requested
+        agreed = float(self.reduce_sum(torch.tensor([float(self.stop_requested)]))[0]) > 0
+        self.stop_requested = self.stop_requested or agreed  # a signal that arrived during the all-reduce counts at the next boundary
+        return agreed
 
     def _install_signal_handlers(self) -> Callable[[], None]:
         """SIGINT/SIGTERM finish the current step, checkpoint and stop (a second signal aborts)."""

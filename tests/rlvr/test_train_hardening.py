@@ -286,9 +286,11 @@ def test_sigterm_to_one_torchrun_rank_or_to_torchrun_stops_every_rank_with_a_che
            f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL, "update.steps=2000"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    ranks: list[int] = []
     try:
         while proc.poll() is None and not ((run / "metrics.jsonl").exists() and (run / "metrics.jsonl").read_text().strip()):
             time.sleep(0.2)
+        ranks = [pid for pid in (_rank_pid(proc.pid, r) for r in (0, 1)) if pid is not None]
         rank1 = _rank_pid(proc.pid, 1)
         assert proc.poll() is None and rank1 is not None, proc.stdout.read()[-2000:]
         os.kill(rank1 if target == "rank-1" else proc.pid, signal.SIGTERM)
@@ -297,6 +299,11 @@ def test_sigterm_to_one_torchrun_rank_or_to_torchrun_stops_every_rank_with_a_che
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        for pid in ranks:  # torchrun starts each rank in a session of its own: a deadlocked one outlives it
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     assert "SIGTERM: stopping after this step and saving a checkpoint (process 1 of 2" in said, said[-3000:]
     assert "forcefully exiting" not in said, said[-3000:]  # torchrun did not have to SIGKILL a rank
     steps = len((run / "metrics.jsonl").read_text().splitlines())
