@@ -119,6 +119,7 @@ class ClusterPlan:
 _GROUP = re.compile(r"\[([^\]]*)\]")
 
 MAX_HOSTS = 100_000
+SHUTDOWN_TIMEOUT_S = 600  # torchrun's wait, after forwarding a SIGTERM, before it SIGKILLs a rank: time to finish the step and checkpoint
 """The most hosts a host list may expand to (a typo such as ``n[1-99999999]`` is refused, not expanded)."""
 
 
@@ -238,7 +239,7 @@ def node_command(plan: ClusterPlan, role: NodeRole) -> list[str]:
     overrides = training_overrides(plan, role.hosts)
     head = role.hosts[0]
     return [plan.python, "-m", "torch.distributed.run", "--nnodes", str(plan.train_nodes), "--node-rank", str(role.index),
-            "--nproc-per-node", str(plan.gpus_per_node), "--rdzv-backend", "c10d",
+            "--nproc-per-node", str(plan.gpus_per_node), "--shutdown-timeout", str(SHUTDOWN_TIMEOUT_S), "--rdzv-backend", "c10d",
             "--rdzv-endpoint", f"{head}:{plan.rendezvous_port}", "--rdzv-id", os.environ.get("SLURM_JOB_ID", "rlvr"),
             "-m", "rlvr.cli", "train", plan.config, *overrides]
 

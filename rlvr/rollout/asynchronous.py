@@ -29,6 +29,9 @@ so a run is reproducible, its resume exact, and a worker that dies regenerates i
   resumed run restores them and starts the worker at the next round with the checkpoint's weights.
   A resume with another ``max_staleness`` or ``partial`` is refused (its rounds follow the saved
   schedule); a checkpoint whose wait stalls saves the rounds finished so far and the run stops.
+  A batch taken by a step that failed is saved again (the resumed run trains it), and from the first
+  batch whose every verification failed (an environment outage) on nothing is saved: the producer's
+  state before it is, and a resume generates those rounds again with the checkpoint's weights.
 - **Several training processes** (`rlvr.rollout.async_ranks`): one pipeline, on rank 0, makes global
   batches (``prompts_per_step`` x processes prompts) that every rank trains a share of; every rank
   gathers the weights of each version (``push(updates, weights)``) and scores the probe with the
@@ -49,7 +52,7 @@ from typing import Any, Callable
 
 import torch
 
-from envs.types import Problem
+from envs.types import Problem, Status
 from rlvr import TrainingError, UserError
 from rlvr.rollout.base import Completion, EngineError, RolloutEngine, SamplingParams
 from rlvr.rollout.partial import Parked, PartialRollouts
@@ -100,6 +103,8 @@ class Produced:
             against its own).
         busy_s / wait_s: Seconds producing the round, and waiting for its weights before.
         restarts: Worker restarts this round cost.
+        before: The producer's state before this round (a checkpoint that leaves the round out
+            restarts the producer from it).
     """
 
     round: int
@@ -110,6 +115,7 @@ class Produced:
     busy_s: float = 0.0
     wait_s: float = 0.0
     restarts: int = 0
+    before: ProducerState | None = None
 
 
 @dataclass
@@ -186,6 +192,7 @@ class AsyncRollouts:
         self._starting = False  # the worker is starting: its start-up is not a stall (the stall clock runs from when it is ready)
         self._floor = 0  # after a resume: the oldest version the worker has (the checkpoint's); older rounds take it instead
         self.proofs: dict[int, dict[str, float]] = {}  # version -> the probe's result for it (logged with every batch it sampled)
+        self._in_step: Produced | None = None  # the batch taken by the step in progress
 
     # -- the trainer's side -----------------------------------------------------------------------
 
@@ -216,6 +223,7 @@ class AsyncRollouts:
         probe log-probs of it, which the worker's score of it is compared with). Several processes
         (`rlvr.rollout.async_ranks`): ``weights`` and ``trainer_lp`` come computed by every rank together."""
         self.version += 1
+        self._in_step = None
         if self.probe is not None:
             self.trainer_probe[self.version] = trainer_lp if trainer_lp is not None else self.probe.trainer_logprobs(model, pad_id)
         self.push(updates, weights)
@@ -250,6 +258,7 @@ class AsyncRollouts:
                 self._cond.wait(timeout=0.5)
             produced = self.queue.popleft()
             depth = len(self.queue)
+            self._in_step = produced  # saved again until a step trains it: a step that fails runs again on resume
         now = time.monotonic()
         waited = now - t0
         window = now - (self._last_take if self._last_take is not None else t0)
@@ -314,6 +323,9 @@ class AsyncRollouts:
         if self._activity.startswith("waiting for the weights"):
             side = (f"the generation side waits for weights the trainer has not pushed ({self._activity}; the trainer holds "
                     f"version {self.version}, pushed {self._pushed})")
+        elif self._activity.startswith("done"):  # nothing is left to generate, yet the batch is missing
+            side = (f"the generation worker has generated every batch of the run (up to {self.settings.last_round}) and batch "
+                    f"{wanted} is not among those waiting (it was lost: resume from an earlier checkpoint)")
         else:
             pid = getattr(self.engine, "pid", None)
             worker = f"the generation worker{f' (pid {pid})' if pid else ''}"
@@ -351,7 +363,12 @@ class AsyncRollouts:
             if self._error is not None and not stalled:
                 raise self._error  # a failed probe or a dead worker: what it left cannot be saved as it is
             rounds = [p for p in self.queue if p.round <= last]
+            if self._in_step is not None and self._in_step.round > self.version:
+                rounds.insert(0, self._in_step)  # taken by a step that did not finish (a failure inside it): trained on resume
             state = rounds[-1].state if rounds else self.state
+            failed = next((i for i, p in enumerate(rounds) if _all_failed(p.report) and p.before is not None), None)
+            if failed is not None:  # an outage's batches teach nothing: a resume generates them again (with the checkpoint's weights)
+                rounds, state = rounds[:failed], rounds[failed].before
         return {"version": self.version, "rounds": rounds, "producer": state, "updates_of": dict(self.updates_of),
                 "restarts_left": self.restarts_left, "max_staleness": self.k, "partial": self.partial is not None,
                 "probe": self.probe, "trainer_probe": dict(self.trainer_probe), "proofs": dict(self.proofs)}
@@ -467,7 +484,7 @@ class AsyncRollouts:
         while True:
             try:
                 produced = self._produce(round_, version)
-                produced.restarts = restarts
+                produced.restarts, produced.before = restarts, before
                 return produced
             except EngineError as e:
                 if self._stop:
@@ -551,6 +568,12 @@ class AsyncRollouts:
             max_new_tokens=sampling.max_new_tokens)), self.sampling, self._round_version, self.tokenizer)
         self._moved(f"generating round {self._round} with version {self._round_version}")
         return out
+
+
+def _all_failed(report: SamplingReport) -> bool:
+    """Whether every verification of a batch failed (an error or a timeout: nothing in it was scored)."""
+    verdicts = [v for g in report.generated for v in g.verdicts]
+    return bool(verdicts) and all(v.status in (Status.ERROR, Status.TIMEOUT) for v in verdicts)
 
 
 __all__ = ["AsyncRollouts", "AsyncSettings", "AsyncStalled", "Produced", "ProducerState"]

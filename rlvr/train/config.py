@@ -154,7 +154,7 @@ class VerifyConfig:
     kind: Literal["inline", "thread", "process"] = help_field("thread", "thread for fast verifiers, process for slow or unsafe ones")
     timeout_s: float = help_field(30.0, "Per-completion verification budget; over it the verdict is 'timeout'", gt=0)
     on_failure: Literal["drop", "zero"] = help_field("drop", "Verdicts with status error/timeout: drop the sample from the update, or score it 0")
-    max_failed_steps: int = help_field(3, "Stop (after saving) when every verdict of this many consecutive steps failed", gt=0)
+    max_failed_steps: int = help_field(3, "Stop when every verdict of this many consecutive steps failed (keeping the checkpoint from before them)", gt=0)
     reward: str = help_field("correctness", "What training is rewarded for: correctness (the verifier's reward), or format "
                                             "(a format-only control: 1 for any well-formed answer, right or wrong; its held-out gain is "
                                             "the part of a real run's gain that format alone explains)")

@@ -23,7 +23,8 @@ One `Harness` per run owns
   loads (one that cannot start refuses the run), given the config, the provenance, every metric
   and every evaluation report;
 - the **loop** (`Harness.run`, here): progress bar, periodic evaluation, logging, periodic and
-  final checkpoints, SIGINT/SIGTERM (finish the step, save, stop), a checkpoint on failure (a lost
+  final checkpoints, SIGINT/SIGTERM (finish the step, save, stop: agreed by every process at the step
+  boundary, whichever received it), a checkpoint on failure (a lost
   process instead stops the run naming it, `rlvr.train.lost_process`), and what the run has spent
   (`rlvr.train.budget`: completions, optimizer steps, seconds), which stops it when ``budget.*``
   is reached.
@@ -92,6 +93,9 @@ class Recipe(Protocol):
     def verification(self) -> VerificationTally | None:
         """Failed verifications so far (None: the recipe verifies nothing)."""
 
+    def failed_streak(self) -> int:
+        """Optional: how many steps in a row, up to the last one, had every verification fail (0: none)."""
+
     def can_checkpoint(self) -> bool:
         """Optional: False when the recipe's state cannot be saved consistently now (e.g. its
         asynchronous generation failed with work in flight): a failure then keeps the last checkpoint."""
@@ -140,6 +144,7 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         self._recorded: list[weakref.ref] = []
         self.start_step = 0
         self.stop_requested = False
+        self.saved_step = self.good_step = 0  # the last checkpoint written or resumed; the last step before a failed streak
         self.spent = Spent()  # restored with a checkpoint
         self.notes: dict[str, Any] = {}  # what the run's parts report once (e.g. the decoder chosen), kept in resources.json
 
@@ -287,7 +292,7 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
 
     def _run(self, recipe: Recipe) -> TrainResult:
         cfg = self.cfg
-        step = self.start_step = self.restore(recipe)
+        step = self.start_step = self.saved_step = self.good_step = self.restore(recipe)
         if self.num_processes > 1:  # answers to an earlier attempt's roll call would hide a process lost now
             if self.is_main:
                 shutil.rmtree(self.run_dir / ROLL_CALL_DIR, ignore_errors=True)
@@ -303,25 +308,29 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         try:
             if cfg.eval.at_start and step == 0:
                 self.log(0, recipe.evaluate())
-            while step < recipe.total_steps and not self.stop_requested and spent_by is None:
+            while step < recipe.total_steps and spent_by is None and not self._stop_agreed():
                 t0 = time.perf_counter()
                 metrics = recipe.step(step + 1)
                 step += 1
                 self.steps_done += 1
                 metrics["time/step"] = time.perf_counter() - t0
                 metrics |= self._charge(metrics)
+                if not _failed_streak(recipe):
+                    self.good_step = step
                 spent_by = self._budget_reached()
                 if cfg.eval.every and step % cfg.eval.every == 0:
                     metrics |= recipe.evaluate()
                 self.log(step, metrics)
                 bar.set_postfix({k.split("/")[-1]: f"{metrics[k]:.3f}" for k in ("reward/mean", "reward/accuracy", "sft/loss") if k in metrics})
                 bar.update(1)
-                if cfg.log.checkpoint_every and step % cfg.log.checkpoint_every == 0 and step < recipe.total_steps and spent_by is None:
+                if (cfg.log.checkpoint_every and step % cfg.log.checkpoint_every == 0 and step < recipe.total_steps and spent_by is None
+                        and self.worth_saving(recipe)):
                     self._checkpoint_and_plot(step, recipe)
             if spent_by is not None:
                 self.print(f"{spent_by} reached at step {step} ({self._spent_summary()}): the run is complete")
             status = "completed" if step >= recipe.total_steps or spent_by is not None else "interrupted"
-            self._checkpoint_and_plot(step, recipe)
+            if status == "completed" or self.worth_saving(recipe):
+                self._checkpoint_and_plot(step, recipe)
             final = recipe.save_final() if status == "completed" else None
             tally = recipe.verification()
             if tally is not None and tally.failed:
@@ -373,8 +382,16 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         s = self.spent
         return f"{s.completions:.0f} completions, {s.optimizer_steps} optimizer steps, {s.seconds:.0f} s"
 
+    def worth_saving(self, recipe: Recipe) -> bool:
+        """Whether a checkpoint now holds more than the last one: not during a streak of steps whose
+        every verification failed (nothing was learned) once the step before the streak is saved, so
+        the rotation (``log.keep_checkpoints``) never removes the state from before an outage.
+        Decided the same on every process (the streak is counted over all of them)."""
+        return not _failed_streak(recipe) or self.saved_step < self.good_step
+
     def _checkpoint_and_plot(self, step: int, recipe: Recipe) -> None:
         self.checkpoint(step, recipe)
+        self.saved_step = step
         if self.cfg.log.plot and self.is_main:
             self.rundir.plot(title=recipe.title)
 
@@ -394,21 +411,36 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         self.rundir.log_samples(step, rows)
 
+    def _stop_agreed(self) -> bool:
+        """Whether any process was asked to stop (a signal to one rank stops them all at the same step
+        boundary, so every rank checkpoints and exits together; the others waited for it in a collective)."""
+        if self.num_processes == 1:
+            return self.stop_requested
+        agreed = float(self.reduce_sum(torch.tensor([float(self.stop_requested)]))[0]) > 0
+        self.stop_requested = self.stop_requested or agreed  # a signal that arrived during the all-reduce counts at the next boundary
+        return agreed
+
     def _install_signal_handlers(self) -> Callable[[], None]:
         """SIGINT/SIGTERM finish the current step, checkpoint and stop (a second signal aborts)."""
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
         previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._signalled = False
 
         def handler(signum, frame):
-            if self.stop_requested:
+            if self._signalled:  # this process's second signal (a stop agreed with the others is not one)
                 raise KeyboardInterrupt
-            self.stop_requested = True
-            self.print(f"\n{signal.Signals(signum).name}: stopping after this step and saving a checkpoint (again to abort)")
+            self._signalled = self.stop_requested = True
+            every = f" (process {self.rank} of {self.num_processes}: every process stops with it)" if self.num_processes > 1 else ""
+            tqdm.write(f"\n{signal.Signals(signum).name}: stopping after this step and saving a checkpoint{every} (again to abort)")
 
         for s in previous:
             signal.signal(s, handler)
         return lambda: [signal.signal(s, h) for s, h in previous.items()]
+
+
+def _failed_streak(recipe: Recipe) -> int:
+    return getattr(recipe, "failed_streak", lambda: 0)() or 0
 
 
 __all__ = ["CheckpointError", "Harness", "Recipe", "TrainResult", "TrainingError"]

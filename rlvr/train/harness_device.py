@@ -96,7 +96,7 @@ class HarnessDevice:
             lost = self._lost_process_error(error, step)
             return f"failed: {lost}", lost
         consistent = getattr(recipe, "can_checkpoint", lambda: True)()
-        if step > self.start_step and not isinstance(error, CheckpointError) and consistent:
+        if step > self.start_step and not isinstance(error, CheckpointError) and consistent and self.worth_saving(recipe):
             if is_out_of_memory(error):
                 torch.cuda.empty_cache()  # room to write the checkpoint
             try:  # keep what was learned; the run can resume from here

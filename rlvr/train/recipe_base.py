@@ -119,6 +119,9 @@ class AlgorithmRecipe:
     def verification(self) -> VerificationTally | None:
         return self.groups.tally
 
+    def failed_streak(self) -> int:
+        return self.groups.failed_steps
+
     def can_checkpoint(self) -> bool:
         return self.groups.can_checkpoint()
 

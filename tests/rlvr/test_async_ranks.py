@@ -9,6 +9,7 @@ proven on the server by the sync probe, and the same weights within the FSDP equ
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -21,7 +22,7 @@ from rlvr.rollout.async_ranks import bounds, share
 from rlvr.rollout.config import AsyncConfig, RolloutConfig
 from rlvr.rollout.groups import check_async
 from rlvr.rollout.sampling import Group, SamplingReport
-from tests.cluster.box import Trainers, metrics
+from tests.cluster.box import Trainers, env_server, metrics
 from tests.rlvr.rollout_server import rollout_server
 
 STEPS = 4
@@ -134,3 +135,38 @@ def test_a_generation_side_that_fails_stops_every_rank_naming_it_and_keeps_the_l
     assert [line for line in said.splitlines() if line.startswith("error:") and url in line], said[-3000:]
     kept = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir() if p.name.startswith("step-") and "." not in p.name)
     assert "step-2" in kept
+
+
+
+@pytest.mark.slow
+def test_two_processes_stopped_by_an_environment_server_outage_keep_the_checkpoint_from_before_and_resume(sft_base, tmp_path):
+    """The environment server (``remote-v1``) is killed after step 2 of 8: the batches verified from then
+    on fail, two steps in a row, and every rank stops. No checkpoint is written for a failed step (the
+    rotation keeps the state from before the outage) and a resume by both processes on a new server
+    generates the failed batches again and completes (it used to wait for a batch the stop had lost)."""
+    import time
+
+    fails = ("verify.max_failed_steps=2", "update.steps=8", "log.checkpoint_every=1", "log.keep_checkpoints=2", "task.env=remote-v1")
+    with rollout_server(sft_base, "hf.decode=kv", engine="hf", device="cpu") as url:
+        args = _args(tmp_path, "run", sft_base, url, 2, *fails)
+        server = env_server("math-v1", "--task", "arithmetic-v1", token="outage-token")
+        with server as env_url, Trainers(tmp_path / "run.log", *args, f"task.env_kwargs={{url: [{env_url}]}}", processes=2,
+                                         env={"RLVR_ENV_TOKEN": "outage-token"}) as run:
+            while len(metrics(tmp_path / "run")) < 2 and run.proc.poll() is None:
+                time.sleep(0.1)
+            server.kill()
+            code = run.wait(900)
+            said = run.output()
+        assert code != 0 and "every verification failed for 2 consecutive steps" in said, said[-3000:]
+        rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+        failed = [r["step"] for r in rows if r.get("verify/errors", 0) == r.get("sampling/completions", -1)]
+        kept = sorted(int(p.name.split("-")[1]) for p in (tmp_path / "run" / "checkpoints").iterdir())
+        assert failed and kept and kept[-1] < failed[0], (kept, failed, said[-3000:])  # none written for a failed step
+        with env_server("math-v1", "--task", "arithmetic-v1", token="outage-token") as env_url, \
+                Trainers(tmp_path / "resumed.log", *args, f"task.env_kwargs={{url: [{env_url}]}}", "resume=true", processes=2,
+                         env={"RLVR_ENV_TOKEN": "outage-token"}) as run:
+            code = run.wait(900)
+            said = run.output()
+    assert code == 0 and f"step-{kept[-1]}" in said and said.count("completed: 8 steps") == 1, said[-3000:]
+    tail = metrics(tmp_path / "run")[-(8 - kept[-1]):]
+    assert [r["step"] for r in tail] == list(range(kept[-1] + 1, 9)) and all(r["verify/errors"] == 0 for r in tail), tail

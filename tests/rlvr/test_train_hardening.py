@@ -229,3 +229,83 @@ def test_a_step_that_failed_and_is_run_again_on_resume_is_tallied_once(tiny_mode
     assert "verifications failed over the run" not in console, console[-2000:]  # step 2's failures were rolled back with it
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3] and all("reward/mean" in r for r in rows)
+
+
+@pytest.mark.parametrize("every,calls,kept,resumed", [(1, 12, ["step-2", "step-3"], [4, 5, 6, 7, 8]), (4, 20, ["step-4", "step-6"], [7, 8])],
+                         ids=["checkpoint-every-step", "checkpoint-before-the-streak"])
+def test_an_asynchronous_run_stopped_by_an_outage_keeps_its_checkpoint_from_before_and_resumes(tiny_model, tmp_path, every, calls, kept, resumed):
+    """The verifier dies after ``calls`` verifications (4 a step) of an 8-step run at k = 2 (the worker
+    generates two batches ahead, whose verifications fail too): two steps fail and the run stops.
+    Checkpointing every step, none is written for the failed steps (the rotation keeps step-3, from
+    before the outage); checkpointing every 4, the stop saves step 6 (step 5 trained) without the failed
+    batches, and with the batch of step 7 that the failed step had taken (a resume used to wait for it
+    until rollout.async.timeout_s: "stuck: done"). A resume once the verifier works generates the
+    failed batches again and completes."""
+    args = ["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
+            "update.steps=8", "rollout.async.max_staleness=2", "rollout.async.timeout_s=60", f"log.checkpoint_every={every}",
+            "log.keep_checkpoints=2", "task.env=testing/raise-v1", "verify.max_failed_steps=2"]
+    out = rlvr(*args, f"task.env_kwargs={{always_raise: false, raise_every: 0, raise_after: {calls}}}", cwd=tmp_path, timeout=600)
+    said = out.stdout + out.stderr
+    assert out.returncode != 0 and "every verification failed for 2 consecutive steps" in said, said[-2000:]
+    run = tmp_path / "run"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == kept, said[-2000:]
+    out = rlvr(*args, "task.env_kwargs={always_raise: false, raise_every: 0}", "resume=true", cwd=tmp_path, timeout=600)
+    said = out.stdout + out.stderr
+    assert out.returncode == 0 and f"resumed from {run / 'checkpoints' / kept[-1]}" in said, said[-2000:]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    tail = rows[-len(resumed):]
+    assert [r["step"] for r in tail] == resumed and all(r["verify/errors"] == 0 for r in tail), rows
+    assert json.loads((run / "run_state.json").read_text())["status"] == "completed"
+
+
+def _rank_pid(launcher: int, rank: int) -> int | None:
+    """The pid of torchrun's worker ``rank`` (a child of the launcher with ``RANK`` in its environment)."""
+    for child in Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split():
+        try:
+            environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"RANK={rank}".encode() in environ:
+            return int(child)
+    return None
+
+
+@pytest.mark.parametrize("target", ["rank-1", "launcher"])
+def test_sigterm_to_one_torchrun_rank_or_to_torchrun_stops_every_rank_with_a_checkpoint(tiny_model, tmp_path, target):
+    """SIGTERM reaches rank 1 only (a node's scheduler, an operator's kill): every rank agrees at the
+    next step boundary, all checkpoint that step and exit together (rank 1 used to stop alone and wait
+    in the checkpoint's barrier while rank 0 waited in the next step's collective, for ever). SIGTERM
+    to torchrun (Ctrl-C, scancel) reaches every rank, each at its own moment: the same agreement, and
+    ``--shutdown-timeout`` (docs/scaling.md) gives the ranks the time to finish the step and save."""
+    import signal
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--shutdown-timeout", "600", "-m", "rlvr.cli", "train", "quickstart",
+           f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL, "update.steps=2000"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    ranks: list[int] = []
+    try:
+        while proc.poll() is None and not ((run / "metrics.jsonl").exists() and (run / "metrics.jsonl").read_text().strip()):
+            time.sleep(0.2)
+        ranks = [pid for pid in (_rank_pid(proc.pid, r) for r in (0, 1)) if pid is not None]
+        rank1 = _rank_pid(proc.pid, 1)
+        assert proc.poll() is None and rank1 is not None, proc.stdout.read()[-2000:]
+        os.kill(rank1 if target == "rank-1" else proc.pid, signal.SIGTERM)
+        said, _ = proc.communicate(timeout=300)  # a deadlock guard: the run ends at its next step boundary
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for pid in ranks:  # torchrun starts each rank in a session of its own: a deadlocked one outlives it
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert "SIGTERM: stopping after this step and saving a checkpoint (process 1 of 2" in said, said[-3000:]
+    assert "forcefully exiting" not in said, said[-3000:]  # torchrun did not have to SIGKILL a rank
+    steps = len((run / "metrics.jsonl").read_text().splitlines())
+    assert json.loads((run / "run_state.json").read_text())["status"] == "interrupted" and steps < 2000, said[-3000:]
+    assert (run / "checkpoints" / f"step-{steps}").is_dir() and not list((run / "checkpoints").glob("*.tmp")), said[-3000:]
