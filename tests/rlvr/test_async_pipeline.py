@@ -177,8 +177,9 @@ def test_a_shutdown_that_begins_while_a_dead_worker_restarts_closes_the_new_work
     closing: list[threading.Thread] = []
 
     def shut_down_meanwhile(run):  # the trainer stops (Ctrl-C, the end of the run) while the worker is being started again
-        closing.append(threading.Thread(target=run.pipe.close))
-        closing[0].start()
+        closer = threading.Thread(target=run.pipe.close)
+        closer.start()
+        closing.append(closer)  # listed once started: the test joins it
         deadline = time.monotonic() + 30
         while not run.pipe._stop and time.monotonic() < deadline:
             time.sleep(0.01)
