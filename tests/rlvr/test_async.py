@@ -428,7 +428,8 @@ def test_a_missing_rollout_server_is_refused_before_anything_loads(tmp_path, rl_
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     cfg = load_run_config("quickstart", rl_overrides(tmp_path, tmp_path / "no-model", "update.steps=1", "rollout.engine=vllm_server",
-                                                     f"rollout.vllm.server_url={url}", "rollout.async.max_staleness=1"))
+                                                     f"rollout.vllm.server_url={url}", "rollout.async.max_staleness=1",
+                                                     "rollout.vllm.server_wait_s=1"))
     with pytest.raises(UserError) as e:
         train(cfg)
     message = str(e.value)
