@@ -10,62 +10,30 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.rlvr.gloo import free_port
 from tests.rlvr.nodes import REPO, one_process_env
-from tests.rlvr.rollout_server import rollout_server
+from tests.rlvr.rollout_server import ServerProcess, rollout_server
 
 __all__ = ["Trainers", "env_server", "metrics", "rollout_server"]
 
 
-class env_server:
+class env_server(ServerProcess):
     """``rlvr envs serve ENV ARGS...`` on a free port of 127.0.0.1; the context is its URL.
     ``token`` is given through ``$RLVR_ENV_TOKEN``."""
+
+    READY = r"serving .* on (http://\S+)"
+    WHAT = "environment server"
 
     def __init__(self, env_id: str, *args: str, token: str):
         env = {**one_process_env(), "PYTHONUNBUFFERED": "1", "RLVR_ENV_TOKEN": token}
         self.proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "envs", "serve", env_id, "--port", "0", *args], cwd=REPO,
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.url: str | None = None
-
-    def __enter__(self) -> str:
-        try:
-            deadline = time.monotonic() + 300
-            seen = []
-            while time.monotonic() < deadline:
-                line = self.proc.stdout.readline()
-                if not line and self.proc.poll() is not None:
-                    raise RuntimeError(f"environment server exited with {self.proc.returncode}: {''.join(seen)[-2000:]}")
-                seen.append(line)
-                m = re.search(r"serving .* on (http://\S+)", line)
-                if m:
-                    self.url = m.group(1)
-                    return self.url
-            raise RuntimeError("environment server did not start in 300 s")
-        except BaseException:
-            self.kill()
-            raise
-
-    def kill(self) -> None:
-        """Kill the server at once (no drain): a server that dies."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=60)
-
-    def __exit__(self, *exc) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.proc.stdout.close()
 
 
 class Trainers:

@@ -10,35 +10,27 @@ import sys
 import time
 
 
-class rollout_server:
-    """`rlvr rollout serve` on ``path`` in its own process, on ``port`` (0: a free one); the context is its URL.
+class ServerProcess:
+    """A server CLI in its own process (``self.proc``, text stdout) whose URL is the first match of
+    ``READY`` in its output; the context is that URL, and the process is killed on exit whatever happened."""
 
-    ``engine="hf"`` serves rlvr's own engine (``settings`` such as ``hf.decode=kv``); ``token`` is
-    given through ``$RLVR_ROLLOUT_TOKEN``. The process is killed on exit whatever happened."""
-
-    def __init__(self, path, *settings: str, engine: str = "vllm", port: int = 0, token: str | None = None, device: str = "auto"):
-        extra = ("vllm.dtype=float32",) if engine == "vllm" else ()
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"OMP_NUM_THREADS": "1"} if engine == "hf" else {})}  # several on a small machine
-        env.pop("RLVR_ROLLOUT_TOKEN", None)
-        if token:
-            env["RLVR_ROLLOUT_TOKEN"] = token
-        self.url: str | None = None
-        self.proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "rollout", "serve", "--engine", engine, "--model", str(path),
-                                      "--port", str(port), "--device", device, *extra, *settings], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, env=env)
+    READY = r"ready on (http://\S+)"
+    WHAT = "server"
 
     def __enter__(self) -> str:
         try:
             deadline = time.monotonic() + 300
+            seen: list[str] = []
             while time.monotonic() < deadline:
                 line = self.proc.stdout.readline()
                 if not line and self.proc.poll() is not None:
-                    raise RuntimeError(f"rollout server exited with {self.proc.returncode}")
-                m = re.search(r"ready on (http://\S+)", line)
+                    raise RuntimeError(f"{self.WHAT} exited with {self.proc.returncode}: {''.join(seen)[-2000:]}")
+                seen.append(line)
+                m = re.search(self.READY, line)
                 if m:
                     self.url = m.group(1)
                     return self.url
-            raise RuntimeError("rollout server did not start in 300 s")
+            raise RuntimeError(f"{self.WHAT} did not start in 300 s")
         except BaseException:
             self.kill()
             raise
@@ -57,3 +49,22 @@ class rollout_server:
             except subprocess.TimeoutExpired:
                 self.kill()
         self.proc.stdout.close()
+
+
+class rollout_server(ServerProcess):
+    """`rlvr rollout serve` on ``path`` in its own process, on ``port`` (0: a free one); the context is its URL.
+
+    ``engine="hf"`` serves rlvr's own engine (``settings`` such as ``hf.decode=kv``); ``token`` is
+    given through ``$RLVR_ROLLOUT_TOKEN``. The process is killed on exit whatever happened."""
+
+    def __init__(self, path, *settings: str, engine: str = "vllm", port: int = 0, token: str | None = None, device: str = "auto"):
+        extra = ("vllm.dtype=float32",) if engine == "vllm" else ()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"OMP_NUM_THREADS": "1"} if engine == "hf" else {})}  # several on a small machine
+        env.pop("RLVR_ROLLOUT_TOKEN", None)
+        if token:
+            env["RLVR_ROLLOUT_TOKEN"] = token
+        self.url: str | None = None
+        self.proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "rollout", "serve", "--engine", engine, "--model", str(path),
+                                      "--port", str(port), "--device", device, *extra, *settings], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, env=env)
+
