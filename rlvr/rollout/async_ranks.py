@@ -83,14 +83,22 @@ def _portable(error: BaseException) -> BaseException:
         return TrainingError(f"{type(error).__name__}: {error}")
 
 
-def full_weights(weights: Weights, full_state: bool) -> dict[str, torch.Tensor]:
-    """The policy's weights in full on every process, by name (a collective under FSDP: every rank
-    calls it, in the same order). ``full_state``: a module's whole ``state_dict`` rather than its
-    parameters (as `rlvr.rollout.worker.WeightSlots` reads it)."""
+def full_weights(weights: Weights, full_state: bool, keep: bool = True) -> dict[str, torch.Tensor]:
+    """The policy's weights in full, by name (a collective under FSDP: every rank calls it, in the
+    same order). ``full_state``: a module's whole ``state_dict`` rather than its parameters (as
+    `rlvr.rollout.worker.WeightSlots` reads it). ``keep=False`` (the ranks that do not push): take
+    part in the gathers and drop each tensor at once, so only the leading rank holds a full copy in
+    host memory (with 8 ranks a node, 8 copies of a large model's weights would not fit)."""
     from torch.distributed.tensor import DTensor
 
     pairs = weights.state_dict().items() if full_state and isinstance(weights, torch.nn.Module) else named_weights(weights)
-    return {name: (t.full_tensor() if isinstance(t, DTensor) else t).detach().to("cpu") for name, t in pairs}
+    full: dict[str, torch.Tensor] = {}
+    for name, t in pairs:
+        if isinstance(t, DTensor):
+            t = t.full_tensor()  # every rank, whether it keeps the result or not
+        if keep:
+            full[name] = t.detach().to("cpu")
+    return full
 
 
 def bounds(n: int, rank: int, world: int) -> tuple[int, int]:

@@ -206,7 +206,7 @@ class GroupSource:
         if self.pusher is None:
             self.engine.load_weights(self.sync_weights)
             return
-        weights = full_weights(self.sync_weights, full_state=False)
+        weights = full_weights(self.sync_weights, full_state=False, keep=self.pusher.leads)
         account = self.pusher.run(lambda: (self.engine.load_weights(weights), self.engine.pushed())[1])
         if not self.pusher.leads:
             self.engine.follow(account)
@@ -346,7 +346,7 @@ class GroupSource:
         in_process = self.cfg.rollout.engine == "hf"
         lora = adapters_of(self.policy.model) is not None
         weights = self.policy.unwrapped if in_process or not lora else MergedWeights(self.policy.unwrapped)
-        return weights if self.lead is None else full_weights(weights, full_state=in_process)
+        return weights if self.lead is None else full_weights(weights, full_state=in_process, keep=self.lead.leads)
 
     def _async_pipeline(self, weights: Any) -> AsyncRollouts:
         """The producer and generation worker of ``rollout.async`` (started at the first batch or
