@@ -51,6 +51,28 @@ def sft_base(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def code_sft_base(tmp_path_factory) -> Path:
+    """The embedded model warmed up on program synthesis (`sft_code_quickstart` at 120 steps, without
+    its evaluations: about 1 minute on one core), built once per run for the code training test and the
+    cluster in a box; ``RLVR_TEST_CODE_SFT_BASE`` reuses one built beforehand (CI builds it once for every lane)."""
+    if os.environ.get("RLVR_TEST_CODE_SFT_BASE"):
+        return Path(os.environ["RLVR_TEST_CODE_SFT_BASE"])
+
+    def build(out: Path) -> Path:
+        from rlvr.config import load_config
+        from rlvr.train.sft import SFTConfig, sft
+
+        cfg = load_config(SFTConfig, "sft_code_quickstart", [f"output_dir={out}", "name=base", *CODE_SFT_BASE_OVERRIDES])
+        return sft(cfg)
+
+    return built_once(tmp_path_factory, "code-sft-base", build)
+
+
+# the code warm-up the tests share (and CI builds once: .ci/run passes the same overrides)
+CODE_SFT_BASE_OVERRIDES = ("steps=120", "eval.every=0", "log.progress=false", "log.tensorboard=false", "log.plot=false", "threads=1")
+
+
+@pytest.fixture(scope="session")
 def verified_pairs(sft_base, tmp_path_factory) -> Path:
     """Preference pairs that `rlvr pairs build` writes from the SFT base: 48 prompts x 8 sampled
     completions of the arithmetic train split, verified by math-v1 (a real run, about 15 s on one core)."""

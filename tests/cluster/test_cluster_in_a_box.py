@@ -39,20 +39,6 @@ TASK_CONFIG = '{templates: ["x+{0}", "x-{0}", "x*{0}"], x_range: [0, 2], const_m
 RUN_TIMEOUT_S = 420
 
 
-@pytest.fixture(scope="module")
-def code_base(tmp_path_factory) -> Path:
-    """The embedded model warmed up on program synthesis (``RLVR_TEST_CODE_SFT_BASE`` reuses one)."""
-    if os.environ.get("RLVR_TEST_CODE_SFT_BASE"):
-        return Path(os.environ["RLVR_TEST_CODE_SFT_BASE"])
-    from rlvr.config import load_config
-    from rlvr.train.sft import SFTConfig, sft
-
-    out = tmp_path_factory.mktemp("code_sft")
-    cfg = load_config(SFTConfig, "sft_code_quickstart", [f"output_dir={out}", "name=base", "steps=120", "log.progress=false",
-                                                         "log.tensorboard=false", "log.plot=false", "threads=1", "eval.every=0"])
-    return sft(cfg)
-
-
 def _train_args(out: Path, name: str, base: Path, generation: list[str], verification: list[str]) -> list[str]:
     return ["code_quickstart", f"output_dir={out}", f"name={name}", f"model.name_or_path={base}", "threads=1", "device=cpu",
             "distributed=fsdp", "rollout.engine=vllm_server", f"rollout.vllm.server_urls=[{','.join(generation)}]",
@@ -67,16 +53,16 @@ def _answered(url: str) -> int:
     return int(httpx.get(f"{url}/health", timeout=10).json()["answered"].get("200", 0))
 
 
-def test_clean_and_faulted_cluster_runs_end_with_the_same_weights(code_base, tmp_path):
-    gen_b, env_b = rollout_server(code_base, "hf.decode=kv", engine="hf", device="cpu"), env_server(
+def test_clean_and_faulted_cluster_runs_end_with_the_same_weights(code_sft_base, tmp_path):
+    gen_b, env_b = rollout_server(code_sft_base, "hf.decode=kv", engine="hf", device="cpu"), env_server(
         "code-v1", "--task", "program-synthesis-v1", "--task-config", TASK_CONFIG, token=TOKEN)
-    with rollout_server(code_base, "hf.decode=kv", engine="hf", device="cpu") as g1, gen_b as g2, \
+    with rollout_server(code_sft_base, "hf.decode=kv", engine="hf", device="cpu") as g1, gen_b as g2, \
             env_server("code-v1", "--task", "program-synthesis-v1", "--task-config", TASK_CONFIG, token=TOKEN) as e1, env_b as e2:
         env = {"RLVR_ENV_TOKEN": TOKEN}
-        with Trainers(tmp_path / "clean.log", *_train_args(tmp_path, "clean", code_base, [g1, g2], [e1, e2]), env=env) as clean:
+        with Trainers(tmp_path / "clean.log", *_train_args(tmp_path, "clean", code_sft_base, [g1, g2], [e1, e2]), env=env) as clean:
             assert clean.wait(RUN_TIMEOUT_S) == 0, clean.output()[-5000:]
         both_verified = [_answered(e1), _answered(e2)]
-        with Trainers(tmp_path / "faulted.log", *_train_args(tmp_path, "faulted", code_base, [g1, g2], [e1, e2]), env=env) as faulted:
+        with Trainers(tmp_path / "faulted.log", *_train_args(tmp_path, "faulted", code_sft_base, [g1, g2], [e1, e2]), env=env) as faulted:
             deadline = time.monotonic() + RUN_TIMEOUT_S
             while not metrics(tmp_path / "faulted") and faulted.proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
@@ -104,5 +90,5 @@ def test_clean_and_faulted_cluster_runs_end_with_the_same_weights(code_base, tmp
     assert weights["clean"].keys() == weights["faulted"].keys()
     for key, tensor in weights["clean"].items():
         assert torch.equal(tensor, weights["faulted"][key]), key
-    base = load_file(code_base / "model.safetensors")
+    base = load_file(code_sft_base / "model.safetensors")
     assert any(not torch.equal(base[k], t) for k, t in weights["clean"].items() if k in base)  # the runs did train

@@ -16,7 +16,6 @@ import pytest
 import sandboxes
 from rlvr.config import load_config
 from rlvr.train import TrainConfig, train
-from rlvr.train.sft import SFTConfig, sft
 
 pytestmark = pytest.mark.slow
 
@@ -32,13 +31,6 @@ def sandbox() -> sandboxes.Backend:
         return sandboxes.default_backend()
     except sandboxes.SandboxError as e:
         pytest.skip(f"no sandbox backend here: {e}")
-
-
-@pytest.fixture(scope="module")
-def code_sft_base(tmp_path_factory, sandbox) -> Path:
-    out = tmp_path_factory.mktemp("code_sft")
-    cfg = load_config(SFTConfig, "sft_code_quickstart", [f"output_dir={out}", "name=base", "log.progress=false", "log.tensorboard=false", "threads=1"])
-    return sft(cfg)
 
 
 def test_grpo_on_sandboxed_code_raises_heldout_accuracy(code_sft_base, sandbox, tmp_path, rl_overrides):
