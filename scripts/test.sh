@@ -2,7 +2,8 @@
 # Set up the environment (idempotent) and run the test suite. Extra arguments go to pytest,
 # e.g. scripts/test.sh -m "not slow" or scripts/test.sh tests/envs. Tests run in RLVR_TEST_WORKERS
 # processes (pytest-xdist, default 2: one per core, each test file kept on one worker so its
-# module fixtures are built once); RLVR_TEST_WORKERS=0 runs them in this process.
+# module fixtures are built once, the costliest files first: tests/conftest.py); RLVR_TEST_WORKERS=0 runs
+# them in this process.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/scripts/setup_env.sh"
@@ -14,6 +15,6 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 workers=${RLVR_TEST_WORKERS:-2}
 parallel=()
-[ "$workers" = 0 ] || parallel=(-n "$workers" --dist loadfile)
+[ "$workers" = 0 ] || parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 echo "[test] running pytest ${parallel[*]} $*"
 exec "$VENV/bin/python" -m pytest "${parallel[@]}" "$@"

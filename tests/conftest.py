@@ -127,3 +127,33 @@ def high_descriptors():
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+# -- Order: the costliest test files first -----------------------------------------------------------------
+# Workers take whole files (--dist loadfile); a long file started last leaves one core idle while it
+# runs, so files start in descending measured cost (tests/file_costs.json; files not in it after them, in
+# collection order). RLVR_TEST_COSTS=PATH writes this run's costs there: refresh the file after the suite
+# changes (`RLVR_TEST_COSTS=tests/file_costs.json scripts/test.sh --ignore=tests/rlvr/test_smoke.py`).
+FILE_COSTS = REPO / "tests" / "file_costs.json"
+_costs_seen: dict[str, float] = {}
+
+
+def pytest_collection_modifyitems(config, items):
+    import json
+
+    costs = json.loads(FILE_COSTS.read_text()) if FILE_COSTS.is_file() else {}
+    items.sort(key=lambda item: -costs.get(item.nodeid.split("::")[0], 0.0))  # stable: the order within a file stays
+
+
+def pytest_runtest_logreport(report):
+    if os.environ.get("RLVR_TEST_COSTS") and not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller sees every worker's reports
+        file = report.nodeid.split("::")[0]
+        _costs_seen[file] = _costs_seen.get(file, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    out = os.environ.get("RLVR_TEST_COSTS")
+    if out and _costs_seen and not os.environ.get("PYTEST_XDIST_WORKER"):
+        import json
+
+        Path(out).write_text(json.dumps({f: round(s, 1) for f, s in sorted(_costs_seen.items(), key=lambda kv: -kv[1])}, indent=1) + "\n")
