@@ -107,21 +107,21 @@ class Extraction:
     rule: str = ""
 
 
+_BRACE_TOKENS = re.compile(r"\\.|[{}]", re.DOTALL)  # an escaped character (skipped whole) or a brace
+
+
 def _brace_matches(text: str) -> dict[int, int]:
-    """Map each grouping ``{`` to its ``}`` in one pass (``\\{`` and ``\\}`` are not grouping)."""
+    """Map each grouping ``{`` to its ``}`` in one pass (``\\{`` and ``\\}`` are not grouping). The regex
+    visits only backslashes and braces: a character-by-character loop took most of the time of reading
+    MATH's 12,500 solutions."""
     matches: dict[int, int] = {}
     stack: list[int] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
+    for m in _BRACE_TOKENS.finditer(text):
+        c = text[m.start()]
         if c == "{":
-            stack.append(i)
+            stack.append(m.start())
         elif c == "}" and stack:
-            matches[stack.pop()] = i
-        i += 1
+            matches[stack.pop()] = m.start()
     return matches
 
 
