@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from envs import faults
-from rlvr.train.trainable import TrainableModel
+
+if TYPE_CHECKING:  # an annotation only: importing it loads transformers
+    from rlvr.train.trainable import TrainableModel
 
 
 class Objective(Protocol):
