@@ -67,9 +67,9 @@ def test_rlvr_eval_into_a_log_writes_lines_not_redraws(tmp_path):
     the Hugging Face bars (loading weights) are off."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), INTERVAL_ENV: "0"}
     env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
-    build = ("from rlvr.models.tiny import TinyModelConfig, build_tiny_model; import sys; "
-             "build_tiny_model(TinyModelConfig(hidden_size=32, layers=1, heads=2, intermediate_size=64), sys.argv[1])")
-    subprocess.run([sys.executable, "-c", build, str(tmp_path / "model")], env=env, check=True, timeout=300)
+    from rlvr.models.tiny import TinyModelConfig, build_tiny_model
+
+    build_tiny_model(TinyModelConfig(hidden_size=32, layers=1, heads=2, intermediate_size=64), str(tmp_path / "model"))
     proc = subprocess.run([sys.executable, "-m", "rlvr.cli", "eval", "--model", str(tmp_path / "model"), "--task", "arithmetic-v1",
                            "--limit", "6", "--max-new-tokens", "4", "--verify-workers", "0", "--out", str(tmp_path / "report")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
