@@ -247,7 +247,8 @@ def small_command(c: Command, cwd: Path) -> list[str]:
         args = parse_rlvr(argv)
         return argv + training_overrides(argv, list(args.overrides), cwd)
     if command == "quickstart":
-        sft = [f"{k}={v}" for k, v in SMALL_TRAINING.items() if k in ("steps", "batch_size", "micro_batch_size", "eval.limit")]
+        # (the warm-up's eval.max_new_tokens is also the budget of the held-out evaluations before and after RL)
+        sft = [f"{k}={v}" for k, v in SMALL_TRAINING.items() if k in ("steps", "batch_size", "micro_batch_size", "eval.limit", "eval.max_new_tokens")]
         rl = [f"{k}={v}" for k, v in SMALL_TRAINING.items() if k.startswith(("update.", "rollout.", "eval."))]
         args = parse_rlvr(argv)
         return ["quickstart", "--sft", *sft, *QUIET_TRAINING, "overwrite=true", "--rl", *args.rl, *rl, *QUIET_TRAINING, "overwrite=true"]
