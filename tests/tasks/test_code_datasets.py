@@ -3,6 +3,7 @@ gradable, every reference solution passing, every ``return None`` failing."""
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -143,5 +144,12 @@ def test_missing_data_names_the_file_and_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("RLVR_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # `datasets` and the hub client read those once, at import: an earlier test that loaded data had them read
+    # as unset, and the hub was then retried for about 20 s before the error
+    for module in ("datasets.config", "huggingface_hub.constants"):
+        if module in sys.modules:
+            for flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+                if hasattr(sys.modules[module], flag):
+                    monkeypatch.setattr(sys.modules[module], flag, True)
     with pytest.raises(tasks.TaskError, match="mbpp/mbpp.jsonl.*RLVR_DATA_DIR"):
         tasks.make("mbpp-v1").problems("test")
