@@ -17,6 +17,10 @@ runs in one child process). A line runs as written except for what makes it smal
   resume, ``rows/*.jsonl`` standing for a reader's own data) is built once per test session
   (`ARTIFACTS`) and placed in the folder under the path the page uses.
 
+A line that another page of the same test process already ran in the same small form, and that reads
+nothing from its page's folder (``rlvr train smollm2_arithmetic`` on two pages, the README's quick
+reference), is run once: the later page gets its exit status and the files it wrote (`Ran`).
+
 A line that cannot run here matches one rule of `SKIPS`, which names the reason; every other line
 must exit 0. A new command on a page runs without any change here; a new kind of command that needs
 more than the rules above fails with the line and its output.
@@ -139,9 +143,11 @@ SMALL_TRAINING = {
 """Caps on training settings: a setting above its cap (or unbounded) is lowered to it; one already
 below is kept as the line has it."""
 
-SMALL_TRAINING_REAL_MODEL = {**SMALL_TRAINING, "rollout.prompts_per_step": 2, "rollout.group_size": 2, "rollout.max_new_tokens": 16,
-                             "eval.limit": 2, "eval.max_new_tokens": 16}
-"""The caps for the built-in real model (135M parameters: about 20 tokens/s per sequence on one busy core)."""
+SMALL_TRAINING_REAL_MODEL = {**SMALL_TRAINING, "rollout.prompts_per_step": 2, "rollout.group_size": 2, "rollout.max_new_tokens": 8,
+                             "eval.limit": 2, "eval.max_new_tokens": 8}
+"""The caps for the built-in real model (135M parameters: about 20 tokens/s per sequence on one busy core; a
+generation's tokens are most of a line's time; 8 still run the decoder's measurement, sampling, verification
+and the step)."""
 
 QUIET_TRAINING = ["log.progress=false", "threads=1"]
 
@@ -154,7 +160,7 @@ SMALL_FLAGS = {
 }
 """Caps on command-line options, by subcommand (added where the line does not give them)."""
 
-SMALL_FLAGS_REAL_MODEL = {"eval": {"--limit": 2, "--max-new-tokens": 16}, "pairs build": {"--prompts": 2, "--max-new-tokens": 16}}
+SMALL_FLAGS_REAL_MODEL = {"eval": {"--limit": 2, "--max-new-tokens": 8}, "pairs build": {"--prompts": 2, "--max-new-tokens": 8}}
 
 EXIT_CODES = {"verify": (0, 1)}
 """Exit codes that are results, not failures: `rlvr verify` exits 1 when the response is judged wrong,
@@ -241,7 +247,8 @@ def small_command(c: Command, cwd: Path) -> list[str]:
         args = parse_rlvr(argv)
         return argv + training_overrides(argv, list(args.overrides), cwd)
     if command == "quickstart":
-        sft = [f"{k}={v}" for k, v in SMALL_TRAINING.items() if k in ("steps", "batch_size", "micro_batch_size", "eval.limit")]
+        # (the warm-up's eval.max_new_tokens is also the budget of the held-out evaluations before and after RL)
+        sft = [f"{k}={v}" for k, v in SMALL_TRAINING.items() if k in ("steps", "batch_size", "micro_batch_size", "eval.limit", "eval.max_new_tokens")]
         rl = [f"{k}={v}" for k, v in SMALL_TRAINING.items() if k.startswith(("update.", "rollout.", "eval."))]
         args = parse_rlvr(argv)
         return ["quickstart", "--sft", *sft, *QUIET_TRAINING, "overwrite=true", "--rl", *args.rl, *rl, *QUIET_TRAINING, "overwrite=true"]
@@ -406,8 +413,73 @@ def _missing_builtin(argv: list[str]) -> str | None:
     return None
 
 
+# -- one result for a line that several pages have --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A line that exited 0 in this process and read nothing from its page's folder: the same small form
+    on another page (same words, same ``NAME=value`` environment) gets its files instead of running again."""
+
+    where: str  # the line that ran ("docs/getting-started.md:85")
+    folder: Path  # the page's folder it ran in (kept by pytest for the session)
+    written: tuple[str, ...]  # files it created or changed there, relative
+    removed: tuple[str, ...]  # files it deleted there
+
+
+RAN: dict[tuple, Ran] = {}
+
+
+def _files(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root`` (symlinks as themselves, folders behind them not entered): (mtime, size)."""
+    found = {}
+    for folder, dirs, names in os.walk(root):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+            st = os.lstat(os.path.join(folder, name))
+            found[os.path.relpath(os.path.join(folder, name), root)] = (st.st_mtime_ns, st.st_size)
+    return found
+
+
+def reads_the_folder(argv: list[str], cwd: Path) -> bool:
+    """Whether a line may read something in ``cwd`` (then its result depends on its page, and it runs on each):
+    a word, or a ``key=value``'s value, naming a path there; for a training line, a model its config names there."""
+    for w in argv:
+        value = w.split("=", 1)[1] if re.fullmatch(r"[\w.]+=.*", w) else w
+        if value and not value.startswith("-") and ((cwd / value).exists() or (cwd / value).is_symlink()):
+            return True
+    if argv[0] in ("train", "sft") and len(argv) > 1 and not argv[1].startswith("-"):
+        from rlvr.train.recipes import load_run_config
+
+        with _chdir(cwd):
+            model = _get(load_run_config(argv[1], list(parse_rlvr(argv).overrides)), "model.name_or_path")
+        return model is not AttributeError and (cwd / str(model)).exists()
+    return argv[0] == "quickstart"  # (its RL stage trains the model its SFT stage wrote)
+
+
+def _placeable(ran: Ran, cwd: Path) -> bool:
+    """Whether ``ran``'s files can be placed in ``cwd`` as its run would leave them: it deleted nothing,
+    and each of its files is new here, at a place no symlink leads to (nothing is written through one)."""
+    def through_a_link(rel: str) -> bool:
+        return any((cwd / part).is_symlink() for part in [*Path(rel).parents][:-1])
+
+    return not ran.removed and not any((cwd / rel).exists() or (cwd / rel).is_symlink() or through_a_link(rel) for rel in ran.written)
+
+
+def _place(ran: Ran, cwd: Path) -> None:
+    """The files ``ran`` wrote, linked into ``cwd`` at the same places."""
+    for rel in ran.written:
+        src, dest = ran.folder / rel, cwd / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            dest.symlink_to(os.readlink(src))
+        else:
+            os.link(src, dest)
+
+
 def run_commands(commands: list[Command], cwd: Path) -> tuple[list[str], list[str]]:
-    """Run ``commands`` in order in ``cwd``; ``(problems, log)``."""
+    """Run ``commands`` in order in ``cwd``; ``(problems, log)``. A line another page of this process
+    already ran in the same small form, reading nothing from its folder, is not run again: its files
+    are placed (`Ran`)."""
     problems, log = [], []
     for c in commands:
         reason = skip_reason(c)
@@ -424,7 +496,17 @@ def run_commands(commands: list[Command], cwd: Path) -> tuple[list[str], list[st
         if missing:
             log.append(f"skip  {c}\n      (the built-in model's package is not installed: {missing})")
             continue
+        key, reads = (tuple(argv), tuple(sorted(c.env.items()))), reads_the_folder(argv, cwd)
+        if key in RAN and not reads and _placeable(RAN[key], cwd):
+            _place(RAN[key], cwd)
+            log.append(f"same  {c}\n      (ran as {RAN[key].where}, exit 0: its files are placed here)")
+            continue
+        before = _files(cwd)
         rc, out = _run(argv, cwd, env=c.env)
+        if rc == 0 and not reads:
+            after = _files(cwd)
+            RAN.setdefault(key, Ran(f"{c.page}:{c.line}", cwd, tuple(sorted(k for k, v in after.items() if before.get(k) != v)),
+                                    tuple(sorted(set(before) - set(after)))))
         log.append(f"{time.perf_counter() - start:5.1f}s {c}" + ("" if list(c.argv) == argv else f"\n      ran: rlvr {' '.join(argv)}"))
         if rc not in EXIT_CODES.get(c.argv[0], (0,)):
             problems.append(f"{c}\n    ran: rlvr {' '.join(argv)}\n    exit {rc}; output ends:\n" + _tail(out))
@@ -478,6 +560,30 @@ def test_small_forms_lower_sizes_and_keep_the_rest(tmp_path):
     added = training_overrides(["train", "gsm8k_one_gpu"], [], tmp_path)  # a hub id: the embedded model instead
     assert f"model.name_or_path={EMBEDDED}" in added and "rollout.max_new_tokens=32" in added
     assert training_overrides(["train", "--show-config"], [], tmp_path) == []
+
+
+def test_a_line_runs_once_for_every_page_only_when_its_result_cannot_depend_on_the_page(tmp_path):
+    (tmp_path / "runs" / "a").mkdir(parents=True)
+    assert reads_the_folder(["eval", "--model", "runs/a", "--limit", "8"], tmp_path)
+    assert reads_the_folder(["train", "runs/a", "--resume"], tmp_path)
+    assert not reads_the_folder(["envs", "check", "math-v1", "-n", "5"], tmp_path)
+    (tmp_path / EMBEDDED).parent.mkdir(parents=True)
+    (tmp_path / EMBEDDED).symlink_to(tmp_path / "runs" / "a")
+    assert reads_the_folder(["train", "quickstart", "update.steps=1"], tmp_path)  # its config's model is the page's
+    ran = Ran("page.md:1", tmp_path, ("runs/b/final/model.bin",), ())
+    (tmp_path / "runs" / "b" / "final").mkdir(parents=True)
+    (tmp_path / "runs" / "b" / "final" / "model.bin").write_text("weights")
+    other = tmp_path / "other"
+    other.mkdir()
+    assert _placeable(ran, other)
+    _place(ran, other)
+    assert (other / "runs" / "b" / "final" / "model.bin").read_text() == "weights"
+    assert not _placeable(ran, other)  # already there: the line runs
+    assert not _placeable(Ran("page.md:1", tmp_path, ("x",), ("y",)), tmp_path / "none")  # it deleted a file: runs
+    linked = tmp_path / "linked"
+    (linked / "runs").mkdir(parents=True)
+    (linked / "runs" / "b").symlink_to(tmp_path / "runs" / "a")
+    assert not _placeable(ran, linked)  # placing would write through a symlink (into the SFT base)
 
 
 # -- the own-package tutorial, end to end -----------------------------------------------------------

@@ -74,14 +74,16 @@ def test_job_code_is_compiled_like_a_fresh_script(backend):
 
 
 def test_wall_cpu_memory_and_output_limits(backend):
-    ex = run(backend, "import time\ntime.sleep(30)\n", limits={"wall_s": 1})
-    assert ex.status is ExecStatus.TIMEOUT and ex.wall_s < 10
-    ex = run(backend, "while True:\n    pass\n", limits={"wall_s": 20, "cpu_s": 1})
-    assert ex.status is ExecStatus.TIMEOUT and ex.cpu_s >= 0.5
-    ex = run(backend, "x = bytearray(400 << 20)\nx[::4096] = b'x' * len(x[::4096])\nprint('survived')\n", limits={"memory_mb": 128})
-    assert ex.status is ExecStatus.MEMORY, (ex.status, ex.stderr[-300:])
-    ex = run(backend, "print('y' * 100000)\n", limits={"output_bytes": 1000})
-    assert ex.status is ExecStatus.OUTPUT_LIMIT and len(ex.stdout) <= 1000
+    # one batch (run_many): the wall and CPU limits are waited out side by side
+    sleeps, spins, grows, prints = backend.run_many([
+        Job.make("import time\ntime.sleep(30)\n", limits={"wall_s": 1}),
+        Job.make("while True:\n    pass\n", limits={"wall_s": 20, "cpu_s": 1}),
+        Job.make("x = bytearray(400 << 20)\nx[::4096] = b'x' * len(x[::4096])\nprint('survived')\n", limits={"memory_mb": 128}),
+        Job.make("print('y' * 100000)\n", limits={"output_bytes": 1000})])
+    assert sleeps.status is ExecStatus.TIMEOUT and sleeps.wall_s < 10
+    assert spins.status is ExecStatus.TIMEOUT and spins.cpu_s >= 0.5
+    assert grows.status is ExecStatus.MEMORY, (grows.status, grows.stderr[-300:])
+    assert prints.status is ExecStatus.OUTPUT_LIMIT and len(prints.stdout) <= 1000
 
 
 def test_memory_limit_covers_the_whole_process_set(backend):
