@@ -65,11 +65,12 @@ def _tensors(folder: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", ["grpo", "grpo+overlap", "grpo+lora", "ppo", "prime", "dpo", "kto"])
+@pytest.mark.parametrize("preset", ["grpo+overlap", "grpo+lora", "ppo", "prime", "dpo", "kto"])
 def test_killed_and_resumed_run_ends_with_the_same_parameters(preset, sft_base, tmp_path, rl_overrides, request):
-    extra = {"grpo": ["log.tensorboard=true"], "dpo": [f"pairs.path={request.getfixturevalue('verified_pairs')}", "pairs.batch_size=8"],
+    # plain synchronous GRPO (the quickstart's) is killed at every fault point and resumed in test_fault_injection.py
+    extra = {"dpo": [f"pairs.path={request.getfixturevalue('verified_pairs')}", "pairs.batch_size=8"],
              # the batch generated ahead at the checkpoint is saved with it, and the generation RNG after it
-             "grpo+overlap": ["rollout.overlap=true"],
+             "grpo+overlap": ["rollout.overlap=true", "log.tensorboard=true"],
              # the checkpoint holds the adapters and their optimizer; the base is loaded again from model.name_or_path
              "grpo+lora": ["model.lora.r=8", "optim.lr=1e-3"]}
     args = [f"algo.preset={preset.split('+')[0]}", *SMALL, *extra.get(preset, [])]
@@ -98,7 +99,7 @@ def test_killed_and_resumed_run_ends_with_the_same_parameters(preset, sft_base, 
     # the logged curves of the two runs agree step by step as well
     curve = "loss/total" if preset == "dpo" else "reward/mean"
     assert [r[curve] for r in _rows(straight.run_dir)] == [r[curve] for r in _rows(run)]
-    if preset == "grpo":  # TensorBoard drops the killed run's step 3 instead of showing the curve go back in time
+    if preset == "grpo+overlap":  # TensorBoard drops the killed run's step 3 instead of showing the curve go back in time
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
         events = EventAccumulator(str(run / "tb"))
