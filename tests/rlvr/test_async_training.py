@@ -22,6 +22,7 @@ import torch
 from rlvr.config import load_config
 from rlvr.rollout.sync import WeightSyncError
 from rlvr.train import TrainConfig, train
+from rlvr.train.recipes import load_run_config
 from tests.rlvr.test_resume import _rows, _tensors
 
 REPO = Path(__file__).resolve().parents[2]
@@ -164,8 +165,7 @@ def test_a_worker_that_dies_past_its_restarts_stops_the_run_naming_it(sft_base, 
     assert not list((run / "checkpoints").glob("*.tmp"))
     # the checkpoint after step last + 1 waited for batch last + 2, whose worker died: nothing was written after the death
     assert f"died: killed by SIGKILL in round {last + 2}" in errors[0] and len(_rows(run)) == last + 1
-    resumed = _cli("train", str(run), "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert train(load_run_config(str(run), ["resume=true"])).status == "completed"  # as `rlvr train RUN --resume` does, in this process
     assert [r["step"] for r in _rows(run)] == [1, 2, 3, 4]
 
 
@@ -197,8 +197,7 @@ def test_a_stuck_worker_is_named_and_the_checkpoint_waiting_for_it_keeps_its_ste
     steps = len(_rows(run))
     assert f"the checkpoint after step {steps} waited {timeout} s (rollout.async.timeout_s) for batch {steps + 1}" in errors[0]
     assert f"step {steps} is saved" in errors[0] and (run / "checkpoints" / f"step-{steps}").is_dir()  # the step just trained is kept
-    resumed = _cli("train", str(run), "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert train(load_run_config(str(run), ["resume=true"])).status == "completed"  # as `rlvr train RUN --resume` does, in this process
     assert [r["step"] for r in _rows(run)] == [1, 2, 3, 4]
 
 

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from envs.faults import POINTS
+from rlvr.train.recipes import load_run_config, train
 from tests.rlvr.test_resume import _rows, _tensors
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +30,12 @@ def _rlvr(*argv: str, **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in ("RLVR_KILL_AT", "RLVR_FAULT_COUNTS")}
     return subprocess.run([sys.executable, "-m", "rlvr.cli", *argv], cwd=REPO, env={**environ, "OMP_NUM_THREADS": "1", **env},
                           capture_output=True, text=True, timeout=900)
+
+
+def _resume(run: Path) -> None:
+    """`rlvr train RUN --resume` in this process, as the CLI runs it (no imports paid again: only the
+    killed runs need processes of their own; the CLI's --resume itself is test_resume.py's)."""
+    assert train(load_run_config(str(run), ["resume=true"])).status == "completed"
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +63,7 @@ def test_sigkill_at_any_point_then_resume_ends_as_an_uninterrupted_run(sft_base,
         out = tmp_path / f"killed-{seed}"
         killed = _rlvr("train", "quickstart", *rl_overrides(out, sft_base, *ARGS), RLVR_KILL_AT=f"{point}:{nth}")
         assert killed.returncode == -9, f"{point}:{nth} was not reached: {killed.stderr[-1000:]}"
-        resumed = _rlvr("train", str(out / "run"), "--resume")
-        assert resumed.returncode == 0, f"{point}:{nth}: {resumed.stderr[-2000:]}"
+        _resume(out / "run")
         run = out / "run"
         assert [r["step"] for r in _rows(run)] == list(range(1, STEPS + 1)), point
         assert [r["reward/mean"] for r in _rows(run)] == curve, point
@@ -85,8 +91,7 @@ def test_running_out_of_gpu_memory_names_the_settings_to_lower_and_keeps_the_che
     failed_step = int(error[0].split("step ", 1)[1].split(":", 1)[0])
     assert failed_step > 1 and (out / "run" / "checkpoints" / f"step-{failed_step - 1}").is_dir()
     assert json.loads((out / "run" / "run_state.json").read_text())["status"].startswith("failed: CUDA ran out of memory")
-    resumed = _rlvr("train", str(out / "run"), "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    _resume(out / "run")
     assert [r["step"] for r in _rows(out / "run")] == list(range(1, STEPS + 1))
 
 
@@ -113,8 +118,7 @@ def test_sigkill_with_samples_in_flight_then_resume_ends_as_an_uninterrupted_run
         out = tmp_path / f"killed-{kill.replace(':', '-')}"
         killed = _rlvr("train", "quickstart", *rl_overrides(out, sft_base, *args), RLVR_KILL_AT=kill)
         assert killed.returncode == -9, f"{kill} was not reached: {killed.stderr[-1000:]}"
-        resumed = _rlvr("train", str(out / "run"), "--resume")
-        assert resumed.returncode == 0, f"{kill}: {resumed.stderr[-2000:]}"
+        _resume(out / "run")
         run = out / "run"
         assert [r["step"] for r in _rows(run)] == list(range(1, steps + 1)), kill
         assert [r["reward/mean"] for r in _rows(run)] == curve, kill
