@@ -7,6 +7,8 @@ test_fault_injection.py."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlvr.cli import main
 from rlvr.config import load_config
 from rlvr.rollout.sync import WeightSyncError
 from rlvr.train import TrainConfig, train
@@ -33,9 +36,23 @@ pytestmark = pytest.mark.slow
 
 
 def _cli(*argv: str, **env: str) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("RLVR_KILL_AT", "RLVR_WORKER_", "RLVR_STALL_AT"))}
-    return subprocess.run([sys.executable, "-m", "rlvr.cli", *argv], cwd=REPO, env={**environ, "OMP_NUM_THREADS": "1", **env},
-                          capture_output=True, text=True, timeout=900)
+    """``rlvr ARGV`` run by the CLI's `main` in this process (no imports paid again), its exit code and
+    console; ``env`` (``RLVR_WORKER_*``: faults of the generation worker, a process of its own that
+    inherits it) is set for the call only."""
+    assert all(k.startswith("RLVR_WORKER_") for k in env), env  # this process's own fault points were read at import
+    saved = {k: os.environ.get(k) for k in env}
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.update(env)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(argv))
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return subprocess.CompletedProcess(["rlvr", *argv], code, out.getvalue(), err.getvalue())
 
 
 def test_an_asynchronous_run_never_trains_a_sample_older_than_k(sft_base, tmp_path, rl_overrides):
@@ -136,7 +153,6 @@ ARGS = ("update.steps=4", "log.checkpoint_every=1", "rollout.hf.decode=kv", *SMA
 
 def test_a_worker_that_dies_is_started_again_and_the_run_ends_as_an_uninterrupted_one(sft_base, tmp_path, rl_overrides):
     common = ("rollout.async.max_staleness=1", *ARGS)
-    # the uninterrupted run in this process (no imports to pay again); the one whose worker dies is the CLI's
     assert train(load_config(TrainConfig, "quickstart", rl_overrides(tmp_path / "straight", sft_base, *common))).status == "completed"
     # the worker SIGKILLs itself at its 40th decoded token (its second or third round); once: the new one runs clean
     died = _cli("train", "quickstart", *rl_overrides(tmp_path / "died", sft_base, *common), RLVR_WORKER_KILL_AT="generate:40")
