@@ -5,6 +5,8 @@ with fixed threads and seeds. Also the run-folder rules a resume relies on."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -37,6 +39,16 @@ def _start(*argv: str) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen([sys.executable, "-m", "rlvr.cli", *argv], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _here(*argv: str) -> str:
+    """``rlvr ARGV`` by the CLI's `main` in this process (only a killed run needs a process of its own:
+    no imports paid again); its console."""
+    console = io.StringIO()
+    with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):
+        code = main(list(argv))
+    assert code == 0, console.getvalue()[-3000:]
+    return console.getvalue()
 
 
 def _kill_after(run: Path, rows: int, proc: subprocess.Popen, timeout: float = 600) -> None:
@@ -79,9 +91,7 @@ def test_killed_and_resumed_run_ends_with_the_same_parameters(preset, sft_base, 
 
     run = tmp_path / "killed" / "run"
     _kill_after(run, 3, _start("train", "quickstart", *rl_overrides(tmp_path / "killed", sft_base, *args)))
-    resumed = _start("train", str(run), "--resume")  # only the run directory: its own config.yaml has the rest
-    out, _ = resumed.communicate(timeout=600)
-    assert resumed.returncode == 0, out
+    out = _here("train", str(run), "--resume")  # only the run directory: its own config.yaml has the rest
     assert f"resumed from {run / 'checkpoints' / 'step-2'}" in out
     if preset == "dpo":  # the reference log-probs come from the run's cache, not from a reference model
         assert "computed in" not in out and (run / "reference_logps.pt").is_file()
@@ -116,9 +126,7 @@ def test_sft_resumes_after_sigkill_with_the_same_parameters(tmp_path):
     straight = train(load_run_config("sft_quickstart", [f"output_dir={tmp_path / 'a'}", "name=run", *common]))
     run = tmp_path / "b" / "run"
     _kill_after(run, 4, _start("sft", "sft_quickstart", f"output_dir={tmp_path / 'b'}", "name=run", *common))
-    resumed = _start("sft", str(run), "--resume")
-    out, _ = resumed.communicate(timeout=600)
-    assert resumed.returncode == 0, out
+    _here("sft", str(run), "--resume")
     a, b = _tensors(straight.run_dir / "checkpoints" / "step-6"), _tensors(run / "checkpoints" / "step-6")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
