@@ -9,6 +9,8 @@ proven on the server by the sync probe, and the same weights within the FSDP equ
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 
@@ -18,6 +20,7 @@ from safetensors.torch import load_file
 
 from envs.types import Problem, Verdict
 from rlvr import UserError
+from rlvr.cli import main
 from rlvr.rollout.async_ranks import bounds, share
 from rlvr.rollout.config import AsyncConfig, RolloutConfig
 from rlvr.rollout.groups import check_async
@@ -80,11 +83,19 @@ def _train(tmp_path, name, processes, *args):
         return run.output()
 
 
+def _train_here(*args):
+    """One process: ``rlvr train ARGS`` in this one (no launcher, no imports paid again)."""
+    console = io.StringIO()
+    with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):
+        code = main(["train", *args])
+    assert code == 0 and console.getvalue().count(f"completed: {STEPS} steps") == 1, console.getvalue()[-4000:]
+
+
 @pytest.mark.slow
 def test_two_processes_asynchronous_train_what_one_process_trains_with_the_same_global_batch_and_resume_exactly(sft_base, tmp_path):
     with rollout_server(sft_base, "hf.decode=kv", engine="hf", device="cpu") as url:
-        for name, processes in (("one", 1), ("two", 2)):
-            _train(tmp_path, name, processes, *_args(tmp_path, name, sft_base, url, 8 // processes))
+        _train_here(*_args(tmp_path, "one", sft_base, url, 8))
+        _train(tmp_path, "two", 2, *_args(tmp_path, "two", sft_base, url, 4))
         _seeded_with(tmp_path / "two", tmp_path / "resumed", 2)  # the 2-process run as if stopped after step 2
         said = _train(tmp_path, "resumed", 2, *_args(tmp_path, "resumed", sft_base, url, 4, "resume=true"))
     assert "resumed from" in said

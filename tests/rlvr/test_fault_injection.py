@@ -1,7 +1,8 @@
 """SIGKILL at chosen points of a run (`envs.faults`: during generation, verification, the optimizer
-step and the checkpoint write), over several seeds: every time, `rlvr train RUN --resume`
-continues and ends with the same parameters, optimizer state and logged curve as an uninterrupted
-run (issue 22)."""
+step and the checkpoint write), each point once at a seed-drawn moment: every time, `rlvr train RUN
+--resume` continues and ends with the same parameters, optimizer state and logged curve as an
+uninterrupted run (issue 22). The uninterrupted run, which also counts how often each point is
+reached, is run once for the module."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ import pytest
 import torch
 
 from envs.faults import POINTS
+from rlvr.train.recipes import load_run_config, train
 from tests.rlvr.test_resume import _rows, _tensors
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 4
 ARGS = (f"update.steps={STEPS}", "log.checkpoint_every=1", "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.chunk_prompts=4",
         "rollout.max_new_tokens=24", "eval.every=0", "eval.at_start=false", "log.tensorboard=false", "log.plot=false")
-KILLS = 6  # every point once, then points drawn by seed
 
 
 def _rlvr(*argv: str, **env: str) -> subprocess.CompletedProcess:
@@ -31,27 +32,38 @@ def _rlvr(*argv: str, **env: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=900)
 
 
+def _resume(run: Path) -> None:
+    """`rlvr train RUN --resume` in this process, as the CLI runs it (no imports paid again: only the
+    killed runs need processes of their own; the CLI's --resume itself is test_resume.py's)."""
+    assert train(load_run_config(str(run), ["resume=true"])).status == "completed"
+
+
+@pytest.fixture(scope="module")
+def straight(sft_base, tmp_path_factory) -> tuple[Path, dict[str, int]]:
+    """The uninterrupted run of ARGS (its run folder) and how often it reached each fault point."""
+    out = tmp_path_factory.mktemp("straight")
+    counts_file = out / "counts.json"
+    done = _rlvr("train", "quickstart", f"output_dir={out}", "name=run", f"model.name_or_path={sft_base}", "log.progress=false", "threads=1",
+                 *ARGS, RLVR_FAULT_COUNTS=str(counts_file))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out / "run", json.loads(counts_file.read_text())
+
+
 @pytest.mark.slow
-def test_sigkill_at_any_point_then_resume_ends_as_an_uninterrupted_run(sft_base, tmp_path, rl_overrides):
-    counts_file = tmp_path / "counts.json"
-    straight = _rlvr("train", "quickstart", *rl_overrides(tmp_path / "straight", sft_base, *ARGS), RLVR_FAULT_COUNTS=str(counts_file))
-    assert straight.returncode == 0, straight.stderr[-2000:]
-    counts = json.loads(counts_file.read_text())
+def test_sigkill_at_any_point_then_resume_ends_as_an_uninterrupted_run(sft_base, tmp_path, rl_overrides, straight):
+    straight_run, counts = straight
     assert all(counts.get(p, 0) >= 1 for p in POINTS), counts
-    reference = _tensors(tmp_path / "straight" / "run" / "checkpoints" / f"step-{STEPS}")
-    curve = [r["reward/mean"] for r in _rows(tmp_path / "straight" / "run")]
+    reference = _tensors(straight_run / "checkpoints" / f"step-{STEPS}")
+    curve = [r["reward/mean"] for r in _rows(straight_run)]
     assert any(r > 0 for r in curve)  # rewards reached the policy: equal parameters are not trivially equal
 
     survived = []
-    for seed in range(KILLS):
-        rng = random.Random(seed)
-        point = POINTS[seed] if seed < len(POINTS) else rng.choice(POINTS)
-        nth = rng.randint(1, counts[point])
+    for seed, point in enumerate(POINTS):  # every point once, at a moment drawn by seed
+        nth = random.Random(seed).randint(1, counts[point])
         out = tmp_path / f"killed-{seed}"
         killed = _rlvr("train", "quickstart", *rl_overrides(out, sft_base, *ARGS), RLVR_KILL_AT=f"{point}:{nth}")
         assert killed.returncode == -9, f"{point}:{nth} was not reached: {killed.stderr[-1000:]}"
-        resumed = _rlvr("train", str(out / "run"), "--resume")
-        assert resumed.returncode == 0, f"{point}:{nth}: {resumed.stderr[-2000:]}"
+        _resume(out / "run")
         run = out / "run"
         assert [r["step"] for r in _rows(run)] == list(range(1, STEPS + 1)), point
         assert [r["reward/mean"] for r in _rows(run)] == curve, point
@@ -61,20 +73,17 @@ def test_sigkill_at_any_point_then_resume_ends_as_an_uninterrupted_run(sft_base,
         assert not different, f"{point}:{nth}: {different[:5]}"
         assert not list((run / "checkpoints").glob("*.tmp"))
         survived.append(f"{point}:{nth}")
-    assert len(survived) == KILLS, survived
+    assert len(survived) == len(POINTS), survived
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", ["optimizer_step", "generate"])
-def test_running_out_of_gpu_memory_names_the_settings_to_lower_and_keeps_the_checkpoint(sft_base, tmp_path, rl_overrides, point):
+def test_running_out_of_gpu_memory_names_the_settings_to_lower_and_keeps_the_checkpoint(sft_base, tmp_path, rl_overrides, straight, point):
     """CUDA's out-of-memory error in training or in generation (injected, `envs.faults`): the run
     stops with one line naming the settings to lower, the last checkpoint is kept, and --resume
     continues."""
     out = tmp_path / "oom"
-    counts_file = tmp_path / "counts.json"
-    first = _rlvr("train", "quickstart", *rl_overrides(tmp_path / "count", sft_base, *ARGS), RLVR_FAULT_COUNTS=str(counts_file))
-    assert first.returncode == 0, first.stderr[-2000:]
-    nth = json.loads(counts_file.read_text())[point]  # the last time the run reaches it: after a checkpoint
+    nth = straight[1][point]  # the last time the run reaches it: after a checkpoint
     stopped = _rlvr("train", "quickstart", *rl_overrides(out, sft_base, *ARGS), RLVR_OOM_AT=f"{point}:{nth}")
     assert stopped.returncode == 1, stopped.stderr[-2000:]
     error = [line for line in stopped.stderr.splitlines() if line.startswith("error:")]
@@ -82,8 +91,7 @@ def test_running_out_of_gpu_memory_names_the_settings_to_lower_and_keeps_the_che
     failed_step = int(error[0].split("step ", 1)[1].split(":", 1)[0])
     assert failed_step > 1 and (out / "run" / "checkpoints" / f"step-{failed_step - 1}").is_dir()
     assert json.loads((out / "run" / "run_state.json").read_text())["status"].startswith("failed: CUDA ran out of memory")
-    resumed = _rlvr("train", str(out / "run"), "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    _resume(out / "run")
     assert [r["step"] for r in _rows(out / "run")] == list(range(1, STEPS + 1))
 
 
@@ -91,30 +99,31 @@ def test_running_out_of_gpu_memory_names_the_settings_to_lower_and_keeps_the_che
 def test_sigkill_with_samples_in_flight_then_resume_ends_as_an_uninterrupted_run(sft_base, tmp_path, rl_overrides):
     """Asynchronous generation (rollout.async.max_staleness=2): the trainer is SIGKILLed while
     finished batches wait in the queue behind the one it takes (``queued``: after a checkpoint the
-    worker is two batches ahead, so every step from the second reaches it), or while it writes a
-    checkpoint of them; its worker dies with it. `--resume` puts the checkpointed batches
-    back in the queue and starts a new worker after them: the run ends with the uninterrupted run's
-    parameters, optimizer state and curve."""
-    args = (*ARGS, "rollout.async.max_staleness=2", "rollout.hf.decode=kv")
+    worker is two batches ahead, so every step from the second but the last reaches it: in this
+    3-step run, step 2 only), or while it writes a checkpoint of them; its worker dies with it.
+    `--resume` puts the checkpointed batches back in the queue and starts a new worker after them:
+    the run ends with the uninterrupted run's parameters, optimizer state and curve."""
+    steps = 3
+    args = (*(a for a in ARGS if not a.startswith("update.steps=")), f"update.steps={steps}", "rollout.async.max_staleness=2",
+            "rollout.hf.decode=kv")
     counts_file = tmp_path / "counts.json"
     straight = _rlvr("train", "quickstart", *rl_overrides(tmp_path / "straight", sft_base, *args), RLVR_FAULT_COUNTS=str(counts_file))
     assert straight.returncode == 0, straight.stderr[-2000:]
     counts = json.loads(counts_file.read_text())
     # from the second step on a checkpoint left a batch behind the one taken, but none behind the last (no batch past it is generated)
-    assert counts.get("queued") == STEPS - 2, counts
-    reference = _tensors(tmp_path / "straight" / "run" / "checkpoints" / f"step-{STEPS}")
+    assert counts.get("queued") == steps - 2, counts
+    reference = _tensors(tmp_path / "straight" / "run" / "checkpoints" / f"step-{steps}")
     curve = [r["reward/mean"] for r in _rows(tmp_path / "straight" / "run")]
-    for kill in ("queued:1", f"queued:{STEPS - 2}", "checkpoint_write:2"):
+    for kill in ("queued:1", "checkpoint_write:2"):
         out = tmp_path / f"killed-{kill.replace(':', '-')}"
         killed = _rlvr("train", "quickstart", *rl_overrides(out, sft_base, *args), RLVR_KILL_AT=kill)
         assert killed.returncode == -9, f"{kill} was not reached: {killed.stderr[-1000:]}"
-        resumed = _rlvr("train", str(out / "run"), "--resume")
-        assert resumed.returncode == 0, f"{kill}: {resumed.stderr[-2000:]}"
+        _resume(out / "run")
         run = out / "run"
-        assert [r["step"] for r in _rows(run)] == list(range(1, STEPS + 1)), kill
+        assert [r["step"] for r in _rows(run)] == list(range(1, steps + 1)), kill
         assert [r["reward/mean"] for r in _rows(run)] == curve, kill
         # every trained version proven, the restored batches' too (their probe scores travel in the checkpoint)
         assert all("sync/logprob_gap_mean" in r and r["sync/logprob_gap_mean"] < 1e-5 for r in _rows(run)), kill
-        after = _tensors(run / "checkpoints" / f"step-{STEPS}")
+        after = _tensors(run / "checkpoints" / f"step-{steps}")
         assert after.keys() == reference.keys()
         assert not [k for k in reference if not torch.equal(reference[k], after[k])], kill
