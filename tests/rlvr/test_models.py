@@ -171,11 +171,11 @@ def test_eval_of_the_builtin_name_runs_end_to_end(cache, smollm2_cache, tmp_path
 
 @needs_smollm2
 def test_lenient_credit_for_a_cut_completion_needs_a_marked_answer(cache, smollm2_cache, tmp_path, capsys):
-    """Cut at 12 tokens, the real model's '58 * 5 = 290' is reasoning still going, not an answer:
-    lenient extraction credits a cut completion only for an answer it marked before the cut
-    (`envs.math.cut`), and the report counts the passes that came from cut completions."""
+    """Cut at 12 tokens, the real model's '58 * 5 = 290' (validation's 9th problem) is reasoning still
+    going, not an answer: lenient extraction credits a cut completion only for an answer it marked
+    before the cut (`envs.math.cut`), and the report counts the passes that came from cut completions."""
     out = tmp_path / "eval"
-    code = main(["eval", "--model", BUILTIN, "--task", "arithmetic-v1", "--split", "validation", "--limit", "40", "--max-new-tokens", "12",
+    code = main(["eval", "--model", BUILTIN, "--task", "arithmetic-v1", "--split", "validation", "--limit", "10", "--max-new-tokens", "12",
                  "--env-kwargs", "{extraction: lenient}", "--threads", "1", "--out", str(out)])
     assert code == 0, capsys.readouterr().err
     report = json.loads((out / "report.json").read_text())
