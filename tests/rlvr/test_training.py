@@ -50,7 +50,11 @@ def test_grpo_raises_heldout_accuracy_and_writes_the_run_directory(sft_base, tmp
 
 
 def test_ppo_learns_and_its_critic_explains_the_returns(sft_base, tmp_path, rl_overrides):
+    # half the quickstart's prompts a step, and a critic learning twice as fast (lr_scale 10, the preset's 5) to
+    # make up for them: seeds 0 and 1 went 0.34 -> 0.68 and 0.695, explained variance 0.0 at the start, then up to
+    # 0.58 and 0.41 in the last five steps
     cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "algo.preset=ppo", "update.steps=10", "eval.every=10",
+                                                              "rollout.prompts_per_step=16", "algo.critic.lr_scale=10",
                                                               "log.tensorboard=false"))
     result = train(cfg)
     assert result.status == "completed"
