@@ -132,8 +132,7 @@ def test_verifier_process_rewards_train_end_to_end(sft_base, tmp_path, rl_overri
     rewards reach samples.jsonl, advantages differ within a completion, and held-out accuracy rises."""
     cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "algo.preset=grpo_process", "update.steps=6",
                                                               "rollout.prompts_per_step=16", "eval.every=6", "eval.at_start=true", "eval.limit=100",
-                                                              "log.samples_per_step=32",
-                                                              "log.tensorboard=false", "log.plot=false"))
+                                                              "log.samples_per_step=32", "log.tensorboard=false", "log.plot=false"))
     result = train(cfg)
     assert result.status == "completed"
     rows = metrics(result.run_dir)
