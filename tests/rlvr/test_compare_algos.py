@@ -4,6 +4,7 @@ run (slow) trains two presets over two seeds on reasoning-gym's sum chains and r
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -71,9 +72,32 @@ def test_an_output_folder_of_other_settings_is_refused(script, tmp_path):
         script.main(["--output-dir", str(tmp_path), "--presets", "grpo", "--seeds", "0", "--model", str(tmp_path / "m")])
 
 
+def in_process_after_the_first(script, monkeypatch) -> list[tuple[str, ...]]:
+    """The script's first `rlvr` command runs in its own process, as every command does for a user; the
+    rest run in this process (`rlvr.cli.main`, output to the same log), sparing a start-up of seconds each.
+    Returns the commands run."""
+    from rlvr.cli import main as rlvr_main
+
+    subprocess_rlvr, commands = script.rlvr, []
+
+    def rlvr(*argv: str, threads: int, log: Path) -> None:
+        commands.append(argv)
+        if len(commands) == 1:
+            return subprocess_rlvr(*argv, threads=threads, log=log)
+        with log.open("w") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+            code = rlvr_main(list(argv))
+        if code != 0:
+            raise SystemExit(f"rlvr {' '.join(argv[:2])} failed (exit {code}); see {log}:\n{log.read_text()[-3000:]}")
+
+    monkeypatch.setattr(script, "rlvr", rlvr)
+    return commands
+
+
 @pytest.mark.slow
-def test_two_presets_two_seeds_at_a_completions_budget_on_sum_chains(script, tmp_path, capsys):
+def test_two_presets_two_seeds_at_a_completions_budget_on_sum_chains(script, tmp_path, capsys, monkeypatch):
     from rlvr.models.tiny import TinyModelConfig, build_tiny_model
+
+    commands = in_process_after_the_first(script, monkeypatch)
 
     model = build_tiny_model(TinyModelConfig(hidden_size=32, layers=1, heads=2, intermediate_size=64), tmp_path / "tiny")
     out = tmp_path / "cmp"
@@ -93,6 +117,8 @@ def test_two_presets_two_seeds_at_a_completions_budget_on_sum_chains(script, tmp
     assert (out / "compare_algos.png").stat().st_size > 0 and "| grpo |" in (out / "results.md").read_text()
     assert "rlvr compare --arm grpo=" in capsys.readouterr().out
     # every run is reused: nothing trains again
+    assert [c[0] for c in commands] == ["train", "eval"] * 4 + ["eval"]  # four runs, each tested; the starting model tested
     before = {p: p.stat().st_mtime for p in out.glob("*-s*/metrics.jsonl")}
     assert script.main(argv) == 0
+    assert len(commands) == 9
     assert {p: p.stat().st_mtime for p in out.glob("*-s*/metrics.jsonl")} == before

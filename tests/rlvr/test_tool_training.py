@@ -1,12 +1,15 @@
 """End to end on the tool task: RL on episodes teaches the embedded model to call the Python tool.
 
 A small configuration of the README's run: the warm-up (`sft_tool_products`, observation tokens
-masked) on a 2-layer model for 600 steps, which learns to put the operands into a tool call but
-copies the printed product into its answer only sometimes; then GRPO (`tool_products`) for 15
-steps. About 5 minutes on one core (275 s here). Measured with the same warm-up and RL configs
-(evaluating on 100 validation problems): greedy accuracy 0.03 -> 0.10, and of the sampled
-episodes, those whose tool call printed the right product 0.49 -> 0.70. (The README's full configuration, 4 layers and 1,200 warm-up steps, goes from 0.004
-to 0.838 on the test split.)
+masked) on a 2-layer model for 600 steps of 32 episodes (the config's batch is 64), which learns to
+put the operands into a tool call but copies the printed product into its answer only sometimes;
+then GRPO (`tool_products`) for 15 steps. About 2 minutes on one core, nine tenths of it the warm-up.
+Measured with this configuration (seeds 0 and 1, 200 validation problems): greedy accuracy 0.00 ->
+0.21 and 0.00 -> 0.185, and of the sampled episodes, those whose tool call printed the right product
+0.40 -> 0.51 and 0.42 -> 0.51 (first and last five steps). The warm-up does not depend on `seed`
+but on the initialisation (tiny.seed, 0 here): from tiny.seed=1 it has not left its plateau after
+600 steps, of 32 or of 64, and nothing is learned. (The README's full configuration, 4 layers and
+1,200 warm-up steps of 64, goes from 0.004 to 0.838 on the test split.)
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ pytestmark = pytest.mark.slow
 
 def test_grpo_on_episodes_teaches_the_model_to_use_the_tool(tmp_path, rl_overrides):
     base = sft(load_config(SFTConfig, "sft_tool_products", [
-        f"output_dir={tmp_path}", "name=sft", "tiny.layers=2", "steps=600", "log.progress=false", "log.tensorboard=false",
-        "threads=1", "eval.limit=20",
+        f"output_dir={tmp_path}", "name=sft", "tiny.layers=2", "steps=600", "batch_size=32", "micro_batch_size=32",
+        "log.progress=false", "log.tensorboard=false", "threads=1", "eval.limit=20",
     ]))
     cfg = load_config(TrainConfig, "tool_products", rl_overrides(
         tmp_path, base, "eval.limit=200", "log.tensorboard=false", "log.checkpoint_every=0", "log.plot=false"))
@@ -37,14 +40,13 @@ def test_grpo_on_episodes_teaches_the_model_to_use_the_tool(tmp_path, rl_overrid
     rows = read_metrics(result.run_dir / "metrics.jsonl")
     evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
     # held-out (validation, greedy) accuracy rises: the model calls the tool more often and copies its result
-    # (seeds 0-2 of this configuration gained 3.5 to 7.5 points here over two decoding paths: held-out accuracy
-    # is bounded by how well the small warm-up copies the product; the share of correct tool calls below moves more)
+    # (seeds 0 and 1 of this configuration gained 21 and 18.5 points; the bar is low because held-out accuracy
+    # is bounded by how well the small warm-up copies the product)
     assert evals[cfg.update.steps] >= evals[0] + 0.025, evals
     steps = [r for r in rows if "episode/tool_output_correct_rate" in r]
     first = statistics.fmean(r["episode/tool_output_correct_rate"] for r in steps[:5])
     last = statistics.fmean(r["episode/tool_output_correct_rate"] for r in steps[-5:])
-    # the share of episodes whose tool call was right rises: +0.07 to +0.22 measured (seeds 0-2, rollout.hf.decode
-    # kv and generate)
+    # the share of episodes whose tool call was right rises: +0.11 and +0.09 measured (seeds 0 and 1)
     assert last >= first + 0.05, (first, last)
     assert all(r["episode/observation_tokens"] > 0 for r in steps)  # tool output was in the context ...
     assert sum(r["verify/errors"] + r["verify/timeouts"] for r in steps) == 0  # ... and every episode was graded

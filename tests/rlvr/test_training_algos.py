@@ -130,14 +130,14 @@ def test_two_processes_train_with_dynamic_sampling_in_lockstep(sft_base, tmp_pat
 def test_verifier_process_rewards_train_end_to_end(sft_base, tmp_path, rl_overrides):
     """GRPO process supervision (grpo_process) on the math checker's step rewards: the per-step
     rewards reach samples.jsonl, advantages differ within a completion, and held-out accuracy rises."""
-    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "algo.preset=grpo_process", "update.steps=10",
-                                                              "eval.every=10", "eval.at_start=true", "eval.limit=100", "log.samples_per_step=32",
-                                                              "log.tensorboard=false", "log.plot=false"))
+    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "algo.preset=grpo_process", "update.steps=6",
+                                                              "rollout.prompts_per_step=16", "eval.every=6", "eval.at_start=true", "eval.limit=100",
+                                                              "log.samples_per_step=32", "log.tensorboard=false", "log.plot=false"))
     result = train(cfg)
     assert result.status == "completed"
     rows = metrics(result.run_dir)
     evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
-    assert evals[10] >= evals[0] + 0.10, evals
+    assert evals[6] >= evals[0] + 0.10, evals  # seeds 0 and 1: 0.34 -> 0.69 and 0.67
     assert all(r["verify/steps_per_completion"] > 0 for r in rows if "reward/mean" in r)
     samples = [json.loads(line) for line in (result.run_dir / "samples.jsonl").read_text().splitlines()]
     with_steps = [s for s in samples if s.get("steps")]
