@@ -10,7 +10,6 @@ import pytest
 import envs
 import sandboxes
 import tasks
-from envs.code import grade_many
 from tasks.code_datasets import MBPP_SPLITS, code_suite, mbpp_entry_point
 from tasks.leakage import check_leakage
 
