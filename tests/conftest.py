@@ -162,8 +162,8 @@ def high_descriptors():
 # -- Order: the costliest test files first -----------------------------------------------------------------
 # Workers take whole files (--dist loadfile); a long file started last leaves one core idle while it
 # runs, so files start in descending measured cost (tests/file_costs.json; files not in it after them, in
-# collection order). RLVR_TEST_COSTS=PATH writes this run's costs there: refresh the file after the suite
-# changes (`RLVR_TEST_COSTS=tests/file_costs.json scripts/test.sh --ignore=tests/rlvr/test_smoke.py`).
+# collection order). RLVR_TEST_COSTS=PATH writes a run's costs there; `python3 scripts/record_suite.py`
+# (the main lane timed on a quiet machine) refreshes the file.
 FILE_COSTS = REPO / "tests" / "file_costs.json"
 _costs_seen: dict[str, float] = {}
 

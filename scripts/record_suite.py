@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Time the main test lane and write its record (``records/test-suite.json``, `rlvr.records`).
+
+Runs the lane as CI does (``scripts/test.sh --ignore=tests/rlvr/test_smoke.py``: two test processes,
+the costliest files first) and records its wall time, the tests passed, skipped and failed, and
+the slowest file's seconds; it refreshes ``tests/file_costs.json`` (the order the files start in) from
+the same run. With ``--coverage`` the lane runs under pytest-cov (slower: time it without) and the
+record is ``test-coverage``: line coverage of rlvr/, envs/, tasks/ and sandboxes/, each and together.
+The SFT bases are the caller's, as in CI (``RLVR_TEST_SFT_BASE``, ``RLVR_TEST_CODE_SFT_BASE``): the
+lane's time does not include building them.
+
+    python3 scripts/record_suite.py                 # on a quiet machine
+    python3 scripts/record_suite.py --coverage      # needs pytest-cov in .venv
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PACKAGES = ("rlvr", "envs", "tasks", "sandboxes")
+LANE = ["bash", "scripts/test.sh", "-q", "-p", "no:cacheprovider", "--ignore=tests/rlvr/test_smoke.py"]
+
+
+def outcome_counts(summary: str) -> dict[str, float]:
+    """{"passed": n, "skipped": n, "failed": n} from pytest's last line (``2,324 passed, 58 skipped in ...``)."""
+    counts = {k: 0.0 for k in ("passed", "skipped", "failed", "errors")}
+    for n, what in re.findall(r"(\d[\d,]*) (passed|skipped|failed|errors?)\b", summary):
+        counts["errors" if what.startswith("error") else what] = float(n.replace(",", ""))
+    return counts
+
+
+def coverage_figures(report: dict) -> dict[str, float]:
+    """Line coverage in percent per package and over all of them, from coverage.py's JSON report."""
+    totals = {p: [0, 0] for p in PACKAGES}
+    for path, data in report["files"].items():
+        package = Path(path).parts[0]
+        if package in totals:
+            totals[package][0] += data["summary"]["covered_lines"]
+            totals[package][1] += data["summary"]["num_statements"]
+    figures = {f"coverage_{p}": 100.0 * c / n for p, (c, n) in totals.items() if n}
+    covered, statements = (sum(v[i] for v in totals.values()) for i in (0, 1))
+    return figures | {"coverage_total": 100.0 * covered / statements, "statements": float(statements)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--coverage", action="store_true", help="run under pytest-cov and record line coverage (test-coverage)")
+    ap.add_argument("--note", default="", help="what else ran on the machine, where it was not quiet")
+    args = ap.parse_args()
+    from rlvr.records import commit, write_record
+
+    at = commit()
+    with tempfile.TemporaryDirectory() as tmp:
+        costs, cov_json = Path(tmp) / "costs.json", Path(tmp) / "coverage.json"
+        cmd = LANE + ([f"--cov={p}" for p in PACKAGES] + ["--cov-report=", f"--cov-report=json:{cov_json}"] if args.coverage else [])
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "RLVR_TEST_COSTS": str(costs)}, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        summary = (proc.stdout.strip().splitlines() or [""])[-1]
+        print(proc.stdout[-3000:], proc.stderr[-2000:], sep="\n")
+        counts = outcome_counts(summary)
+        if proc.returncode != 0 or not counts["passed"]:
+            print(f"the lane failed ({summary!r}): nothing recorded", file=sys.stderr)
+            return 1
+        file_costs = json.loads(costs.read_text())
+        if args.coverage:
+            figures = coverage_figures(json.loads(cov_json.read_text())) | {"passed": counts["passed"]}
+            name, command = "test-coverage", "python3 scripts/record_suite.py --coverage"
+        else:
+            (ROOT / "tests" / "file_costs.json").write_text(json.dumps(file_costs, indent=1) + "\n")
+            figures = {"main_lane_s": wall, "main_lane_min": wall / 60, **{k: v for k, v in counts.items() if k != "errors"},
+                       "slowest_file_s": max(file_costs.values()), "test_seconds_total": sum(file_costs.values())}
+            name, command = "test-suite", "python3 scripts/record_suite.py"
+    path = write_record(name, command, figures, note=args.note, at=at)
+    print(json.dumps(figures, indent=1))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
