@@ -16,12 +16,28 @@ the response committed to with a marker before the cut (`committed_answer`):
 
 Strict extraction reads only explicit answers anyway; on a response generation truncated it too
 credits only a committed one (a cut "Answer: 4" may be the start of 45).
+
+A response also **ends mid-sentence** when its last sentence, after a finished one, has no closing
+punctuation, states no value and describes nothing with a verb of being ("6 times 7 is 42. Carry
+the one", "... Now I check it by adding", "... But first we must"): the step it was writing never
+finished, so the value before it is not its conclusion. (Commentary that trails off, "it's a
+common example of how", still follows the conclusion: it is left to the other rules.)
+
+In both modes, an answer is **left open** (`left_open`) when the response stops, without closing
+punctuation, inside what follows it and that is another answer begun: an alternative or a hedge
+("The answer is 42. Or maybe", "It could also be", "However, ... the answer becomes"), a
+correction ("Wait, the"), a new answer marker or box ("Alternatively, the answer is", "or maybe
+\\boxed{4"), or the answer's own sentence goes on as a condition ("If the answer were
+\\boxed{42}, then"). A cut there hides the second value or the condition, so the first is not
+credited: a model must not gain by stopping right after it starts to hedge.
 """
 
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
+
+from envs.math import commit, prose
 
 if TYPE_CHECKING:
     from envs.math.extract import Extraction
@@ -30,7 +46,7 @@ _LAST_WORD = re.compile(r"([A-Za-z']+)\W*$")
 _DANGLING = frozenset("""and or but nor so to of the a an is are was were be been being by with for from in on at as than then
 plus minus times over divided multiplied equals equal gives give get gets got which that because since if when while where
 we i it its this these those their our your his her my per into onto under let let's also thus hence therefore next
-add subtract multiply divide compute calculate find obtain""".split())
+add subtract multiply divide compute calculate find obtain must should would could can will shall might may need""".split())
 """A sentence that ends on one of these words is unfinished ("So the", "We add 5 to", "It equals")."""
 _OPEN_END = re.compile(r"(?:[-+*/=×÷^<>≤≥,:;(\[{\\]|\\(?:frac|sqrt|cdot|times)|\\boxed\s*)\s*$")
 _COMMITTED = re.compile(r"[.!?][\s\"'”’)\]*_]|\n")
@@ -50,7 +66,30 @@ def ends_mid_sentence(text: str) -> bool:
     if _unclosed_brace(stripped[stripped.rfind("\n") + 1:]):  # "\frac{1}{" or "\boxed{4"
         return True
     m = _LAST_WORD.search(stripped)
-    return bool(m) and stripped.endswith(m.group(1)) and m.group(1).lower() in _DANGLING
+    if bool(m) and stripped.endswith(m.group(1)) and m.group(1).lower() in _DANGLING:
+        return True
+    return _trails_off(stripped)
+
+
+_SENTENCE_BREAK = re.compile(r"[.!?][\"'”’)\]*_]*\s+|\n")
+_STATES = re.compile(r"[\d=$\\<>]")
+_DESCRIBES = re.compile(r"(?i)\b(?:is|are|was|were|'s)\b|’s\b")
+"""A sentence with a verb of being describes ("In this case, it's a common example of how a simple
+operation can have a complex"): commentary after the conclusion, not a step still being written."""
+
+
+def _trails_off(stripped: str) -> bool:
+    """A last sentence, after a finished one, that stops on a word without stating a value ("6
+    times 7 is 42. Carry the one"): a step being written, not a conclusion."""
+    if not stripped[-1].isalpha():
+        return False
+    breaks = list(_SENTENCE_BREAK.finditer(stripped))
+    if not breaks:
+        return False  # a one-sentence response ("So the total is forty two") is read as it is
+    last = stripped[breaks[-1].end():]
+    if len(last.split()) < 2 or _STATES.search(last) or _DESCRIBES.search(last):
+        return False
+    return prose.answer_value(last) is None
 
 
 def _unclosed_brace(line: str) -> bool:
@@ -85,4 +124,39 @@ def committed_answer(text: str, found: Extraction | None) -> Extraction | None:
     return None
 
 
-__all__ = ["committed_answer", "cut_reason", "ends_mid_sentence"]
+_CLOSED = re.compile(r"(?:[.!?][\"'”’)\]*_$]*|[)\]])$")
+_OPENS_ANOTHER = re.compile(
+    r"(?i)\b(?:or|maybe|perhaps|possibly|alternatively|otherwise|instead|however|but|though|although|wait|hmm+|actually|hold\s+on)\b"
+    r"|\b(?:could|might|may|would|will)\s+(?:also\s+|instead\s+)?be\b|\b(?:becomes?|changes?\s+to)\b"
+    r"|\banswer\s*(?:[:：=]|(?:is|was|would|should|could|might|may|becomes?|changes?)\b)|\\(?:boxed|fbox)\b|####")
+"""What, begun after an answer and cut, may be a second answer: an alternative, a hedge, a
+contrary or correcting sentence, a new marker or box."""
+_OFFERS_ANOTHER = re.compile(
+    r"(?i)\b(?:or|maybe|perhaps|possibly|alternatively|otherwise|instead)\b|\b(?:could|might|may)\s+(?:also\s+|instead\s+)?be\b"
+    r"|\banswer\s*(?:[:：=]|(?:is|was|would|should|could|might|may|becomes?|changes?)\b)|\\(?:boxed|fbox)\b|####")
+"""What, in the answer's own sentence after it, offers another value ("\\boxed{42} or maybe")."""
+_CONDITION = re.compile(r"(?i)\b(?:if|suppose|supposing|assuming|assume|unless|whether|were)\b")
+"""What makes an answer's own sentence, when it stops mid-sentence, a condition ("If the answer
+were \\boxed{42}, then"; "If we add them we get \\boxed{42} in total" is finished)."""
+
+
+def left_open(text: str, found: Extraction) -> bool:
+    """Whether the response stops, unpunctuated, inside another answer begun after ``found`` or
+    inside a condition over it (see the module docstring)."""
+    tail = text[found.end:].rstrip()
+    body = tail.lstrip("}$)]*_ ")
+    if not body or _CLOSED.search(tail) or found.parts or commit.bound("", tail):
+        return False  # the answer ends the response, what follows it was finished, or it is a hedge or bound already
+    breaks = list(_SENTENCE_BREAK.finditer(body))
+    if breaks:
+        return _OPENS_ANOTHER.search(body[breaks[-1].end():]) is not None
+    if not re.search(r"[A-Za-z]", body):
+        return False  # only punctuation after it ("\\boxed{42},")
+    own = text[: found.start]
+    start = max((m.end() for m in _SENTENCE_BREAK.finditer(own, max(0, len(own) - 300))), default=max(0, len(own) - 300))
+    if _OFFERS_ANOTHER.search(body):
+        return True  # "\\boxed{42} or maybe \\boxed{4", "The answer is 42 or maybe"
+    return ends_mid_sentence(text) and _CONDITION.search(own[start:] + " " + body) is not None
+
+
+__all__ = ["committed_answer", "cut_reason", "ends_mid_sentence", "left_open"]

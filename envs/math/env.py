@@ -26,7 +26,7 @@ from envs.math import nodes as N
 from envs.math.compare import Comparer
 from envs.math import commit, numwords
 from envs.math.cut import cut_reason
-from envs.math.extract import Extraction, check_mode, extract_answer, unescape
+from envs.math.extract import LEFT_OPEN_RULE, Extraction, check_mode, extract_answer, left_open, unescape
 from envs.math.forms import Question, is_numeric_literal, question_expressions, same_expression
 from envs.math.lexer import ParseError, normalize
 from envs.math.parser import parse_answer
@@ -121,7 +121,7 @@ def _check(response: Any, gold: Any, extraction: str, start: float, timeout_s: f
     found = extract_answer(response, extraction=extraction, question=asked, truncated=truncated)
     was_cut = cut_reason(response, truncated) if extraction == "lenient" else ("truncated" if truncated else None)
     if found is None:
-        why = _NO_ANSWER_CUT if was_cut else _NO_ANSWER[extraction]
+        why = LEFT_OPEN_RULE if left_open(response, asked) else _NO_ANSWER_CUT if was_cut else _NO_ANSWER[extraction]
         return Verdict(0.0, False, Status.NO_ANSWER, steps=steps,
                        info={"rule": why, "check_s": time.monotonic() - start, **({"cut": was_cut} if was_cut else {})})
     info: dict[str, Any] = {"method": found.method, "span": [found.start, found.end], "rule": found.rule}

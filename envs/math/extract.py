@@ -36,7 +36,9 @@ Rules, in order of preference:
    ("Answer: 42?"; followed by an alternative, "Answer: 42? Or maybe 43?", it is a hedge), and
    the last answer taken back by what follows it ("Answer: 42\nWait, no.", "Actually, that is
    wrong"). A response cut at its token budget answers, in strict mode too, only with a box or
-   a marker answer whose sentence ended before the cut.
+   a marker answer whose sentence ended before the cut. An answer is not given either when the
+   response stops, unpunctuated, inside a second answer, hedge or correction begun after it
+   ("The answer is 42. Or maybe"), or inside a condition over it (`envs.math.cut.left_open`).
 
 Escaped output (``\\\\frac{1}{2}``, ``\\n`` for line breaks, as JSON-encoded text shows it) is
 unescaped first (`unescape`). Every scan is linear in the completion's length (brace matching
@@ -399,7 +401,7 @@ def extract_answer(text: str, *, extraction: str = "strict", question: str | Que
     marker = _last_marker(text, asked)
     candidates = [c for c in (boxed, marker) if c is not None]
     last = max(candidates, key=lambda c: c.start) if candidates else None
-    if last is not None and _withdrawn(text, last):
+    if last is not None and (_withdrawn(text, last) or cut.left_open(text, last)):
         return None
     if truncated or extraction == "lenient" and cut.cut_reason(text, truncated):
         found = cut.committed_answer(text, last)
@@ -415,6 +417,18 @@ def extract_answer(text: str, *, extraction: str = "strict", question: str | Que
     if found is not None:
         return Extraction(found.answer, found.start, found.end, "sentence", parts=found.parts, spelled=found.spelled, rule=found.rule)
     return bare
+
+
+LEFT_OPEN_RULE = ("the last answer is left open: the response stops, unpunctuated, inside a second answer, hedge, "
+                  "correction or condition begun after it (\"The answer is 42. Or maybe\"), so it was not given")
+
+
+def left_open(text: str, question: str | Question | None = None) -> bool:
+    """Whether the last boxed or marker answer of ``text`` is left open (`envs.math.cut.left_open`):
+    why `extract_answer` found no answer although one was written."""
+    asked = question if isinstance(question, Question) else Question.of(question)
+    candidates = [c for c in (_last_boxed(text), _last_marker(text, asked)) if c is not None]
+    return bool(candidates) and cut.left_open(text, max(candidates, key=lambda c: c.start))
 
 
 def _withdrawn(text: str, last: Extraction) -> bool:

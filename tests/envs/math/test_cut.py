@@ -92,3 +92,64 @@ def test_truncation_reaches_the_math_environment_from_the_completion():
     env, problem = MathEnv(extraction="lenient"), Problem("p0", "Compute 6*7.", "42")
     assert not safe_verify(env, problem, pickle.loads(pickle.dumps(sent))).passed
     assert safe_verify(env, problem, comp.text).passed
+
+
+@pytest.mark.parametrize("response", [
+    "The answer is 42. Alternatively, the answer is",             # a second marker begun
+    "The answer is 42. It could also be",                         # a hedge begun
+    "Answer: 42. However, if we count the tips, the answer becomes",  # a contrary sentence changing it
+    "\\boxed{42} or maybe \\boxed{4",                              # a second box begun
+    "If the answer were \\boxed{42}, then",                       # the answer is a condition
+    "The answer is 42. Wait, the",                                # a correction begun
+    "\\boxed{42}. Hmm, but perhaps it is",
+])
+def test_a_cut_inside_a_second_answer_begun_after_the_first_is_not_credited(response):
+    """Stopping right after a hedge starts must not earn the reward the finished hedge would lose."""
+    for truncated in (True, False):
+        for mode in ("strict", "lenient"):
+            verdict = check(response, "42", extraction=mode, truncated=truncated)
+            assert not verdict.passed, (truncated, mode, verdict)
+
+
+def test_an_alternative_left_unfinished_fails_in_strict_mode_without_the_flag():
+    assert not check("The answer is 42. Or maybe", "42").passed
+    assert check("The answer is 42. Or maybe 4", "42").info.get("reason") == "hedged"  # finished: a hedge
+
+
+@pytest.mark.parametrize("response", [
+    "The answer is 42. Let me check whether it is right by adding",  # a check, not a second answer
+    "So \\boxed{42} is the answer",
+    "If we add 6 sevens we get \\boxed{42} in total",              # a condition that is the working, finished
+    "If we add them, the answer is \\boxed{42}",
+    "The answer is 42.\n\nI hope it is correct",
+    "\\boxed{42} or so",                                           # a bound: failed as such, below
+])
+def test_what_follows_a_committed_answer_without_offering_another_leaves_it_given(response):
+    verdict = check(response, "42", extraction="lenient", truncated=True)
+    assert verdict.passed or verdict.info.get("reason") == "hedged", verdict
+
+
+@pytest.mark.parametrize("response", [
+    "6 times 7 is 42. But first we must",
+    "6 times 7 is 42. Now I check it by adding",
+    "6 times 7 is 42. Double-checking by adding",
+    "6 times 7 is 42. Carry the one",
+])
+def test_a_last_sentence_that_stops_without_stating_anything_is_reasoning_still_going(response):
+    assert ends_mid_sentence(response)
+    verdict = lenient(response)
+    assert not verdict.passed and verdict.info["cut"] == "mid-sentence", verdict
+
+
+@pytest.mark.parametrize("response", [
+    "6 times 7 is 42. Therefore, Tom has forty-two apples",       # the last sentence states the value
+    "So the total is forty two",                                  # one sentence: read as it is
+    "65 + 98 = 163.\n\nIn this case, it's a common example of how a simple operation can have a complex",  # commentary after it
+])
+def test_a_last_sentence_that_states_or_describes_is_not_cut(response):
+    assert not ends_mid_sentence(response)
+
+
+def test_the_verdict_says_the_answer_was_left_open():
+    verdict = check("The answer is 42. Or maybe", "42")
+    assert verdict.status == Status.NO_ANSWER and "left open" in verdict.info["rule"], verdict
