@@ -71,6 +71,8 @@ def ends_mid_sentence(text: str) -> bool:
     return _trails_off(stripped)
 
 
+LAST_SENTENCE_CHARS = 2000
+"""The last sentence is looked for in this many final characters (bounds the scan)."""
 _SENTENCE_BREAK = re.compile(r"[.!?][\"'”’)\]*_]*\s+|\n")
 _STATES = re.compile(r"[\d=$\\<>]")
 _DESCRIBES = re.compile(r"(?i)\b(?:is|are|was|were|'s)\b|’s\b")
@@ -83,10 +85,11 @@ def _trails_off(stripped: str) -> bool:
     times 7 is 42. Carry the one"): a step being written, not a conclusion."""
     if not stripped[-1].isalpha():
         return False
-    breaks = list(_SENTENCE_BREAK.finditer(stripped))
+    window = stripped[-LAST_SENTENCE_CHARS:]
+    breaks = list(_SENTENCE_BREAK.finditer(window))
     if not breaks:
         return False  # a one-sentence response ("So the total is forty two") is read as it is
-    last = stripped[breaks[-1].end():]
+    last = window[breaks[-1].end():]
     if len(last.split()) < 2 or _STATES.search(last) or _DESCRIBES.search(last):
         return False
     return prose.answer_value(last) is None
@@ -147,9 +150,12 @@ def left_open(text: str, found: Extraction) -> bool:
     body = tail.lstrip("}$)]*_ ")
     if not body or _CLOSED.search(tail) or found.parts or commit.bound("", tail):
         return False  # the answer ends the response, what follows it was finished, or it is a hedge or bound already
-    breaks = list(_SENTENCE_BREAK.finditer(body))
+    window = body[-LAST_SENTENCE_CHARS:]
+    breaks = list(_SENTENCE_BREAK.finditer(window))
     if breaks:
-        return _OPENS_ANOTHER.search(body[breaks[-1].end():]) is not None
+        return _OPENS_ANOTHER.search(window[breaks[-1].end():]) is not None
+    if len(body) > LAST_SENTENCE_CHARS:
+        return False  # no sentence end in a long stretch after the answer: not a clause begun on it
     if not re.search(r"[A-Za-z]", body):
         return False  # only punctuation after it ("\\boxed{42},")
     own = text[: found.start]
