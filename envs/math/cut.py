@@ -129,11 +129,14 @@ def committed_answer(text: str, found: Extraction | None) -> Extraction | None:
 
 _CLOSED = re.compile(r"(?:[.!?][\"'”’)\]*_$]*|[)\]])$")
 _OPENS_ANOTHER = re.compile(
-    r"(?i)\b(?:or|maybe|perhaps|possibly|alternatively|otherwise|instead|however|but|though|although|wait|hmm+|actually|hold\s+on)\b"
-    r"|\b(?:could|might|may|would|will)\s+(?:also\s+|instead\s+)?be\b|\b(?:becomes?|changes?\s+to)\b"
+    r"(?i)^\W*(?:or|maybe|perhaps|possibly|alternatively|otherwise|instead|however|but|though|although|wait|hmm+|actually|hold\s+on"
+    r"|on\s+the\s+other\s+hand)\b|\bor\s+(?:maybe|perhaps|possibly|rather|else)\b|\b(?:could|might|may)\s+(?:also\s+|instead\s+)?be\b"
+    r"|\b(?:would|will)\s+(?:also\s+|instead\s+)?be\W*$|\b(?:becomes?|changes?\s+to)\W*$"
     r"|\banswer\s*(?:[:：=]|(?:is|was|would|should|could|might|may|becomes?|changes?)\b)|\\(?:boxed|fbox)\b|####")
-"""What, begun after an answer and cut, may be a second answer: an alternative, a hedge, a
-contrary or correcting sentence, a new marker or box."""
+"""What, begun after an answer and cut, may be a second answer: a sentence opening an
+alternative, a contrary or a correction ("Or", "However", "Wait"), a hedge ("could also be"), a
+value about to be given ("it would be", "becomes"), a new marker or box. ("This concept is used
+for adding or subtracting" is commentary: its "or" opens nothing.)"""
 _OFFERS_ANOTHER = re.compile(
     r"(?i)\b(?:or|maybe|perhaps|possibly|alternatively|otherwise|instead)\b|\b(?:could|might|may)\s+(?:also\s+|instead\s+)?be\b"
     r"|\banswer\s*(?:[:：=]|(?:is|was|would|should|could|might|may|becomes?|changes?)\b)|\\(?:boxed|fbox)\b|####")
@@ -143,7 +146,7 @@ _CONDITION = re.compile(r"(?i)\b(?:if|suppose|supposing|assuming|assume|unless|w
 were \\boxed{42}, then"; "If we add them we get \\boxed{42} in total" is finished)."""
 
 
-def left_open(text: str, found: Extraction) -> bool:
+def left_open(text: str, found: Extraction | prose.Found) -> bool:
     """Whether the response stops, unpunctuated, inside another answer begun after ``found`` or
     inside a condition over it (see the module docstring)."""
     tail = text[found.end:].rstrip()

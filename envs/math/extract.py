@@ -415,6 +415,8 @@ def extract_answer(text: str, *, extraction: str = "strict", question: str | Que
         return bare
     found = prose.last_statement(text, question=asked)
     if found is not None:
+        if cut.left_open(text, found):
+            return None  # "So the total is 42 or maybe": the closing sentence stops inside an alternative
         return Extraction(found.answer, found.start, found.end, "sentence", parts=found.parts, spelled=found.spelled, rule=found.rule)
     return bare
 

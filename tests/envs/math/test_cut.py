@@ -122,6 +122,7 @@ def test_an_alternative_left_unfinished_fails_in_strict_mode_without_the_flag():
     "If we add 6 sevens we get \\boxed{42} in total",              # a condition that is the working, finished
     "If we add them, the answer is \\boxed{42}",
     "The answer is 42.\n\nI hope it is correct",
+    "Answer: 42.\n\nThis concept is used in algebra, where we add or subtract",  # commentary: its "or" opens nothing
     "\\boxed{42} or so",                                           # a bound: failed as such, below
 ])
 def test_what_follows_a_committed_answer_without_offering_another_leaves_it_given(response):
@@ -153,3 +154,9 @@ def test_a_last_sentence_that_states_or_describes_is_not_cut(response):
 def test_the_verdict_says_the_answer_was_left_open():
     verdict = check("The answer is 42. Or maybe", "42")
     assert verdict.status == Status.NO_ANSWER and "left open" in verdict.info["rule"], verdict
+
+
+@pytest.mark.parametrize("response", ["So the total is 42 or maybe", "So the total is 42, or perhaps"])
+def test_a_closing_sentence_that_stops_inside_an_alternative_states_nothing(response):
+    assert not lenient(response).passed
+    assert lenient("So the total is 42").passed
