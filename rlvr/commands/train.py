@@ -26,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_recipe(cfg, config: str, only_recipe: str | None) -> None:
+    """Refuse a config of another recipe than the command runs (`rlvr sft` runs only sft configs)."""
     if only_recipe and (cfg.recipe or "policy_gradient") != only_recipe:
         from rlvr import UserError
         raise UserError(f"{config} configures the {cfg.recipe or 'policy_gradient'} recipe, not {only_recipe}: run it with `rlvr train {config}`")
