@@ -149,6 +149,8 @@ def check_task_ids(cfg: RunConfig) -> None:
                             f"rlvr.train(RUN_DIR, resume=True, {keyword}=...) (it cannot be resumed from the command line)")
     if not hubs.is_hub_id(cfg.task.id):
         TASKS.spec(cfg.task.id)  # an unknown id, refused with the closest registered ones
+        if cfg.task.env or cfg.task.env_kwargs:  # a bad environment setting, refused as `rlvr eval --env-kwargs` refuses it
+            TASKS.make(cfg.task.id, **cfg.task.config).set_env(cfg.task.env, cfg.task.env_kwargs)
 
 
 def _register(registry: Any, kind: str, obj: Any) -> str:
@@ -358,14 +360,7 @@ def _eval_task(registry: Any, task: Any, config: dict[str, Any], split: str, env
         finally:
             envs.ENVS.unregister(key)
         return the_task
-    if env:
-        the_task.env_id, the_task.env_kwargs = env, env_kwargs
-    elif env_kwargs:
-        the_task.env_kwargs = {**the_task.env_kwargs, **env_kwargs}
-    try:
-        the_task.env  # noqa: B018 - build it now: a bad id or keyword argument is said before the model loads
-    except TypeError as e:
-        raise UserError(f"--env-kwargs: environment {the_task.env_id!r} does not accept {env_kwargs}: {e}") from None
+    the_task.set_env(env, env_kwargs, names=("--env", "--env-kwargs"))  # builds it: a bad setting is said before the model loads
     return the_task
 
 

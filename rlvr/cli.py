@@ -37,6 +37,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``argv`` parsed as `main` parses it (a bad argument exits through ``parser.error``)."""
+    args, extra = parser.parse_known_args(argv)
+    if getattr(args, "intermixed", False):  # key=value overrides may also follow options (`train CONFIG --show-config a.b=1`)
+        args.overrides = [*args.overrides, *(x for x in extra if "=" in x and not x.startswith("-"))]
+        extra = [x for x in extra if not ("=" in x and not x.startswith("-"))]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     if not faulthandler.is_enabled():
         try:
@@ -50,12 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {line}", file=sys.stderr)
         return 2
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if getattr(args, "intermixed", False):  # key=value overrides may also follow options (`train CONFIG --show-config a.b=1`)
-        args.overrides = [*args.overrides, *(x for x in extra if "=" in x and not x.startswith("-"))]
-        extra = [x for x in extra if not ("=" in x and not x.startswith("-"))]
-    if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args = parse_command(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

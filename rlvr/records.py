@@ -12,10 +12,19 @@ the number just before it with the record's figure at the precision the page wri
 0.3921; 0.39 does not match 0.3961), so a page edited to disagree with its record, or a record
 re-measured without its pages, fails the docs test (`tests/test_records.py`). `docs/benchmarks.md`
 lists every record.
+
+A record's command must still run in a fresh clone (`command_problems`, run by the same test): its
+script's own argument parser accepts its arguments (the script runs up to its parsing and stops; nothing
+is measured), and an ``rlvr ...`` command passes every check rlvr makes before a model loads (arguments,
+config name, keys, engine, task and environment settings). What existed only on the measurer's machine
+(the checkout measured against, a model folder) is written as a placeholder in capitals, ``OLD`` or
+``BASE``, which the note explains (``"note": "OLD: a checkout of f698bdd; ..."``); an absolute path in a
+command is refused. While the arguments are parsed a placeholder stands for this checkout's folder.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -47,14 +56,54 @@ class Record:
 
     @classmethod
     def load(cls, path: Path) -> Record:
+        """The record in ``path``; a `ValueError` naming the file and the field for anything malformed."""
         try:
             data = json.loads(Path(path).read_text())
-            record = cls(**data)
-        except (OSError, ValueError, TypeError) as e:
+        except (OSError, ValueError) as e:
             raise ValueError(f"{path}: not a measurement record ({e})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: not a measurement record (a JSON object expected, got {type(data).__name__})")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(fields))
+        missing = [name for name, f in fields.items() if f.default is dataclasses.MISSING and name not in data]
+        if unknown or missing:
+            raise ValueError(f"{path}: " + "; ".join(([f"unknown field(s) {', '.join(unknown)}"] if unknown else [])
+                                                    + ([f"missing field(s) {', '.join(missing)}"] if missing else [])))
+        for name, (ok, expected) in _FIELD_CHECKS.items():
+            if name in data and not ok(data[name]):
+                raise ValueError(f"{path}: field {name!r} must be {expected}, got {data[name]!r}")
+        bad = {k: v for k, v in data["figures"].items() if not _is_number(v)}
+        if bad:
+            key, value = next(iter(bad.items()))
+            raise ValueError(f"{path}: field 'figures': {key!r} must be a number, got {value!r}")
+        record = cls(**data)
         if record.name != Path(path).stem:
             raise ValueError(f"{path}: its name is {record.name!r}, not its file's {Path(path).stem!r}")
         return record
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_date(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and dt.date.fromisoformat(value).isoformat() == value
+    except ValueError:
+        return False
+
+
+_FIELD_CHECKS: dict[str, tuple[Any, str]] = {
+    "name": (lambda v: isinstance(v, str) and re.fullmatch(r"[\w-]+", v) is not None, "a name of letters, digits, '_' and '-'"),
+    "command": (lambda v: isinstance(v, str) and v.strip() != "", "the measuring command (a non-empty string)"),
+    "commit": (lambda v: isinstance(v, str) and (v == "unknown" or re.fullmatch(r"[0-9a-f]{7,40}", v) is not None),
+               "a git commit (7 to 40 hex digits) or 'unknown'"),
+    "date": (_is_date, "a date as YYYY-MM-DD"),
+    "machine": (lambda v: isinstance(v, dict), "an object (cpus, memory_gb, cpu, python, gpu)"),
+    "figures": (lambda v: isinstance(v, dict), "an object of named numbers"),
+    "dirty": (lambda v: isinstance(v, bool), "true or false"),
+    "note": (lambda v: isinstance(v, str), "a string"),
+}
 
 
 def machine() -> dict[str, Any]:
@@ -172,3 +221,109 @@ def unsourced_changes(text: str, where: str) -> list[str]:
         if not is_table:
             previous = block
     return problems
+
+
+# -- a record's command still runs ---------------------------------------------------------------
+
+PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]+")
+"""A part of a command that stands for something on the measurer's machine (``OLD``: the checkout
+measured against, ``BASE``: a model folder); the record's note says what each was (``OLD: ...``)."""
+
+# Runs a script up to its argument parsing, on the record's arguments, and stops there: the script's
+# own parser judges them (an unknown flag exits 2), and nothing is measured.
+_PARSE_ONLY = """
+import argparse, os, runpy, sys
+script, sys.argv = sys.argv[1], sys.argv[1:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+depth = [0]
+def parsed():
+    print("rlvr.records: arguments parsed", flush=True)
+    os._exit(0)
+def patch(name):
+    original = getattr(argparse.ArgumentParser, name)
+    def parse(self, *args, **kwargs):
+        depth[0] += 1
+        result = original(self, *args, **kwargs)
+        depth[0] -= 1
+        if depth[0] == 0:  # the outermost call (parse_args calls parse_known_args, a subparser's too)
+            parsed()
+        return result
+    setattr(argparse.ArgumentParser, name, parse)
+for name in ("parse_known_args", "parse_args", "parse_intermixed_args"):
+    patch(name)
+runpy.run_path(script, run_name="__main__")
+print("rlvr.records: the script parsed no arguments", flush=True)
+"""
+
+
+def command_problems(record: Record, timeout_s: float = 120.0) -> list[str]:
+    """What stops ``record.command`` from running in a clone of this checkout, without measuring
+    anything: a path of the measurer's machine (write a `PLACEHOLDER` and say in the note what it
+    was), a placeholder the note does not explain, a script that is gone, arguments its own parser
+    refuses; for ``rlvr ...`` an argument, config, key or setting that `rlvr` refuses before loading
+    a model (its own checks: `rlvr.cli.parse_command`, `rlvr.commands.train.check_run`)."""
+    import shlex
+    import sys
+
+    where = f"records/{record.name}.json"
+    try:
+        words = shlex.split(record.command)
+    except ValueError as e:
+        return [f"{where}: command: {e}"]
+    problems, placeholders = [], set()
+    for word in words:
+        for part in re.split(r"[=,]|(?<!/):(?!//)", word):
+            if part.startswith("/") or part.startswith("~/"):
+                problems.append(f"{where}: command names {part}, a path on the measurer's machine: write a placeholder "
+                                "(e.g. OLD) and say in the note what it was (OLD: ...)")
+            elif PLACEHOLDER.fullmatch(part):
+                placeholders.add(part)
+                if not re.search(rf"\b{part}\s*[:=]", record.note):
+                    problems.append(f"{where}: command names the placeholder {part}, which its note does not explain ({part}: ...)")
+    if problems or not words:
+        return problems or [f"{where}: no command"]
+    if words[0] in ("python", "python3"):
+        words = words[1:]
+    # a script's parser may check that a path exists (a checkout is an rlvr checkout): a placeholder
+    # stands for this checkout's folder while the arguments are parsed
+    words = [words[0], *(re.sub(rf"(?<![\w/]){PLACEHOLDER.pattern}(?![\w/])", lambda m: str(ROOT) if m.group(0) in placeholders else m.group(0), w)
+                         for w in words[1:])]
+    if words[0] == "rlvr":
+        return [f"{where}: {p}" for p in _rlvr_problems(words[1:])]
+    script = ROOT / words[0]
+    if not script.is_file():
+        return [f"{where}: {words[0]} is gone"]
+    if script.suffix == ".py":
+        r = subprocess.run([sys.executable, "-c", _PARSE_ONLY, str(script), *words[1:]], cwd=ROOT, capture_output=True,
+                           text=True, timeout=timeout_s)
+        if r.returncode != 0 or "rlvr.records: arguments parsed" not in r.stdout:
+            said = (r.stderr.strip().splitlines() or r.stdout.strip().splitlines() or ["(nothing)"])[-1]
+            return [f"{where}: {words[0]} refuses the command's arguments: {said}"]
+        return []
+    r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    return [f"{where}: {words[0]}: {r.stderr.strip()}"] if r.returncode else []
+
+
+def _rlvr_problems(argv: list[str]) -> list[str]:
+    import contextlib
+    import io
+
+    from rlvr.cli import build_parser, parse_command, user_errors
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            args = parse_command(build_parser(), argv)
+    except SystemExit:
+        return [f"rlvr {' '.join(argv)}: {(said.getvalue().strip().splitlines() or ['refused'])[-1]}"]
+    if not getattr(args, "func", None):
+        return [f"rlvr {' '.join(argv)}: no command"]
+    if args.command in ("train", "sft") and args.config:
+        from rlvr.commands.train import check_run
+        from rlvr.train.recipes import load_run_config
+
+        try:
+            check_run(load_run_config(args.config, args.overrides), args.config, "sft" if args.command == "sft" else None)
+        except user_errors() as e:
+            return [f"rlvr {' '.join(argv)}: {e}"]
+    return []

@@ -116,6 +116,28 @@ class Task(ABC):
         if split not in self.splits:
             raise TaskError(f"task {self.id or type(self).__name__!r} has no split {split!r}; its splits: {', '.join(self.splits)}")
 
+    def set_env(self, env_id: str | None, env_kwargs: dict[str, Any], *, names: tuple[str, str] = ("task.env", "task.env_kwargs")) -> None:
+        """Change the verifying environment, as training's ``task.env``/``task.env_kwargs`` and
+        ``rlvr eval --env/--env-kwargs`` both do: with ``env_id`` the environment is replaced
+        (built with ``env_kwargs`` alone); without it ``env_kwargs`` are merged over the task's own.
+        The environment is built now, so a bad id or setting fails before any model loads, as a
+        one-line `TaskError` naming the setting (``names``: how the user spells id and settings)."""
+        if env_id:
+            self.env_id, self.env_kwargs = env_id, dict(env_kwargs)
+        elif env_kwargs:
+            self.env_kwargs = {**self.env_kwargs, **env_kwargs}
+        else:
+            return
+        self.__dict__.pop("env", None)  # a cached environment was built with the old settings
+        try:
+            self.env  # noqa: B018 - build it now
+        except (TypeError, ValueError, LookupError) as e:
+            field = "/".join(name for name, given in zip(names, (env_id, env_kwargs)) if given)
+            if isinstance(e, LookupError):  # an unknown id: the registry's message names it and what exists
+                raise TaskError(f"{field}: {e}") from None
+            problem = f"does not accept {dict(env_kwargs)}" if isinstance(e, TypeError) else "refused its settings"
+            raise TaskError(f"{field}: environment {self.env_id!r} {problem}: {e}") from None
+
     def problems(self, split: str, limit: int | None = None) -> list[Problem]:
         """All problems of a finite split (or the first ``limit``)."""
         self.check_split(split)

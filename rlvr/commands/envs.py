@@ -228,8 +228,7 @@ def serve_env(args: argparse.Namespace) -> int:
     task = _first_task(env_id, args.task, args.task_config)
     env_kwargs = parse_mapping(args.env_kwargs, "--env-kwargs")
     if task is not None:
-        if env_kwargs:
-            task.env_kwargs = {**task.env_kwargs, **env_kwargs}
+        task.set_env(None, env_kwargs, names=("ID", "--env-kwargs"))  # merged over the task's own, as training and eval do
         env = task.env
     else:
         env = envs.make(env_id, **env_kwargs)

@@ -25,6 +25,29 @@ def run(args: argparse.Namespace) -> int:
     return run_training(args, command="train")
 
 
+def check_recipe(cfg, config: str, only_recipe: str | None) -> None:
+    """Refuse a config of another recipe than the command runs (`rlvr sft` runs only sft configs)."""
+    if only_recipe and (cfg.recipe or "policy_gradient") != only_recipe:
+        from rlvr import UserError
+        raise UserError(f"{config} configures the {cfg.recipe or 'policy_gradient'} recipe, not {only_recipe}: run it with `rlvr train {config}`")
+
+
+def check_run(cfg, config: str, only_recipe: str | None = None) -> None:
+    """Every check of a loaded run config that needs neither torch nor a model (`rlvr train`'s and
+    `rlvr sft`'s, and `rlvr.records`' check of a record's command): the recipe, the engine and its
+    settings, the reward, the task and environment ids and settings."""
+    from rlvr.api import check_task_ids
+    from rlvr.rollout.engines import check_engine_settings
+    from rlvr.rollout.reward_signal import reward_signal
+    from rlvr.train.config import TrainConfig
+
+    check_recipe(cfg, config, only_recipe)
+    if isinstance(cfg, TrainConfig):  # an unknown engine or another engine's setting, before the model loads
+        check_engine_settings(cfg.rollout)
+        reward_signal(cfg.verify.reward)
+    check_task_ids(cfg)  # an unknown task id, refused with the closest registered ones (or: give the Python object again)
+
+
 def run_training(args: argparse.Namespace, command: str, only_recipe: str | None = None) -> int:
     """Load, check and run a training config (shared by `rlvr train` and `rlvr sft`)."""
     import yaml
@@ -46,20 +69,11 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
               f"'{'sft_quickstart' if only_recipe == 'sft' else 'quickstart'}'); `rlvr {command} --show-config` lists every key", file=sys.stderr)
         return 2
     cfg = load_run_config(args.config, args.overrides + (["resume=true"] if args.resume else []))
-    if only_recipe and (cfg.recipe or "policy_gradient") != only_recipe:
-        from rlvr import UserError
-        raise UserError(f"{args.config} configures the {cfg.recipe or 'policy_gradient'} recipe, not {only_recipe}: run it with `rlvr train {args.config}`")
     if args.show_config:
+        check_recipe(cfg, args.config, only_recipe)
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return 0
-    from rlvr.rollout.engines import check_engine_settings
-    from rlvr.rollout.reward_signal import reward_signal
-    from rlvr.api import check_task_ids
-
-    if isinstance(cfg, TrainConfig):  # an unknown engine or another engine's setting, before the model loads
-        check_engine_settings(cfg.rollout)
-        reward_signal(cfg.verify.reward)
-    check_task_ids(cfg)  # an unknown task id, refused with the closest registered ones (or: give the Python object again)
+    check_run(cfg, args.config, only_recipe)
     # torch and transformers load from here on: every check above is refused without them
     from rlvr.rollout.base import EngineError
     from rlvr.rollout.sync import WeightSyncError

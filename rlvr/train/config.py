@@ -44,20 +44,19 @@ class TaskConfig:
                                         belongs_to="id")
     split: str = help_field("train", "Split to train on (held-out splits are refused)")
     env: str | None = help_field(None, "Environment id replacing the task's own verifier (None = the task's)")
-    env_kwargs: dict[str, Any] = help_field({}, "Keyword arguments for that environment (belongs to task.env)", belongs_to="env")
+    env_kwargs: dict[str, Any] = help_field({}, "Settings of the environment: of task.env when set (belongs to it), else merged over the task's own, e.g. {extraction: lenient}", belongs_to="env")
     leakage: Literal["warn", "refuse", "off"] = help_field("warn", "Before training, compare the training split's questions with the task's held-out splits "
                                                            "(a prefix of an unbounded stream: what the run can draw): warn on a shared question, refuse "
                                                            "to train (refuse), or skip the check (off)")
     heldout: list[str] = help_field([], "Other tasks held out for evaluation, as ID or ID:SPLIT (default split: test); training refuses a split that may share problems with any (e.g. hendrycks-math-v1:test with math500-v1)")
 
     def make(self):
-        """The configured task, with its environment replaced if ``env`` is set; refuses a
+        """The configured task, with its environment changed by ``env``/``env_kwargs`` (`Task.set_env`); refuses a
         training split that may share problems with a held-out one (`tasks.assert_disjoint`)."""
         import tasks
 
         task = tasks.make(self.id, **self.config)
-        if self.env:
-            task.env_id, task.env_kwargs = self.env, dict(self.env_kwargs)
+        task.set_env(self.env, self.env_kwargs)  # as rlvr eval's --env/--env-kwargs: a bad setting fails here
         if self.split not in task.splits:
             raise tasks.TaskError(f"task.split={self.split!r}: task {task.id} has no such split (its splits: {', '.join(task.splits)})")
         heldout = [(entry.split(":", 1)[0], entry.split(":", 1)[1] if ":" in entry else "test") for entry in self.heldout]
