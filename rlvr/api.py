@@ -364,7 +364,7 @@ def _eval_task(registry: Any, task: Any, config: dict[str, Any], split: str, env
         the_task.env_kwargs = {**the_task.env_kwargs, **env_kwargs}
     try:
         the_task.env  # noqa: B018 - build it now: a bad id or keyword argument is said before the model loads
-    except TypeError as e:
+    except (TypeError, ValueError) as e:  # an unknown keyword, or a value the environment refuses
         raise UserError(f"--env-kwargs: environment {the_task.env_id!r} does not accept {env_kwargs}: {e}") from None
     return the_task
 

@@ -60,6 +60,9 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
         check_engine_settings(cfg.rollout)
         reward_signal(cfg.verify.reward)
     check_task_ids(cfg)  # an unknown task id, refused with the closest registered ones (or: give the Python object again)
+    from rlvr.train.config_checks import check_config
+
+    check_config(cfg)  # the recipe's own refusals (device spelling, task.config values, group size, pairs file...)
     # torch and transformers load from here on: every check above is refused without them
     from rlvr.rollout.base import EngineError
     from rlvr.rollout.sync import WeightSyncError
