@@ -37,6 +37,8 @@ def make(id: str, **config) -> Task:
         if error is None:
             raise
         raise error from None
+    except TaskError:  # already says what is wrong
+        raise
     except ValueError as e:  # a task refusing a config value (max_digits=-1): the user's setting, said in one line
         if not config:
             raise
