@@ -14,16 +14,29 @@ from rlvr import UserError
 from rlvr.models.device_spec import parse_device_spec
 
 
-def check_run(cfg: Any) -> None:
-    """Every recipe: ``device`` is spelt as one (`rlvr.models.device_spec`), and the task takes
-    ``task.config`` (the task is built: a value it refuses, such as max_digits=-1, is said here)."""
+def check_run(cfg: Any, evaluates: bool = True) -> None:
+    """Every recipe: ``device`` is spelt as one (`rlvr.models.device_spec`); LoRA is not asked to
+    run under FSDP; the task is built with ``task.config`` (a value it refuses, such as
+    max_digits=-1, is said here) and has ``task.split`` for training and, when the run
+    ``evaluates``, ``eval.split``; ``task.env`` and the ``task.heldout`` tasks are registered."""
+    import envs
     import tasks
     from tasks import hubs
+    from rlvr.train.task_checks import check_splits
 
     parse_device_spec(cfg.device)
     _check_path_length("model.name_or_path", cfg.model.name_or_path)
-    if cfg.task.config and not hubs.is_hub_id(cfg.task.id):
-        tasks.make(cfg.task.id, **cfg.task.config)
+    if cfg.model.lora.enabled and cfg.distributed == "fsdp":
+        raise UserError("model.lora with distributed=fsdp is not supported (rlvr's FSDP checkpoints and engine syncs gather "
+                        "full weights; a frozen sharded base with adapters is untested): use distributed=ddp")
+    if cfg.task.env:
+        envs.ENVS.spec(cfg.task.env)  # an unknown id, refused with the closest registered ones
+    for entry in cfg.task.heldout:
+        heldout_id = entry.split(":", 1)[0]
+        if not hubs.is_hub_id(heldout_id):
+            tasks.TASKS.spec(heldout_id)
+    if not hubs.is_hub_id(cfg.task.id) and cfg.task.id in tasks.TASKS.registered_ids():
+        check_splits(tasks.make(cfg.task.id, **cfg.task.config), cfg, evaluates)
 
 
 def _check_path_length(key: str, value: str) -> None:
@@ -39,7 +52,7 @@ def _check_path_length(key: str, value: str) -> None:
 
 def check_algorithm_run(cfg: Any) -> None:
     """A recipe that runs ``algo``: a ``recipe`` the preset does not run, and evaluation on the training split."""
-    check_run(cfg)
+    check_run(cfg, evaluates=bool(cfg.eval.every or cfg.eval.at_start))
     algo = cfg.algo
     if cfg.recipe not in (None, algo.recipe):
         raise UserError(f"recipe={cfg.recipe} but algo.preset={algo.preset} runs the {algo.recipe} recipe; drop the recipe key")
