@@ -52,17 +52,9 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
     if args.show_config:
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return 0
-    from rlvr.rollout.engines import check_engine_settings
-    from rlvr.rollout.reward_signal import reward_signal
-    from rlvr.api import check_task_ids
+    from rlvr.api import check_before_loading
 
-    if isinstance(cfg, TrainConfig):  # an unknown engine or another engine's setting, before the model loads
-        check_engine_settings(cfg.rollout)
-        reward_signal(cfg.verify.reward)
-    check_task_ids(cfg)  # an unknown task id, refused with the closest registered ones (or: give the Python object again)
-    from rlvr.train.config_checks import check_config
-
-    check_config(cfg)  # the recipe's own refusals (device spelling, task.config values, group size, pairs file...)
+    check_before_loading(cfg)  # engine settings, reward, task ids, the recipe's own checks (group size, pairs file...)
     # torch and transformers load from here on: every check above is refused without them
     from rlvr.rollout.base import EngineError
     from rlvr.rollout.sync import WeightSyncError

@@ -21,8 +21,8 @@ def check_run(cfg: Any, evaluates: bool = True) -> None:
     ``evaluates``, ``eval.split``; ``task.env`` and the ``task.heldout`` tasks are registered."""
     import envs
     import tasks
-    from tasks import hubs
     from rlvr.train.task_checks import check_splits
+    from tasks import hubs
 
     parse_device_spec(cfg.device)
     _check_path_length("model.name_or_path", cfg.model.name_or_path)
@@ -36,7 +36,7 @@ def check_run(cfg: Any, evaluates: bool = True) -> None:
         if not hubs.is_hub_id(heldout_id):
             tasks.TASKS.spec(heldout_id)
     if not hubs.is_hub_id(cfg.task.id) and cfg.task.id in tasks.TASKS.registered_ids():
-        check_splits(tasks.make(cfg.task.id, **cfg.task.config), cfg, evaluates)
+        check_splits(cfg.task.make(), cfg, evaluates)  # make: the split exists and shares no data set with task.heldout
 
 
 def _check_path_length(key: str, value: str) -> None:
