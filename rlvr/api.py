@@ -217,7 +217,7 @@ def train(config: str | os.PathLike = "quickstart", overrides: Sequence[str] = (
     """
     with _inline(task, env) as named:
         cfg = load(config, [*overrides_of(settings, overrides), *named, *(["resume=true"] if resume else [])])
-        _check_before_loading(cfg)
+        check_before_loading(cfg)
         if getattr(getattr(cfg, "verify", None), "kind", None) == "process":
             _check_sendable(cfg.task.make().env)
         from rlvr.train.recipes import train as run
@@ -230,16 +230,20 @@ def train(config: str | os.PathLike = "quickstart", overrides: Sequence[str] = (
     return TrainRun(Path(result.run_dir), result.status, result.steps, result.final_model, last, history, cfg)
 
 
-def _check_before_loading(cfg: RunConfig) -> None:
-    """What the CLI refuses before torch loads: another engine's settings, an unknown reward or task."""
+def check_before_loading(cfg: RunConfig) -> None:
+    """Every refusal of a run config that needs no torch (`rlvr train` says them before importing it):
+    another engine's settings, an unknown reward or task, then the recipe's own checks
+    (`rlvr.train.config_checks`)."""
     from rlvr.rollout.engines import check_engine_settings
     from rlvr.rollout.reward_signal import reward_signal
     from rlvr.train.config import TrainConfig
+    from rlvr.train.config_checks import check_config
 
     if isinstance(cfg, TrainConfig):
         check_engine_settings(cfg.rollout)
         reward_signal(cfg.verify.reward)
-    check_task_ids(cfg)
+    check_task_ids(cfg)  # an unknown task id, refused with the closest registered ones (or: give the Python object again)
+    check_config(cfg)
 
 
 def _check_sendable(env: Any) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import math
 import types
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -118,13 +119,49 @@ def read_config(source: str | Path | dict[str, Any] | None) -> tuple[dict[str, A
     if isinstance(source, dict):
         return dict(source), "config"
     path = resolve_config_path(source)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory, not a config file (a run directory holds a config.yaml: resume it with --resume)")
     try:
-        loaded = yaml.safe_load(path.read_text())
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}): a config is a YAML text file") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read: {e.strerror or e}") from None
+    try:
+        loaded = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader that refuses repeated keys
+    except _RepeatedKey as e:
+        raise ConfigError(f"{path}: key {e.key!r} is given twice (line {e.line}); each key once") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read (a config is a few levels of mappings)") from None
+    if loaded is None and not text.strip():
+        raise ConfigError(f"{path}: the file is empty (a config maps keys to values; `rlvr train --show-config` lists them)")
     if loaded is not None and not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping of keys to values at the top level, got {type(loaded).__name__}")
     return loaded or {}, str(path)
+
+
+class _RepeatedKey(Exception):
+    def __init__(self, key: Any, line: int):
+        super().__init__(key, line)
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that gives a key twice (the safe loader keeps the last
+    silently, so a repeated key would hide the setting written first)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:  # the mapping's own keys: one merged in (<<) may be overridden on purpose
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node)
+            if key in seen:
+                raise _RepeatedKey(key, key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 def apply_overrides(cls: type, data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -192,7 +229,8 @@ def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
 def from_dict(cls: type[C], data: Any, *, where: str = "config", prefix: str = "") -> C:
     """Build dataclass ``cls`` from a mapping, rejecting unknown keys and mistyped values."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{where}: {prefix or 'top level'} must be a mapping, got {type(data).__name__} {data!r}")
+        what = f"'{prefix.rstrip('.')}'" if prefix else "the top level"
+        raise ConfigError(f"{where}: {what} must be a mapping, got {type(data).__name__} {data!r}")
     fields = {config_key(f): f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
     hints = get_type_hints(cls)
     unknown = [k for k in data if k not in fields]
@@ -251,13 +289,15 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: '{key}' must be a mapping, got {value!r}")
         return dict(value)
-    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if tp is float and isinstance(value, str):  # YAML reads 1e-4 (no dot) as a string
+    if tp is float and isinstance(value, (int, float, str)) and not isinstance(value, bool):
         try:
-            return float(value)
+            number = float(value)  # YAML reads 1e-4 (no dot) as a string
         except ValueError:
-            pass
+            number = None
+        if number is not None and not math.isfinite(number):  # a setting is a number; "no limit" is spelt None
+            raise ConfigError(f"{where}: '{key}' must be a finite number, got {value!r}")
+        if number is not None:
+            return number
     if tp in (int, str, bool) and isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
         return value
     if tp in (int, float, str, bool):

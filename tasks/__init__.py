@@ -37,6 +37,12 @@ def make(id: str, **config) -> Task:
         if error is None:
             raise
         raise error from None
+    except TaskError:  # already says what is wrong
+        raise
+    except ValueError as e:  # a task refusing a config value (max_digits=-1): the user's setting, said in one line
+        if not config:
+            raise
+        raise TaskError(f"task {id}: config {config} refused: {e}") from None
     if not isinstance(task, Task):
         raise RegistryError(f"task {id!r} built a {type(task).__name__}, not a tasks.Task")
     return task

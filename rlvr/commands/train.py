@@ -34,18 +34,13 @@ def check_recipe(cfg, config: str, only_recipe: str | None) -> None:
 
 def check_run(cfg, config: str, only_recipe: str | None = None) -> None:
     """Every check of a loaded run config that needs neither torch nor a model (`rlvr train`'s and
-    `rlvr sft`'s, and `rlvr.records`' check of a record's command): the recipe, the engine and its
-    settings, the reward, the task and environment ids and settings."""
-    from rlvr.api import check_task_ids
-    from rlvr.rollout.engines import check_engine_settings
-    from rlvr.rollout.reward_signal import reward_signal
-    from rlvr.train.config import TrainConfig
+    `rlvr sft`'s, and `rlvr.records`' check of a record's command): the recipe, then
+    `rlvr.api.check_before_loading` (the engine and its settings, the reward, the task and environment
+    ids and settings, the recipe's own checks)."""
+    from rlvr.api import check_before_loading
 
     check_recipe(cfg, config, only_recipe)
-    if isinstance(cfg, TrainConfig):  # an unknown engine or another engine's setting, before the model loads
-        check_engine_settings(cfg.rollout)
-        reward_signal(cfg.verify.reward)
-    check_task_ids(cfg)  # an unknown task id, refused with the closest registered ones (or: give the Python object again)
+    check_before_loading(cfg)
 
 
 def run_training(args: argparse.Namespace, command: str, only_recipe: str | None = None) -> int:

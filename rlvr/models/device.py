@@ -16,7 +16,6 @@ on a CPU (where half precisions are emulated and slower). Training precision is 
 from __future__ import annotations
 
 import json
-import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,7 @@ from typing import Any
 import torch
 
 from rlvr import UserError
-
-DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
+from rlvr.models.device_spec import parse_device_spec
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 BYTES_PER_DTYPE = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
                    "F8_E4M3": 1, "F8_E5M2": 1}
@@ -35,14 +33,12 @@ TRAINING_BYTES_PER_PARAMETER = 16
 
 def resolve_device(spec: str, what: str = "device") -> torch.device:
     """The device ``spec`` names (module docstring); `UserError` naming ``what`` when it cannot be used."""
-    text = str(spec).strip().lower()
+    match = parse_device_spec(spec, what)
+    text = match.group(0)
     if text == "auto":
         return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     if text == "cpu":
         return torch.device("cpu")
-    match = re.fullmatch(r"cuda(?::(\d+))?", text)
-    if match is None:
-        raise UserError(f"{what}={spec!r}: must be {DEVICE_CHOICES}")
     if not torch.cuda.is_available():
         build = "a CPU build of torch" if torch.version.cuda is None else f"torch built for CUDA {torch.version.cuda}, but no GPU is visible"
         raise UserError(f"{what}={spec}: CUDA is not available here ({build}): use {what}=cpu or {what}=auto")

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import torch
 
-from rlvr import UserError
 from rlvr.algos.advantages import ADVANTAGES, AdvantageInputs, lambda_returns
 from rlvr.algos.aggregation import Normalizer
 from rlvr.algos.kl import KL_ESTIMATORS
@@ -144,10 +143,7 @@ class PolicyGradient(AlgorithmRecipe):
 
     def _check_settings(self) -> None:
         super()._check_settings()
-        cfg, algo = self.cfg, self.algo
-        if cfg.rollout.group_size == 1 and algo.group_relative:
-            raise UserError(f"rollout.group_size=1 with the {algo.advantage.name} advantage: it compares completions of the same prompt, "
-                            "so with one completion per prompt every advantage is 0 and nothing is learned; use rollout.group_size >= 2")
+        cfg = self.cfg
         if self.algo.critic.enabled and self.algo.critic.warmup_steps >= cfg.update.steps > 0:
             warnings.warn(f"algo.critic.warmup_steps={self.algo.critic.warmup_steps} >= update.steps={cfg.update.steps}: the policy is never updated",
                           UserWarning, stacklevel=2)

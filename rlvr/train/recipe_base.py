@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
-from rlvr import UserError
 from rlvr.algos.config import AlgoConfig
 from rlvr.rollout.engines import preflight_engine
 from rlvr.rollout.groups import GroupSource, check_async
 from rlvr.rollout.verification_tally import VerificationTally
 from rlvr.train.config import TrainConfig
+from rlvr.train.config_checks import check_config
 from rlvr.train.harness import Harness
 from rlvr.train.task_checks import open_training_task, prompts_drawn
 from rlvr.train.trainable import TrainableModel
@@ -50,12 +50,8 @@ class AlgorithmRecipe:
     # -- setup ----------------------------------------------------------------------------------
 
     def _check_settings(self) -> None:
-        """Refuse a ``recipe`` the preset does not run, and evaluation on the training split."""
-        cfg, algo = self.cfg, self.algo
-        if cfg.recipe not in (None, algo.recipe):
-            raise UserError(f"recipe={cfg.recipe} but algo.preset={algo.preset} runs the {algo.recipe} recipe; drop the recipe key")
-        if cfg.eval.every and cfg.eval.split == cfg.task.split:
-            raise UserError(f"eval.split equals task.split ({cfg.task.split!r}): evaluation must use held-out data")
+        """The config's own refusals (`rlvr.train.config_checks`: `rlvr train` says them before torch loads)."""
+        check_config(self.cfg)
 
     def _open_task(self) -> Task:
         """The training task, checked before any model loads (`open_training_task`), and what the

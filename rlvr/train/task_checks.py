@@ -31,12 +31,7 @@ def open_training_task(cfg: RunConfig, *, evaluates: bool, prompts_needed: int, 
     ``say``: prints a warning on the main process.
     """
     task = cfg.task.make()  # refuses a training split the task lacks
-    splits = ", ".join(task.splits)
-    if cfg.task.split in task.heldout_splits:
-        raise UserError(f"task.split={cfg.task.split!r} is a held-out split of {task.id}: train on a training split "
-                        f"(its held-out splits: {', '.join(task.heldout_splits)})")
-    if evaluates and cfg.eval.split not in task.splits:
-        raise UserError(f"eval.split={cfg.eval.split!r}: task {task.id} has no such split (its splits: {splits}); {_NO_VALIDATION_ADVICE}")
+    check_splits(task, cfg, evaluates)
     if evaluates and cfg.eval.split == "test":
         say("warning: eval.split=test: choosing a checkpoint or a setting by these numbers selects the model on the test split, "
             "and its test score then overstates; evaluate on a validation split while training")
@@ -44,6 +39,17 @@ def open_training_task(cfg: RunConfig, *, evaluates: bool, prompts_needed: int, 
     if cfg.task.leakage != "off":
         _check_leakage(task, cfg, prompts_needed, say)
     return task
+
+
+def check_splits(task: Task, cfg: RunConfig, evaluates: bool) -> None:
+    """``task.split`` is a training split of ``task`` and, when the run ``evaluates``, ``eval.split`` exists."""
+    if cfg.task.split not in task.splits:
+        raise TaskError(f"task.split={cfg.task.split!r}: task {task.id} has no such split (its splits: {', '.join(task.splits)})")
+    if cfg.task.split in task.heldout_splits:
+        raise UserError(f"task.split={cfg.task.split!r} is a held-out split of {task.id}: train on a training split "
+                        f"(its held-out splits: {', '.join(task.heldout_splits)})")
+    if evaluates and cfg.eval.split not in task.splits:
+        raise UserError(f"eval.split={cfg.eval.split!r}: task {task.id} has no such split (its splits: {', '.join(task.splits)}); {_NO_VALIDATION_ADVICE}")
 
 
 def _warn_if_repeated(task: Task, split: str, prompts_needed: int, say: Callable[[str], None]) -> None:

@@ -64,6 +64,26 @@ def test_help_and_listings_import_no_torch(argv, tmp_path):
     (["train", "no_such_config"], "neither a file nor a built-in config"),
     (["sft", "sft_quickstart", "steps=-1"], "'steps' must be >= 0"),
     (["sft", "quickstart"], "configures the policy_gradient recipe, not sft"),
+    # refused by the recipe's own checks (rlvr.train.config_checks), said before torch as well
+    (["train", "quickstart", "device=tpu"], "device='tpu': must be auto, cpu, cuda or cuda:N"),
+    (["sft", "sft_quickstart", "device=tpu"], "device='tpu': must be auto, cpu, cuda or cuda:N"),
+    (["train", "quickstart", "algo.preset=dpo"], "algo.preset=dpo trains on a pairs file: set pairs.path=FILE"),
+    (["train", "quickstart", "algo.preset=online_dpo", "pairs.path=p.jsonl"], "pairs.path is set but algo.preset=online_dpo"),
+    (["train", "quickstart", "rollout.group_size=1"], "rollout.group_size=1 with the grpo advantage"),
+    (["train", "quickstart", "recipe=preference"], "recipe=preference but algo.preset=grpo runs the policy_gradient recipe"),
+    (["train", "quickstart", "eval.every=5", "eval.split=train"], "eval.split equals task.split ('train')"),
+    (["train", "quickstart", "task.config={max_digits: -1}"], "task arithmetic-v1: config {'max_digits': -1} refused: arithmetic: need"),
+    (["train", "quickstart", "task.split=nosuch"], "task.split='nosuch': task arithmetic-v1 has no such split"),
+    (["train", "quickstart", "task.split=test"], "task.split='test' is a held-out split of arithmetic-v1"),
+    (["train", "quickstart", "eval.every=5", "eval.split=nosuch"], "eval.split='nosuch': task arithmetic-v1 has no such split"),
+    (["sft", "sft_quickstart", "eval.split=nosuch"], "eval.split='nosuch': task arithmetic-v1 has no such split"),
+    (["train", "quickstart", "task.env=nosuch-v1"], "unknown environment 'nosuch-v1'"),
+    (["train", "quickstart", "task.heldout=[nosuch-v1]"], "unknown task 'nosuch-v1'"),
+    (["train", "quickstart", "distributed=fsdp", "model.lora.r=8"], "model.lora with distributed=fsdp is not supported"),
+    (["train", "quickstart", "model.name_or_path=" + "x" * 100_000], "model.name_or_path: a name of 100000 characters"),
+    (["train", "quickstart", "optim.lr=inf"], "command-line override optim.lr=inf: 'optim.lr' must be a finite number"),
+    (["train", "quickstart", "optim.lr=.nan"], "'optim.lr' must be a finite number"),
+    (["train", "quickstart", "task=arithmetic-v1"], "command-line override task=arithmetic-v1: 'task' must be a mapping, got str"),
 ])
 def test_a_bad_training_config_is_refused_before_torch_is_imported(argv, message, tmp_path):
     out = run_probe(argv, tmp_path)
@@ -78,6 +98,8 @@ def test_a_bad_training_config_is_refused_before_torch_is_imported(argv, message
     (["--task", "nope-v1"], "unknown task 'nope-v1'"),
     (["--task-config", "{max_digit: 2}"], "unknown config key(s) ['max_digit']; known: ['direct_frac', 'max_digits'"),
     (["--task", "gsm8k-v1", "--task-config", "{foo: 1}"], "task gsm8k-v1: unknown config key(s) ['foo']; known: none"),
+    (["--task-config", "{max_digits: -1}"], "task arithmetic-v1: config {'max_digits': -1} refused: arithmetic: need"),
+    (["--env-kwargs", "{extraction: lenientt}"], "--env-kwargs: environment 'math-v1' does not accept {'extraction': 'lenientt'}: extraction must be one of"),
 ])
 def test_a_bad_eval_option_is_refused_before_torch_is_imported(argv, message, tmp_path):
     base = {"--model": "no/such-model", "--task": "arithmetic-v1"}
@@ -86,6 +108,37 @@ def test_a_bad_eval_option_is_refused_before_torch_is_imported(argv, message, tm
     assert out["code"] == 2 and message in out["stderr"], out["stderr"]
     assert len(out["stderr"].strip().splitlines()) == 1, out["stderr"]
     assert out["heavy"] == [], f"rlvr eval {' '.join(argv)} imported {out['heavy']} before refusing the option"
+
+
+# config files that cannot be read as a config: each refused in one line naming the file, before torch
+BAD_FILES = {
+    "binary.yaml": (b"name: \xff\xfe\n", "binary.yaml: not UTF-8 text (byte 6)"),
+    "deep.yaml": (b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "deep.yaml: nested too deeply to read"),
+    "empty.yaml": (b"", "empty.yaml: the file is empty"),
+    "repeated.yaml": (b"name: a\noptim: {lr: 1.0e-4}\nname: b\n", "repeated.yaml: key 'name' is given twice (line 3)"),
+    "nested-repeat.yaml": (b"optim:\n  lr: 1.0e-4\n  lr: 1.0e-3\n", "nested-repeat.yaml: key 'lr' is given twice (line 3)"),
+    "adir": (None, "adir is a directory, not a config file"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FILES))
+def test_a_config_file_that_cannot_be_read_is_refused_before_torch_is_imported(name, tmp_path):
+    content, message = BAD_FILES[name]
+    if content is None:
+        (tmp_path / name).mkdir()
+    else:
+        (tmp_path / name).write_bytes(content)
+    out = run_probe(["train", name], tmp_path)
+    assert out["code"] == 2 and message in out["stderr"], out["stderr"]
+    assert len(out["stderr"].strip().splitlines()) == 1, out["stderr"]
+    assert out["heavy"] == [], f"rlvr train {name} imported {out['heavy']} before refusing the file"
+
+
+def test_a_merge_key_may_be_overridden_without_counting_as_a_repeated_key(tmp_path):
+    from rlvr.config import read_config
+
+    (tmp_path / "merge.yaml").write_text("base: &b {lr: 1.0}\noptim:\n  <<: *b\n  lr: 2.0\n")
+    assert read_config(tmp_path / "merge.yaml")[0]["optim"] == {"lr": 2.0}
 
 
 def test_every_subcommands_help_imports_no_torch(tmp_path):

@@ -33,6 +33,7 @@ from rlvr.rollout.groups import GroupSource
 from rlvr.rollout.sampling import SamplingReport
 from rlvr.rollout.tensors import sample_rows
 from rlvr.rollout.text import encode_prompt
+from rlvr.train.config_checks import check_online_source, check_pairs_source
 from rlvr.train.harness import Harness
 from rlvr.train.pairs import MAX_BAD_FRACTION, PairsFile, group_pairs, read_pairs
 from rlvr.train.preference.batches import LabelledBatch, PairBatch, sequence_logps
@@ -195,13 +196,7 @@ class OfflinePairSource:
 
     @staticmethod
     def check(cfg: PreferenceTrainConfig) -> None:
-        if cfg.rollout.async_.max_staleness:
-            raise UserError(f"rollout.async.max_staleness={cfg.rollout.async_.max_staleness} with algo.preset={cfg.algo.preset}: "
-                            "offline pairs (algo.preference.source=pairs) are fixed data, not samples of the policy, so there is "
-                            "nothing to generate asynchronously; drop rollout.async.max_staleness, or use algo.preset=online_dpo")
-        if not cfg.pairs.path:
-            raise UserError(f"algo.preset={cfg.algo.preset} trains on a pairs file: set pairs.path=FILE "
-                            "(build one with `rlvr pairs build --model M --task T --out pairs.jsonl`), or use algo.preset=online_dpo")
+        check_pairs_source(cfg)
 
     def __init__(self, cfg: PreferenceTrainConfig, harness: Harness):
         self.cfg, self.harness = cfg, harness
@@ -289,9 +284,7 @@ class OnlineSource:
 
     @staticmethod
     def check(cfg: PreferenceTrainConfig) -> None:
-        if cfg.pairs.path:
-            raise UserError(f"pairs.path is set but algo.preset={cfg.algo.preset} samples its examples online "
-                            "(algo.preference.source=online); use algo.preset=dpo to train on a pairs file")
+        check_online_source(cfg)
 
     def __init__(self, cfg: PreferenceTrainConfig, harness: Harness):
         self.cfg, self.harness = cfg, harness
