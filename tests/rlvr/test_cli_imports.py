@@ -99,7 +99,7 @@ def test_a_bad_training_config_is_refused_before_torch_is_imported(argv, message
     (["--task-config", "{max_digit: 2}"], "unknown config key(s) ['max_digit']; known: ['direct_frac', 'max_digits'"),
     (["--task", "gsm8k-v1", "--task-config", "{foo: 1}"], "task gsm8k-v1: unknown config key(s) ['foo']; known: none"),
     (["--task-config", "{max_digits: -1}"], "task arithmetic-v1: config {'max_digits': -1} refused: arithmetic: need"),
-    (["--env-kwargs", "{extraction: lenientt}"], "--env-kwargs: environment 'math-v1' does not accept {'extraction': 'lenientt'}: extraction must be one of"),
+    (["--env-kwargs", "{extraction: lenientt}"], "--env-kwargs: environment 'math-v1' refused its settings: extraction must be one of"),
 ])
 def test_a_bad_eval_option_is_refused_before_torch_is_imported(argv, message, tmp_path):
     base = {"--model": "no/such-model", "--task": "arithmetic-v1"}
