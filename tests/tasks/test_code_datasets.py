@@ -8,7 +8,6 @@ import sys
 import pytest
 
 import envs
-import sandboxes
 import tasks
 from tasks.code_datasets import MBPP_SPLITS, code_suite, mbpp_entry_point
 from tasks.leakage import check_leakage
@@ -27,22 +26,9 @@ def return_none(problem) -> str:
     return f"def {problem.reference['entry_point']}(*args, **kwargs):\n    return None\n"
 
 
-AT_ONCE_OPTION = {"local": "workers", "process": "concurrency"}
-"""The option that sets how many sandbox jobs run at once, by backend: six rather than one per core, as a job spends
-much of its time starting processes and waiting on them (500 MBPP references through the tester: 21 s with two
-workers, 15.5 s with six, on a loaded 2-core machine)."""
-
-
 def failures(task, problems, solutions, should_pass: bool) -> list[str]:
-    name = sandboxes.default_backend().name  # the backend the environment would choose
-    at_once = {"backend": name, "backend_options": {AT_ONCE_OPTION[name]: 6}} if name in AT_ONCE_OPTION else {}
     # a generous wall limit: this checks verdicts, not speed (a few references take seconds on a busy machine)
-    env = envs.make(task.env_id, wall_s=60.0, **at_once)
-    try:
-        verdicts = env.verify_many(problems, solutions)
-    finally:
-        if at_once:
-            env.backend.close()
+    verdicts = envs.make(task.env_id, wall_s=60.0).verify_many(problems, solutions)
     return [f"{p.id}: {v.status.value} {v.info.get('error') or v.info.get('tests', [])[:2]}" for p, v in zip(problems, verdicts)
             if v.passed != should_pass or v.status.value != "ok"]
 
