@@ -153,16 +153,11 @@ def add(a, b):
 """
 
 
-# Jobs at once: the tricks that run to the wall limit (sleeping, freezing the tester) then wait side by side
-# instead of holding the backend's default one worker (or container) per core for a wall limit each.
-AT_ONCE = {"local": {"workers": 6}, "process": {"concurrency": 6}, "docker": {"containers": 6}}
-
-
 @pytest.fixture(scope="module", params=["local", "process", "docker"])
 def backend(request):
-    options = dict(AT_ONCE[request.param])
+    options = {}
     if request.param == "docker":  # a real engine started for the tests
-        options.update({k: v for k, v in request.getfixturevalue("docker_options").items() if k != "guard"})
+        options = {k: v for k, v in request.getfixturevalue("docker_options").items() if k != "guard"}
     else:
         avail = sandboxes.backend_spec(request.param).probe()
         if not avail.ok:
