@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Time the main test lane and write its record (``records/test-suite.json``, `rlvr.records`).
 
-Runs the lane as CI does (``scripts/test.sh --ignore=tests/rlvr/test_smoke.py``: two test processes,
-the costliest files first) and records its wall time, the tests passed, skipped and failed, and
+Runs the lane as CI does (``scripts/test.sh --ignore=tests/rlvr/test_smoke.py``: one test process more than
+the cores, the costliest files first) and records its wall time, the tests passed, skipped and failed, and
 the slowest file's seconds; it refreshes ``tests/file_costs.json`` (the order the files start in) from
 the same run. With ``--coverage`` the lane runs under pytest-cov (slower: time it without) and the
 record is ``test-coverage``: line coverage of rlvr/, envs/, tasks/ and sandboxes/, each and together.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Set up the environment (idempotent) and run the test suite. Extra arguments go to pytest,
 # e.g. scripts/test.sh -m "not slow" or scripts/test.sh tests/envs. Tests run in RLVR_TEST_WORKERS
-# processes (pytest-xdist, default 2: one per core, each test file kept on one worker so its
-# module fixtures are built once, the costliest files first: tests/conftest.py); RLVR_TEST_WORKERS=0 runs
-# them in this process.
+# processes (pytest-xdist, default one more than the cores: about a third of the tests' time is spent
+# waiting — sandbox wall limits, servers starting — and the extra process fills it; each test file kept
+# on one worker so its module fixtures are built once, the costliest files first: tests/conftest.py);
+# RLVR_TEST_WORKERS=0 runs them in this process.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/scripts/setup_env.sh"
@@ -13,7 +14,7 @@ export RLVR_DATA_DIR=${RLVR_DATA_DIR:-$ROOT/../shared/data}
 # One torch thread per process: on 2 cores, two threads are much slower when anything else runs.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-workers=${RLVR_TEST_WORKERS:-2}
+workers=${RLVR_TEST_WORKERS:-$(( $(nproc) + 1 ))}
 parallel=()
 [ "$workers" = 0 ] || parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 echo "[test] running pytest ${parallel[*]} $*"
