@@ -7,6 +7,12 @@
 # RLVR_TEST_WORKERS=0 runs them in this process.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# (nproc without the OpenMP variables, which it would obey: OMP_NUM_THREADS=1 is usual here)
+workers=${RLVR_TEST_WORKERS:-$(( $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) + 1 ))}
+if ! [[ $workers =~ ^[0-9]+$ ]]; then
+  echo "error: RLVR_TEST_WORKERS must be a whole number of test processes (0 runs them in this process), got '$workers'" >&2
+  exit 2
+fi
 "$ROOT/scripts/setup_env.sh"
 VENV=${RLVR_VENV:-$ROOT/.venv}
 cd "$ROOT"
@@ -14,7 +20,6 @@ export RLVR_DATA_DIR=${RLVR_DATA_DIR:-$ROOT/../shared/data}
 # One torch thread per process: on 2 cores, two threads are much slower when anything else runs.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-workers=${RLVR_TEST_WORKERS:-$(( $(nproc) + 1 ))}
 parallel=()
 [ "$workers" = 0 ] || parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 echo "[test] running pytest ${parallel[*]} $*"

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Run CI (``.ci/run``) on a clean clone of this checkout's commit and write its record (``records/ci.json``).
+
+The clone starts bare, as CI's does: it installs every environment and builds the SFT bases itself.
+The record holds the whole run's minutes and each lane's, as ``.ci/run`` prints them
+(``[ci] lane main: 15 min 2 s``); the run's log is kept in ``runs/ci-record.log``. Nothing is
+recorded when a lane fails. Takes about half an hour on 2 cores; run it on a quiet machine.
+
+    python3 scripts/record_ci.py
+    python3 scripts/record_ci.py --keep     # keep the clone (its runs/ holds every lane's logs)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+LANE = re.compile(r"^\[ci\] lane (?P<name>[\w-]+): (?P<min>\d+) min (?P<s>\d+) s$", re.M)
+
+
+def lane_minutes(log: str) -> dict[str, float]:
+    """{"main_min": 15.03, ...}: each lane's minutes from ``.ci/run``'s ``[ci] lane NAME: M min S s`` lines."""
+    return {f"{m['name'].replace('-', '_')}_min": int(m["min"]) + int(m["s"]) / 60 for m in LANE.finditer(log)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--keep", action="store_true", help="keep the clone and print where it is")
+    ap.add_argument("--note", default="", help="what else ran on the machine, where it was not quiet")
+    args = ap.parse_args()
+    from rlvr.records import commit, write_record
+
+    at = commit()
+    if at[1]:
+        print("note: uncommitted changes are not in the clone; the record names the commit that ran", file=sys.stderr)
+    clone = Path(tempfile.mkdtemp(prefix="rlvr-ci-"))
+    log_path = ROOT / "runs" / "ci-record.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone / "rlvr")], check=True)
+        # the data CI reads beside its checkout (../shared/data) is this checkout's, wherever the clone is
+        env = {**os.environ, "RLVR_DATA_DIR": os.environ.get("RLVR_DATA_DIR", str(ROOT.parent / "shared" / "data"))}
+        print(f"running .ci/run in {clone / 'rlvr'} (about half an hour); log: {log_path}", flush=True)
+        t0 = time.perf_counter()
+        with log_path.open("w") as log:
+            rc = subprocess.run(["bash", ".ci/run"], cwd=clone / "rlvr", env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        wall = time.perf_counter() - t0
+    finally:
+        if args.keep:
+            print(f"kept the clone: {clone / 'rlvr'}")
+        else:
+            shutil.rmtree(clone, ignore_errors=True)
+    text = log_path.read_text()
+    print(text[-3000:])
+    lanes = lane_minutes(text)
+    if rc != 0 or "main_min" not in lanes:
+        print(f".ci/run exited {rc}: nothing recorded (log: {log_path})", file=sys.stderr)
+        return 1
+    figures = {"ci_min": wall / 60, **lanes}
+    path = write_record("ci", "python3 scripts/record_ci.py", figures, note=args.note, at=at)
+    print("\n".join(f"{k}: {v:.1f}" for k, v in figures.items()))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
