@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import math
 import os
 import platform
 import re
@@ -75,7 +76,7 @@ class Record:
         bad = {k: v for k, v in data["figures"].items() if not _is_number(v)}
         if bad:
             key, value = next(iter(bad.items()))
-            raise ValueError(f"{path}: field 'figures': {key!r} must be a number, got {value!r}")
+            raise ValueError(f"{path}: field 'figures': {key!r} must be a finite number, got {value!r}")
         record = cls(**data)
         if record.name != Path(path).stem:
             raise ValueError(f"{path}: its name is {record.name!r}, not its file's {Path(path).stem!r}")
@@ -83,7 +84,7 @@ class Record:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _is_date(value: Any) -> bool:
@@ -140,9 +141,9 @@ def write_record(name: str, command: str, figures: dict[str, float], note: str =
     measurement runs does not make it look measured on uncommitted code."""
     if not re.fullmatch(r"[\w-]+", name):
         raise ValueError(f"record name {name!r}: letters, digits, '_' and '-' only")
-    bad = {k: v for k, v in figures.items() if not isinstance(v, (int, float)) or isinstance(v, bool) or not re.fullmatch(r"[\w-]+", k)}
+    bad = {k: v for k, v in figures.items() if not _is_number(v) or not re.fullmatch(r"[\w-]+", k)}
     if bad:
-        raise ValueError(f"record {name}: figures must be numbers named by [A-Za-z0-9_-], got {bad}")
+        raise ValueError(f"record {name}: figures must be finite numbers named by [A-Za-z0-9_-], got {bad}")
     head, dirty = at or commit()
     record = {"name": name, "command": command, "commit": head, "dirty": dirty, "date": dt.date.today().isoformat(),
               "machine": machine(), "figures": {k: float(v) for k, v in figures.items()}, "note": note}

@@ -16,6 +16,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -44,16 +45,33 @@ def main() -> int:
         print("note: uncommitted changes are not in the clone; the record names the commit that ran", file=sys.stderr)
     clone = Path(tempfile.mkdtemp(prefix="rlvr-ci-"))
     log_path = ROOT / "runs" / "ci-record.log"
+    running_log = log_path.with_suffix(".running.log")  # the last finished run's log stays until this one ends
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    proc = None
+
+    def stop(signum, frame):  # a kill (a CI cancel, `timeout`) ends the run and cleans up as Ctrl-C does
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone / "rlvr")], check=True)
         # the data CI reads beside its checkout (../shared/data) is this checkout's, wherever the clone is
         env = {**os.environ, "RLVR_DATA_DIR": os.environ.get("RLVR_DATA_DIR", str(ROOT.parent / "shared" / "data"))}
-        print(f"running .ci/run in {clone / 'rlvr'} (about half an hour); log: {log_path}", flush=True)
+        print(f"running .ci/run in {clone / 'rlvr'} (about half an hour); log: {running_log}", flush=True)
         t0 = time.perf_counter()
-        with log_path.open("w") as log:
-            rc = subprocess.run(["bash", ".ci/run"], cwd=clone / "rlvr", env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        with running_log.open("w") as log:
+            # its own process group, so that stopping this script stops every process of the run
+            proc = subprocess.Popen(["bash", ".ci/run"], cwd=clone / "rlvr", env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            rc = proc.wait()
         wall = time.perf_counter() - t0
+        running_log.replace(log_path)
+    except KeyboardInterrupt:
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        print(f"interrupted: nothing recorded (the run's log so far: {running_log})", file=sys.stderr)
+        return 130
     finally:
         if args.keep:
             print(f"kept the clone: {clone / 'rlvr'}")

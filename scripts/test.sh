@@ -9,8 +9,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # (nproc without the OpenMP variables, which it would obey: OMP_NUM_THREADS=1 is usual here)
 workers=${RLVR_TEST_WORKERS:-$(( $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) + 1 ))}
-if ! [[ $workers =~ ^[0-9]+$ ]]; then
-  echo "error: RLVR_TEST_WORKERS must be a whole number of test processes (0 runs them in this process), got '$workers'" >&2
+if ! [[ $workers =~ ^[0-9]{1,3}$ ]] || (( 10#$workers > 256 )); then
+  echo "error: RLVR_TEST_WORKERS must be a whole number of test processes from 0 (run them in this process) to 256, got '$workers'" >&2
   exit 2
 fi
 "$ROOT/scripts/setup_env.sh"

@@ -115,7 +115,9 @@ def test_a_command_that_parses_and_names_explained_placeholders_passes():
 @pytest.mark.parametrize("change, said", [
     ({"date": "yesterday"}, "field 'date' must be a date as YYYY-MM-DD, got 'yesterday'"),
     ({"commit": "zzzz"}, "field 'commit' must be a git commit (7 to 40 hex digits) or 'unknown', got 'zzzz'"),
-    ({"figures": {"acc": "0.5"}}, "field 'figures': 'acc' must be a number, got '0.5'"),
+    ({"figures": {"acc": "0.5"}}, "field 'figures': 'acc' must be a finite number, got '0.5'"),
+    ({"figures": {"acc": float("nan")}}, "field 'figures': 'acc' must be a finite number, got nan"),
+    ({"figures": {"acc": float("-inf")}}, "field 'figures': 'acc' must be a finite number, got -inf"),
     ({"dirty": "no"}, "field 'dirty' must be true or false"),
     ({"extra": 1}, "unknown field(s) extra"),
     ({"command": None}, "field 'command' must be the measuring command"),

@@ -22,7 +22,7 @@ def test_one_test_process_more_than_the_cores_even_with_one_openmp_thread():
 
 
 def test_a_bad_worker_count_is_one_line_naming_the_variable():
-    for bad in ("abc", "-1", "2x", " "):
+    for bad in ("abc", "-1", "2x", " ", "257", "99999999999999999999"):
         proc = _run({"RLVR_TEST_WORKERS": bad}, "tests/test_record_scripts.py")
         assert proc.returncode == 2 and proc.stderr.startswith("error: RLVR_TEST_WORKERS must be a whole number"), (bad, proc.stderr)
         assert proc.stderr.count("\n") == 1 and "[test] running" not in proc.stdout
