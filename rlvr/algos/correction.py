@@ -159,9 +159,38 @@ def truncation_keep(logits: Tensor, top_p: float = 1.0, top_k: int = 0) -> Tenso
             keep = logits >= kth
         if top_p < 1:
             probs = torch.softmax(logits.masked_fill(~keep, -math.inf), dim=-1)
-            sorted_p, order = probs.sort(dim=-1, descending=True)
-            above = sorted_p.cumsum(-1) - sorted_p  # mass ranked strictly above each token
-            keep &= torch.zeros_like(keep).scatter(-1, order, above < top_p)
+            keep &= nucleus_keep(probs.reshape(-1, vocab), top_p).view_as(keep)
+    return keep
+
+
+NUCLEUS_FIRST_K = 64
+"""How many of the most likely tokens `nucleus_keep` ranks first (x4 for the rows they do not cover)."""
+NUCLEUS_MARGIN = 1e-4
+"""Mass by which the ranked tokens must exceed ``top_p`` before the rest are left unranked: far above
+float32 rounding of the cumulative sum, so the kept set is the one a full sort gives."""
+
+
+def nucleus_keep(probs: Tensor, top_p: float) -> Tensor:
+    """Bool ``[N, V]``: for each row of ``probs`` ``[N, V]``, the tokens whose mass ranked strictly
+    above them is < ``top_p``, as a full descending sort gives them (ties at the boundary are
+    ranked arbitrarily, as by the sort). Ranks only the most likely ``NUCLEUS_FIRST_K`` tokens of a
+    row, then 4x more for the rows those do not cover: a real vocabulary's full sort at every
+    decoding step was a fifth of a sampled rollout on the CPU (SmolLM2's 49,152 tokens: 190 ms vs
+    3 ms for 64 rows)."""
+    n, vocab = probs.shape
+    keep = torch.zeros_like(probs, dtype=torch.bool)
+    rows = torch.arange(n, device=probs.device)
+    k = NUCLEUS_FIRST_K
+    while rows.numel():
+        part = probs.index_select(0, rows)
+        ranked_all = 4 * k >= vocab
+        sorted_p, order = part.sort(dim=-1, descending=True) if ranked_all else part.topk(k, dim=-1)
+        mass = sorted_p.cumsum(-1)
+        above = mass - sorted_p  # mass ranked strictly above each token (prefixes equal the full sort's)
+        covered = torch.ones_like(rows, dtype=torch.bool) if ranked_all else mass[:, -1] >= top_p + NUCLEUS_MARGIN
+        done = rows[covered]
+        keep[done] = torch.zeros_like(part[covered], dtype=torch.bool).scatter_(-1, order[covered], above[covered] < top_p)
+        rows, k = rows[~covered], 4 * k
     return keep
 
 

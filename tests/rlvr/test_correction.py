@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from rlvr.algos.correction import CORRECTIONS, log_ratio, truncated_logprobs
+from rlvr.algos.correction import CORRECTIONS, log_ratio, nucleus_keep, truncated_logprobs, truncation_keep
 
 L = math.log
 # two sequences of three tokens; the second has two real tokens. rho = pi_trainer / pi_rollout.
@@ -145,6 +145,34 @@ def test_truncated_logprobs_are_differentiable_and_batched():
     expected = torch.log_softmax(logits / 0.7, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     assert torch.allclose(full, expected, atol=1e-6)
     assert (out >= full - 1e-6).all()  # renormalising over fewer tokens never lowers a kept token's log-prob
+
+
+def sorted_nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """The definition, by a full descending sort of every row."""
+    sorted_p, order = probs.sort(dim=-1, descending=True)
+    return torch.zeros_like(probs, dtype=torch.bool).scatter(-1, order, (sorted_p.cumsum(-1) - sorted_p) < top_p)
+
+
+@pytest.mark.parametrize("vocab", [5, 300, 49_152])
+@pytest.mark.parametrize("top_p", [1e-6, 0.5, 0.9, 0.95, 0.999, 1 - 1e-7])
+def test_the_nucleus_ranks_a_few_tokens_and_keeps_what_a_full_sort_keeps(vocab, top_p):
+    g = torch.Generator().manual_seed(vocab)
+    # rows from peaked (the nucleus is a few tokens) to flat (it needs most of the vocabulary), one with a
+    # huge logit (one token holds nearly all the mass) and one all equal but for a few
+    spread = torch.tensor([0.1, 1.0, 3.0, 6.0, 12.0]).repeat_interleave(3).unsqueeze(-1)
+    logits = torch.randn(len(spread), vocab, generator=g) * spread
+    logits = torch.cat([logits, torch.zeros(2, vocab)])
+    logits[-2, 0] = 40.0
+    logits[-1, :3] = 0.5
+    probs = torch.softmax(logits, -1)
+    kept = nucleus_keep(probs, top_p)
+    assert torch.equal(kept, sorted_nucleus(probs, top_p))
+    assert kept.any(-1).all()  # never an empty set
+    # as the sampler and the trainer call it, on [B, T, V] logits with a top-k before it
+    batched = logits[:15].view(3, 5, vocab)
+    keep = truncation_keep(batched, top_p, top_k=min(vocab - 1, 40))
+    masked = torch.softmax(batched.masked_fill(batched < batched.topk(min(vocab - 1, 40), -1).values[..., -1:], -math.inf), -1)
+    assert torch.equal(keep, sorted_nucleus(masked.view(15, vocab), top_p).view(3, 5, vocab) & (masked > 0))
 
 
 def test_an_uncorrected_mismatch_is_warned_naming_the_correction():
