@@ -170,6 +170,25 @@ def test_eval_of_the_builtin_name_runs_end_to_end(cache, smollm2_cache, tmp_path
 
 
 @needs_smollm2
+def test_the_sampler_benchmark_draws_the_same_tokens_with_the_ranked_nucleus_as_with_the_full_sort(cache, smollm2_cache, capsys, monkeypatch):
+    """scripts/bench_sampler.py on the real vocabulary (49,152 tokens), small; a nucleus that keeps the wrong
+    tokens is caught (exit 1, "NO")."""
+    spec = importlib.util.spec_from_file_location("bench_sampler", REPO / "scripts" / "bench_sampler.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    small = ["--prompts", "2", "--n", "2", "--max-new-tokens", "12", "--repeats", "1"]
+    assert bench.main(small) == 0
+    out = capsys.readouterr().out
+    assert "| full sort of the vocabulary |" in out and "| ranked (nucleus_keep) |" in out and "the same tokens: yes (4 rows)" in out
+
+    from rlvr.algos import correction
+
+    monkeypatch.setattr(correction, "nucleus_keep", lambda probs, top_p: probs >= probs.amax(-1, keepdim=True))  # greedy: wrong
+    assert bench.main(small) == 1
+    assert "the same tokens: NO" in capsys.readouterr().out
+
+
+@needs_smollm2
 def test_lenient_credit_for_a_cut_completion_needs_a_marked_answer(cache, smollm2_cache, tmp_path, capsys):
     """Cut at 12 tokens, the real model's '58 * 5 = 290' (validation's 9th problem) is reasoning still
     going, not an answer: lenient extraction credits a cut completion only for an answer it marked
@@ -369,7 +388,7 @@ def test_the_data_folder_is_found_beside_a_checkout_without_environment_variable
 @pytest.mark.slow
 def test_grpo_improves_the_real_model_within_a_small_budget(cache, smollm2_cache, tmp_path, capsys):
     """`rlvr train smollm2_arithmetic` at a small budget (8 steps of 16 prompts x 4, lr 1.5e-5 after 2 steps
-    of warm-up, one thread, about 3 minutes): held-out greedy accuracy on validation's first 50 problems
+    of warm-up, one thread, about 2.5 minutes): held-out greedy accuracy on validation's first 50 problems
     rises and the share of completions without an answer falls (seeds 0, 1, 2: 0.18 -> 0.50, 0.26, 0.28;
     no answer 0.16 -> 0.08, 0.06, 0.14). Bigger steps (lr 2e-5 or more without
     warm-up) or fewer new tokens made some seeds answer at once, without working, and fall. The built-in
