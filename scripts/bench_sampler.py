@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Sampled decoding on a real vocabulary with top-p, the nucleus found two ways in the same process:
-by sorting every row's whole vocabulary at every token (the definition, and rlvr's code before
-2026-11-29) and by `rlvr.algos.correction.nucleus_keep` (ranks the 64 most likely tokens, more only
-for the rows they do not cover).
+by sorting every row's whole vocabulary at every token (`rlvr.algos.correction.sorted_nucleus`: the
+definition, what captured and compiled steps use, and what every decoder did before 2026-11-29) and by
+`nucleus_keep` (ranks the 64 most likely tokens, more only for the rows they do not cover: the kv
+decoder and the trainer's log-probs).
 
 Both decode the same chat prompts (arithmetic-v1 validation problems) with rlvr's kv decoder, the same
 model, precision, batch, threads and sampling key, in alternating order, ``--repeats`` times; the
@@ -19,14 +20,6 @@ import argparse
 import statistics
 import sys
 import time
-
-
-def sorted_nucleus(probs, top_p: float):
-    """The kept set by a full descending sort of every row (the definition)."""
-    import torch
-
-    sorted_p, order = probs.sort(dim=-1, descending=True)
-    return torch.zeros_like(probs, dtype=torch.bool).scatter(-1, order, (sorted_p.cumsum(-1) - sorted_p) < top_p)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     prompts = [tok(text, add_special_tokens=False)["input_ids"] for text in texts for _ in range(args.n)]
     eos = [t for t in {tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")} if isinstance(t, int) and t >= 0]
     ranked_keep = correction.nucleus_keep
-    ways = {"sort": sorted_nucleus, "ranked": ranked_keep}
+    ways = {"sort": correction.sorted_nucleus, "ranked": ranked_keep}
 
     def run(way: str) -> tuple[float, list[list[int]], int]:
         correction.nucleus_keep = ways[way]

@@ -142,11 +142,16 @@ def masked_is(trainer_logp: Tensor, rollout_logp: Tensor, mask: Tensor, level: L
     return Correction(weights, new_mask, stats)
 
 
-def truncation_keep(logits: Tensor, top_p: float = 1.0, top_k: int = 0) -> Tensor | None:
+def truncation_keep(logits: Tensor, top_p: float = 1.0, top_k: int = 0, ranked: bool = False) -> Tensor | None:
     """Bool ``[..., V]``: the tokens a top-k/top-p sampler may draw from tempered ``logits``
     ``[..., V]``, or None when neither truncates. Keeps the ``top_k`` largest logits (ties kept;
     0 = off), then the smallest set of most likely tokens whose mass reaches ``top_p`` (a token is
-    kept when the mass ranked strictly above it is < top_p; 1.0 = off), as vLLM and Hugging Face do."""
+    kept when the mass ranked strictly above it is < top_p; 1.0 = off), as vLLM and Hugging Face do.
+
+    ``ranked`` finds the top-p set by ranking a few tokens (`nucleus_keep`: much faster on a real
+    vocabulary, but its work depends on the values, with host synchronisation), for eager callers;
+    the default sorts the whole vocabulary (`sorted_nucleus`), the same set with fixed work, as a
+    captured CUDA graph or a compiled step needs."""
     if top_k < 0 or not 0 < top_p <= 1:
         raise ValueError(f"need top_k >= 0 and 0 < top_p <= 1, got top_k={top_k}, top_p={top_p}")
     vocab = logits.shape[-1]
@@ -159,7 +164,7 @@ def truncation_keep(logits: Tensor, top_p: float = 1.0, top_k: int = 0) -> Tenso
             keep = logits >= kth
         if top_p < 1:
             probs = torch.softmax(logits.masked_fill(~keep, -math.inf), dim=-1)
-            keep &= nucleus_keep(probs.reshape(-1, vocab), top_p).view_as(keep)
+            keep &= (nucleus_keep if ranked else sorted_nucleus)(probs.reshape(-1, vocab), top_p).view_as(keep)
     return keep
 
 
@@ -170,13 +175,22 @@ NUCLEUS_MARGIN = 1e-4
 float32 rounding of the cumulative sum, so the kept set is the one a full sort gives."""
 
 
+def sorted_nucleus(probs: Tensor, top_p: float) -> Tensor:
+    """Bool ``[N, V]``: the top-p set of each row of ``probs`` ``[N, V]`` by a full descending sort (the
+    definition; fixed work, no host synchronisation)."""
+    sorted_p, order = probs.sort(dim=-1, descending=True)
+    above = sorted_p.cumsum(-1) - sorted_p  # mass ranked strictly above each token
+    return torch.zeros_like(probs, dtype=torch.bool).scatter(-1, order, above < top_p)
+
+
 def nucleus_keep(probs: Tensor, top_p: float) -> Tensor:
     """Bool ``[N, V]``: for each row of ``probs`` ``[N, V]``, the tokens whose mass ranked strictly
     above them is < ``top_p``, as a full descending sort gives them (ties at the boundary are
     ranked arbitrarily, as by the sort). Ranks only the most likely ``NUCLEUS_FIRST_K`` tokens of a
     row, then 4x more for the rows those do not cover: a real vocabulary's full sort at every
     decoding step was a fifth of a sampled rollout on the CPU (SmolLM2's 49,152 tokens: 190 ms vs
-    3 ms for 64 rows)."""
+    3 ms for 64 rows). How much it ranks depends on the values, with host synchronisation: eager
+    callers only (`truncation_keep`'s ``ranked``)."""
     n, vocab = probs.shape
     keep = torch.zeros_like(probs, dtype=torch.bool)
     rows = torch.arange(n, device=probs.device)
@@ -206,7 +220,7 @@ def truncated_logprobs(logits: Tensor, targets: Tensor, temperature: float = 1.0
     logits = logits.float()
     if temperature not in (0, 1):
         logits = logits / temperature
-    keep = truncation_keep(logits, top_p, top_k)
+    keep = truncation_keep(logits, top_p, top_k, ranked=True)  # the trainer's forward is eager
     if keep is not None:
         keep.scatter_(-1, targets.unsqueeze(-1), True)
         logits = logits.masked_fill(~keep, -math.inf)

@@ -109,7 +109,7 @@ def _cut(z: Tensor, top_p: float, top_k: int) -> Tensor:
     from rlvr.algos.correction import truncation_keep
 
     with torch.no_grad():
-        return z.masked_fill(~truncation_keep(z, top_p, top_k), math.inf).amin(-1)
+        return z.masked_fill(~truncation_keep(z, top_p, top_k, ranked=True), math.inf).amin(-1)  # eager: ranked
 
 
 def _kept(z: Tensor, targets: Tensor, cut: Tensor) -> Tensor:

@@ -170,9 +170,10 @@ def test_the_nucleus_ranks_a_few_tokens_and_keeps_what_a_full_sort_keeps(vocab, 
     assert kept.any(-1).all()  # never an empty set
     # as the sampler and the trainer call it, on [B, T, V] logits with a top-k before it
     batched = logits[:15].view(3, 5, vocab)
-    keep = truncation_keep(batched, top_p, top_k=min(vocab - 1, 40))
     masked = torch.softmax(batched.masked_fill(batched < batched.topk(min(vocab - 1, 40), -1).values[..., -1:], -math.inf), -1)
-    assert torch.equal(keep, sorted_nucleus(masked.view(15, vocab), top_p).view(3, 5, vocab) & (masked > 0))
+    for ranked in (False, True):  # sorted (fixed work: captured and compiled steps) and ranked (eager loops)
+        keep = truncation_keep(batched, top_p, top_k=min(vocab - 1, 40), ranked=ranked)
+        assert torch.equal(keep, sorted_nucleus(masked.view(15, vocab), top_p).view(3, 5, vocab) & (masked > 0))
 
 
 def test_an_uncorrected_mismatch_is_warned_naming_the_correction():

@@ -134,7 +134,8 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
         faults.reached("generate")
         if not greedy and t % UNIFORM_BLOCK == 0:  # a block of positions at once: one op per token, not ~25
             uniforms = counter_uniforms(key, all_rows, torch.arange(t, min(t + UNIFORM_BLOCK, max_new_tokens), device=device).unsqueeze(0))
-        token, logp = sample_next(logits, temperature, top_p, top_k, greedy, None if greedy else uniforms[active, t % UNIFORM_BLOCK])
+        token, logp = sample_next(logits, temperature, top_p, top_k, greedy, None if greedy else uniforms[active, t % UNIFORM_BLOCK],
+                                  ranked=True)  # an eager loop: the nucleus ranked, not sorted
         tokens[active, t] = token
         logprobs[active, t] = logp
         steps = t + 1
