@@ -3,7 +3,8 @@
 
 Runs the lane as CI does (``scripts/test.sh --ignore=tests/rlvr/test_smoke.py``: one test process more than
 the cores, the costliest files first) and records its wall time, the tests passed, skipped and failed, and
-the slowest file's seconds; it refreshes ``tests/file_costs.json`` (the order the files start in) from
+the slowest file's seconds, and the CPU-seconds of every process it ran (``cpu_s``; over the cores,
+``cpu_floor_min``: the lane's time were nothing ever waited); it refreshes ``tests/file_costs.json`` (the order the files start in) from
 the same run. With ``--coverage`` the lane runs under pytest-cov (slower: time it without) and the
 record is ``test-coverage``: line coverage of rlvr/, envs/, tasks/ and sandboxes/, each and together.
 The SFT bases are the caller's, as in CI (``RLVR_TEST_SFT_BASE``, ``RLVR_TEST_CODE_SFT_BASE``): the
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -63,9 +65,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         costs, cov_json = Path(tmp) / "costs.json", Path(tmp) / "coverage.json"
         cmd = LANE + ([f"--cov={p}" for p in PACKAGES] + ["--cov-report=", f"--cov-report=json:{cov_json}"] if args.coverage else [])
-        t0 = time.perf_counter()
+        t0, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "RLVR_TEST_COSTS": str(costs)}, capture_output=True, text=True)
-        wall = time.perf_counter() - t0
+        wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+        # CPU of every process the lane ran and waited for (test processes, trainers, servers, sandboxed programs)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         summary = (proc.stdout.strip().splitlines() or [""])[-1]
         print(proc.stdout[-3000:], proc.stderr[-2000:], sep="\n")
         counts = outcome_counts(summary)
@@ -78,8 +82,10 @@ def main() -> int:
             name, command = "test-coverage", "python3 scripts/record_suite.py --coverage"
         else:
             (ROOT / "tests" / "file_costs.json").write_text(json.dumps(file_costs, indent=1) + "\n")
+            cores = len(os.sched_getaffinity(0))
             figures = {"main_lane_s": wall, "main_lane_min": wall / 60, **{k: v for k, v in counts.items() if k != "errors"},
-                       "slowest_file_s": max(file_costs.values()), "test_seconds_total": sum(file_costs.values())}
+                       "slowest_file_s": max(file_costs.values()), "test_seconds_total": sum(file_costs.values()),
+                       "cpu_s": cpu, "cpu_percent": 100.0 * cpu / wall, "cpu_floor_min": cpu / cores / 60}
             name, command = "test-suite", "python3 scripts/record_suite.py"
     path = write_record(name, command, figures, note=args.note, at=at)
     print(json.dumps(figures, indent=1))
