@@ -192,6 +192,8 @@ def nucleus_keep(probs: Tensor, top_p: float) -> Tensor:
     3 ms for 64 rows). How much it ranks depends on the values, with host synchronisation: eager
     callers only (`truncation_keep`'s ``ranked``)."""
     n, vocab = probs.shape
+    if top_p + NUCLEUS_MARGIN >= 1:  # no ranked prefix can be known to cover it: sort at once
+        return sorted_nucleus(probs, top_p)
     keep = torch.zeros_like(probs, dtype=torch.bool)
     rows = torch.arange(n, device=probs.device)
     k = NUCLEUS_FIRST_K
