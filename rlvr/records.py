@@ -39,6 +39,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "records"
 MARKER = re.compile(r"<!--\s*record:\s*(?P<name>[\w.-]+)\.(?P<key>[\w-]+)\s*-->")
+ANY_MARKER = re.compile(r"<!--\s*records?\b[^>]*-->", re.I)
+"""Anything that looks meant as a marker (``<!-- record test-suite.cpu_s -->``, ``<!-- Record: ... -->``): one that
+`MARKER` does not read is refused, not ignored, lest its figure go unchecked."""
 NUMBER = re.compile(r"(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)\s*(?P<unit>%|×|x|s|ms|min)?\**\s*$")
 
 
@@ -168,6 +171,10 @@ def agrees(written: str, value: float) -> bool:
 def check_page(text: str, records: dict[str, Record], where: str) -> list[str]:
     """A line for each marker on a page that names no record or figure, or whose number disagrees."""
     problems = []
+    for m in ANY_MARKER.finditer(text):
+        if not MARKER.fullmatch(m.group(0)):
+            problems.append(f"{where}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r} is not a record marker: "
+                            "write <!-- record: NAME.FIGURE -->")
     for m in MARKER.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
         name, key = m.group("name"), m.group("key")

@@ -23,7 +23,7 @@ import time
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     p.add_argument("--model", default="smollm2-135m-instruct", help="a model folder, .gguf file or built-in name")
     p.add_argument("--prompts", type=int, default=16, help="distinct prompts (arithmetic-v1 validation problems)")
     p.add_argument("--n", type=int, default=4, help="samples per prompt")
@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if not 0 < args.top_p < 1:
         p.error("--top-p must be in (0, 1): 1 truncates nothing, so there is nothing to compare")
+    if not 0 < args.temperature < float("inf"):
+        p.error("--temperature must be > 0 (and finite)")
 
     import torch
 
@@ -47,11 +49,19 @@ def main(argv: list[str] | None = None) -> int:
     from rlvr.models.loading import load_model
     from rlvr.rollout.decoding.kv import decode
 
+    from rlvr import UserError
+
     torch.set_num_threads(args.threads)
-    model, tok = load_model(args.model)
+    task = tasks.make("arithmetic-v1")
+    if args.prompts > task.size("validation"):
+        p.error(f"--prompts {args.prompts}: arithmetic-v1's validation split has {task.size('validation')} problems")
+    try:
+        model, tok = load_model(args.model)
+    except UserError as e:
+        p.error(f"--model {args.model}: {e}")
     model.eval()
     vocab = model.get_output_embeddings().weight.shape[0]
-    problems = tasks.make("arithmetic-v1").problems("validation")[: args.prompts]
+    problems = task.problems("validation", limit=args.prompts)
     chats = [q.prompt if isinstance(q.prompt, list) else [{"role": "user", "content": q.prompt}] for q in problems]
     texts = [tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False) for chat in chats]
     prompts = [tok(text, add_special_tokens=False)["input_ids"] for text in texts for _ in range(args.n)]

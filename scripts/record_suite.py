@@ -55,7 +55,7 @@ def coverage_figures(report: dict) -> dict[str, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)  # --cov is not --coverage
     ap.add_argument("--coverage", action="store_true", help="run under pytest-cov and record line coverage (test-coverage)")
     ap.add_argument("--note", default="", help="what else ran on the machine, where it was not quiet")
     args = ap.parse_args()

@@ -72,6 +72,14 @@ def test_a_page_edited_to_disagree_with_its_record_fails():
     assert not check_page(text, records, page.name)
 
 
+@pytest.mark.parametrize("marker", ["<!-- record test-suite.cpu_s -->", "<!-- Record: test-suite.cpu_s -->",
+                                    "<!--records: test-suite.cpu_s-->", "<!-- record: test-suite -->"])
+def test_a_mistyped_marker_is_refused_not_ignored(marker):
+    records = load_all()
+    problems = check_page(f"Some text.\n\nIt took 9,999{marker} CPU-seconds.\n", records, "page.md")
+    assert problems == [f"page.md:3: {marker!r} is not a record marker: write <!-- record: NAME.FIGURE -->"], problems
+
+
 def test_figures_agree_at_the_precision_the_page_writes():
     assert agrees("0.392", 0.3921) and agrees("0.39", 0.3949) and not agrees("0.39", 0.3961)
     assert agrees("1,948", 1948.0) and agrees("37.4", 37.36) and not agrees("37.4", 37.2)

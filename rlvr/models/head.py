@@ -113,8 +113,9 @@ def _cut(z: Tensor, top_p: float, top_k: int) -> Tensor:
 
 
 def _kept(z: Tensor, targets: Tensor, cut: Tensor) -> Tensor:
-    """Bool ``[n, V]``: the logits at or above each position's ``cut``, and each target (it was drawn)."""
-    return (z >= cut[:, None]).scatter_(-1, targets[:, None], True)
+    """Bool ``[n, V]``: the logits at or above each position's ``cut``, and each target (it was drawn);
+    every logit where the cut is NaN (a NaN logit: the NaN then reaches the log-prob, as untruncated)."""
+    return ((z >= cut[:, None]) | cut.isnan()[:, None]).scatter_(-1, targets[:, None], True)
 
 
 def _truncated_grad(z: Tensor, targets: Tensor, lse: Tensor, lse_kept: Tensor, ent: Tensor, g_logp: Tensor, g_ent: Tensor | None,

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from rlvr.algos.correction import CORRECTIONS, log_ratio, nucleus_keep, truncated_logprobs, truncation_keep
+from rlvr.algos.correction import sorted_nucleus as sorted_nucleus_of_rlvr
 
 L = math.log
 # two sequences of three tokens; the second has two real tokens. rho = pi_trainer / pi_rollout.
@@ -174,6 +175,19 @@ def test_the_nucleus_ranks_a_few_tokens_and_keeps_what_a_full_sort_keeps(vocab, 
     for ranked in (False, True):  # sorted (fixed work: captured and compiled steps) and ranked (eager loops)
         keep = truncation_keep(batched, top_p, top_k=min(vocab - 1, 40), ranked=ranked)
         assert torch.equal(keep, sorted_nucleus(masked.view(15, vocab), top_p).view(3, 5, vocab) & (masked > 0))
+
+
+def test_the_nucleus_refuses_a_top_p_outside_0_1_and_a_nan_row_keeps_everything():
+    probs = torch.softmax(torch.randn(2, 500), -1)
+    for bad in (0.0, -0.1, 1.5, float("nan")):
+        for way in (nucleus_keep, sorted_nucleus_of_rlvr):
+            with pytest.raises(ValueError, match="need 0 < top_p <= 1"):
+                way(probs, bad)
+    logits = torch.randn(3, 500)
+    logits[1, 7] = float("nan")
+    for ranked in (False, True):
+        keep = truncation_keep(logits, 0.9, ranked=ranked)
+        assert keep[1].all() and 0 < keep[0].sum() < 500  # the NaN row is left whole (its NaN then reaches the log-probs)
 
 
 def test_an_uncorrected_mismatch_is_warned_naming_the_correction():

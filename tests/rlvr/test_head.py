@@ -66,6 +66,26 @@ def test_truncated_log_probs_match_the_plain_truncation_with_gradients(top_p, to
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("top_p, top_k", [(1.0, 0), (0.9, 0), (1.0, 5)])
+def test_a_nan_logit_reaches_the_log_prob_with_or_without_truncation(top_p, top_k):
+    """A diverged model's NaN is not hidden: truncating it used to leave only the forced target, whose
+    log-prob came out 0 (probability 1) on both the plain and the chunked path."""
+    from rlvr.algos.correction import truncated_logprobs
+
+    torch.manual_seed(3)
+    hidden, weight = torch.randn(6, 8), torch.randn(300, 8)
+    hidden[2, 0] = float("nan")  # row 2: every logit NaN; row 4: one
+    targets = torch.randint(0, 300, (6,))
+    z = hidden @ weight.T
+    z[4, (int(targets[4]) + 1) % 300] = float("nan")
+    plain = truncated_logprobs(z, targets, 1.0, top_p, top_k)
+    weight_nan = weight.clone()
+    chunked, _ = HeadLogprobs.apply(hidden, weight_nan, targets, 1.0, 4, False, False, top_p, top_k)
+    assert plain[2].isnan() and chunked[2].isnan() and plain[4].isnan()
+    finite = [0, 1, 3, 5]
+    assert torch.isfinite(plain[finite]).all() and torch.isfinite(chunked[finite]).all()
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     path = build_tiny_model(TinyModelConfig(hidden_size=32, layers=2, heads=2, intermediate_size=64), tmp_path_factory.mktemp("t"))
