@@ -174,7 +174,7 @@ def truncation_keep(logits: Tensor, top_p: float = 1.0, top_k: int = 0, ranked: 
 
 NUCLEUS_RANKS = (64, 256)
 """How many of each row's most likely tokens `nucleus_keep` ranks, in turn, before it sorts the rows
-they leave uncovered. On SmolLM2's vocabulary, 64 rows, one thread: 25-36x faster than the sort where
+they leave uncovered. On SmolLM2's vocabulary, 64 rows, one thread: ~36x faster than the sort where
 the nucleus is a few dozen tokens, 1.5x where it is ~300, 6% slower where it is thousands (flat rows,
 a high temperature: the ranking is wasted before the sort); (64, 1024) was 7x at ~300 but 13% slower there."""
 NUCLEUS_MARGIN = 1e-4
