@@ -34,7 +34,7 @@ def lane_minutes(log: str) -> dict[str, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)  # --cov is not --coverage
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)  # no guessing at a mistyped option
     ap.add_argument("--keep", action="store_true", help="keep the clone and print where it is")
     ap.add_argument("--note", default="", help="what else ran on the machine, where it was not quiet")
     args = ap.parse_args()
