@@ -270,8 +270,7 @@ class ProcessEngine(RolloutEngine):
         if choice is not None and self.choice is None:
             from rlvr.rollout.decoding import DecoderChoice
 
-            self.choice = DecoderChoice(choice["name"], choice.get("device", ""), dict(choice.get("tokens_per_s", {})),
-                                        dict(choice.get("rejected", {})), tuple(choice.get("shape", (0, 0, 0))), choice.get("seconds", 0.0))
+            self.choice = DecoderChoice.from_dict(choice)
         return completions
 
     def score(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> list[list[float]]:

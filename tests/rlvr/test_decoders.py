@@ -304,7 +304,11 @@ def test_auto_on_a_cpu_is_kv_whatever_the_load(trained):
     model, tok = trained
     auto = HFGenerateEngine(model, tok, decode="auto")
     auto.generate(PROMPTS, 2, SamplingParams(max_new_tokens=4, seed=5))
-    assert auto.decoder_name == "kv" and set(auto.choice.tokens_per_s) == {"kv"} and choice_module.CANDIDATES["cpu"] == ("kv",)
+    assert auto.decoder_name == "kv" and choice_module.CANDIDATES["cpu"] == ("kv",)
+    # one candidate: probed and taken, not timed (a prefill of the first batch spent on a number)
+    assert not auto.choice.timed and auto.choice.tokens_per_s == {} and auto.choice.usable == ["kv"]
+    assert auto.choice.summary() == "decoder: kv on cpu (the only candidate there: not timed)"
+    assert choice_module.DecoderChoice.from_dict(auto.choice.as_dict()) == auto.choice  # a checkpoint or a worker's answer restores it
 
 
 def test_auto_measures_the_candidates_chooses_one_and_samples_what_the_chosen_decoder_samples(trained, monkeypatch):

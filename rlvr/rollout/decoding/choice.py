@@ -6,7 +6,9 @@ synchronisation, and the static decoder replayed as a CUDA graph wins. Rather th
 measures: at its first generation, each candidate for the model's device that passes its probe
 (`rlvr.rollout.decoding.probe.probe_decoder`) decodes the first batch's prompts for a few tokens
 (after an untimed warm-up that captures or compiles what it needs), and the fastest is used from then
-on. rlvr's own decoders (kv, static, cuda_graph, compiled) draw with one counter-based sampler
+on. Where the device has one candidate (a CPU: kv) there is nothing to choose: it is probed, not
+timed (timing it would cost a prefill of the first batch, about 11 s for a 135M model on one CPU
+core, to print a number). rlvr's own decoders (kv, static, cuda_graph, compiled) draw with one counter-based sampler
 (`rlvr.rollout.decoding.sampler`): they sample the same tokens from the same logits, so the fastest
 of them is taken, whatever the machine's load made it. Hugging Face's ``generate`` samples a
 different random stream, so it is chosen only when it is at least `MARGIN` times faster than the
@@ -62,6 +64,7 @@ class DecoderChoice:
         rejected: Decoders that could not run here, with the reason (their probe's).
         shape: ``(rows, prompt tokens of the longest prompt, tokens decoded)`` of the measurement.
         seconds: What probing and measuring took.
+        timed: False where the device had one candidate: probed and taken, not timed.
     """
 
     name: str
@@ -70,10 +73,24 @@ class DecoderChoice:
     rejected: dict[str, str] = field(default_factory=dict)
     shape: tuple[int, int, int] = (0, 0, 0)
     seconds: float = 0.0
+    timed: bool = True
+
+    @classmethod
+    def from_dict(cls, saved: dict) -> "DecoderChoice":
+        """The choice `as_dict` wrote (a checkpoint, a rollout worker's answer)."""
+        return cls(saved["name"], saved.get("device", ""), dict(saved.get("tokens_per_s", {})), dict(saved.get("rejected", {})),
+                   tuple(saved.get("shape", (0, 0, 0))), saved.get("seconds", 0.0), saved.get("timed", True))
+
+    @property
+    def usable(self) -> list[str]:
+        """The candidates whose probe passed."""
+        return list(self.tokens_per_s) if self.timed else [self.name]
 
     def summary(self) -> str:
         measured = ", ".join(f"{n} {v:,.0f}" for n, v in sorted(self.tokens_per_s.items(), key=lambda kv: -kv[1]))
         rows, width, tokens = self.shape
+        if not self.timed:
+            return f"decoder: {self.name} on {self.device} (the only candidate there: not timed)"
         text = f"decoder: {self.name} on {self.device} (tokens/s over {rows} rows x {tokens} tokens after prompts of up to {width}: {measured})"
         if self.rejected:
             text += "; not usable here: " + "; ".join(f"{n} ({why})" for n, why in self.rejected.items())
@@ -81,7 +98,7 @@ class DecoderChoice:
 
     def as_dict(self) -> dict:
         return {"name": self.name, "device": self.device, "tokens_per_s": dict(self.tokens_per_s), "rejected": dict(self.rejected),
-                "shape": list(self.shape), "seconds": self.seconds}
+                "shape": list(self.shape), "seconds": self.seconds, "timed": self.timed}
 
 
 def _synchronize(device: torch.device) -> None:
@@ -106,7 +123,7 @@ def measure(decoder: Decoder, model: torch.nn.Module, request: DecodeRequest) ->
 def choose_decoder(get: Callable[[str], Decoder], model: torch.nn.Module, request: DecodeRequest,
                    candidates: tuple[str, ...] | None = None) -> DecoderChoice:
     """Probe and time each candidate for ``model``'s device on ``request``'s prompts (decoding
-    `MEASURE_TOKENS` tokens) and choose (module docstring). ``get(name)`` is the engine's instance
+    `MEASURE_TOKENS` tokens) and choose (module docstring); a sole candidate is probed only. ``get(name)`` is the engine's instance
     of a decoder. The random state is left as it was."""
     started = time.perf_counter()
     device = model_device(model)
@@ -121,7 +138,9 @@ def choose_decoder(get: Callable[[str], Decoder], model: torch.nn.Module, reques
         for name in names:
             decoder = get(name)
             problem = probe_decoder(decoder, model)
-            if problem is None:
+            if problem is None and len(names) == 1:
+                choice.name, choice.timed = name, False
+            elif problem is None:
                 try:
                     choice.tokens_per_s[name] = measure(decoder, model, timed)
                 except Exception as e:  # noqa: BLE001 - a decoder that fails here is not chosen

@@ -96,8 +96,7 @@ class HFGenerateEngine(RolloutEngine):
         """Decode with the decoder a run measured and chose before it was checkpointed (``auto``), so
         that a resumed run samples as the uninterrupted one would (it is probed again before use)."""
         if self.decode == AUTO and self.choice is None:
-            self.choice = DecoderChoice(saved["name"], saved.get("device", ""), dict(saved.get("tokens_per_s", {})),
-                                        dict(saved.get("rejected", {})), tuple(saved.get("shape", (0, 0, 0))))
+            self.choice = DecoderChoice.from_dict(saved)
 
     def describe(self) -> dict:
         """The device (`rlvr.models.device.describe_device`), the weights' dtype, the attention
@@ -174,7 +173,7 @@ class HFGenerateEngine(RolloutEngine):
         if name == AUTO:
             if self.choice is None:
                 self.choice = choose_decoder(self.decoder, self.model, request)
-                self._probed.update({n: None for n in self.choice.tokens_per_s} | dict(self.choice.rejected))
+                self._probed.update({n: None for n in self.choice.usable} | dict(self.choice.rejected))
             name = self.choice.name
         if name in OWN_DECODERS_PROBED and name not in self._probed:
             problem = probe_decoder(self.decoder(name), self.model)
