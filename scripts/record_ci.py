@@ -3,7 +3,8 @@
 
 The clone starts bare, as CI's does: it installs every environment and builds the SFT bases itself.
 The record holds the whole run's minutes and each lane's, as ``.ci/run`` prints them
-(``[ci] lane main: 15 min 2 s``); the run's log is kept in ``runs/ci-record.log``. Nothing is
+(``[ci] lane main: 15 min 2 s``), and the CPU-seconds of every process the run waited for (``cpu_s``;
+``cpu_percent`` of one core: near 100 x the cores, CI is bound by its CPU work, not by waiting); the run's log is kept in ``runs/ci-record.log``. Nothing is
 recorded when a lane fails. Takes about half an hour on 2 cores; run it on a quiet machine.
 
     python3 scripts/record_ci.py
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -58,13 +60,14 @@ def main() -> int:
         # the data CI reads beside its checkout (../shared/data) is this checkout's, wherever the clone is
         env = {**os.environ, "RLVR_DATA_DIR": os.environ.get("RLVR_DATA_DIR", str(ROOT.parent / "shared" / "data"))}
         print(f"running .ci/run in {clone / 'rlvr'} (about half an hour); log: {running_log}", flush=True)
-        t0 = time.perf_counter()
+        t0, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         with running_log.open("w") as log:
             # its own process group, so that stopping this script stops every process of the run
             proc = subprocess.Popen(["bash", ".ci/run"], cwd=clone / "rlvr", env=env, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             rc = proc.wait()
-        wall = time.perf_counter() - t0
+        wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         running_log.replace(log_path)
     except KeyboardInterrupt:
         if proc is not None and proc.poll() is None:
@@ -83,7 +86,7 @@ def main() -> int:
     if rc != 0 or "main_min" not in lanes:
         print(f".ci/run exited {rc}: nothing recorded (log: {log_path})", file=sys.stderr)
         return 1
-    figures = {"ci_min": wall / 60, **lanes}
+    figures = {"ci_min": wall / 60, **lanes, "cpu_s": cpu, "cpu_percent": 100.0 * cpu / wall}
     path = write_record("ci", "python3 scripts/record_ci.py", figures, note=args.note, at=at)
     print("\n".join(f"{k}: {v:.1f}" for k, v in figures.items()))
     print(f"wrote {path}")
