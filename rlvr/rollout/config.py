@@ -57,8 +57,8 @@ class HFEngineConfig:
     """Settings of the Hugging Face engine (`rollout.hf.*`), read when rollout.engine is hf."""
 
     decode: Literal["auto", "kv", "static", "cuda_graph", "compiled", "generate", "continuous"] = help_field(
-        "auto", "Decoder (rlvr.rollout.decoding): auto (the fastest for the device, measured on the run's first prompts: "
-                "kv on a CPU, cuda_graph on a GPU unless another is 15% faster; the choice is logged), kv (rlvr's compacting loop: "
+        "auto", "Decoder (rlvr.rollout.decoding): auto (on a GPU the fastest, measured on the run's first prompts: "
+                "cuda_graph unless another is 15% faster; on a CPU kv, probed, not timed; the choice is logged), kv (rlvr's compacting loop: "
                 "finished rows leave the batch; fast on a CPU), static (fixed shapes, bookkeeping on the device, the host every "
                 "sync_every tokens), cuda_graph (static with its step replayed as a CUDA graph; CUDA only), compiled (static "
                 "through torch.compile: long start-up), generate (Hugging Face generate) or continuous (transformers' "

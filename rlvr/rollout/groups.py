@@ -596,11 +596,25 @@ class GroupSource:
         if self.asynchronous is not None:
             self.asynchronous.load_state_dict(saved_async)
             self.probe = self.asynchronous.probe  # the probe the saved batches' versions were scored with
-            self.saved_decoder_choice = state.get("decoder_choice")
+            self.saved_decoder_choice = self._saved_decoder_choice(state)
         elif saved_async is not None:  # another rank than 0 of an asynchronous run: the probe its collectives score
             self.probe = saved_async.get("probe")
-        elif state.get("decoder_choice") and hasattr(self.engine, "restore_choice"):
-            self.engine.restore_choice(state["decoder_choice"])
+        elif (saved := self._saved_decoder_choice(state)) and hasattr(self.engine, "restore_choice"):
+            self.engine.restore_choice(saved)
+
+    def _saved_decoder_choice(self, state: dict[str, Any]) -> dict | None:
+        """The decoder choice the checkpoint kept, checked here (not in a worker process) where
+        ``rollout.hf.decode=auto`` will use it: a damaged one is refused in one line."""
+        saved = state.get("decoder_choice")
+        if saved and self.cfg.rollout.hf.decode == "auto":
+            from rlvr.rollout.decoding import DecoderChoice
+
+            try:
+                DecoderChoice.from_dict(saved)
+            except ValueError as e:
+                raise UserError(f"this checkpoint's rollout state is damaged: {e}; resume with rollout.hf.decode=kv (or name "
+                                "another decoder) to choose the decoder afresh") from None
+        return saved
 
     def close(self) -> None:
         if self._prefetch is not None:

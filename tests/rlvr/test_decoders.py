@@ -311,6 +311,52 @@ def test_auto_on_a_cpu_is_kv_whatever_the_load(trained):
     assert choice_module.DecoderChoice.from_dict(auto.choice.as_dict()) == auto.choice  # a checkpoint or a worker's answer restores it
 
 
+@pytest.mark.parametrize("edit,field", [
+    ({"name": "fast"}, "name"), ({"name": 5}, "name"), ({"device": ""}, "device"), ({"tokens_per_s": "fast"}, "tokens_per_s"),
+    ({"tokens_per_s": {"kv": "fast"}}, "tokens_per_s"), ({"tokens_per_s": {"kv": float("nan")}}, "tokens_per_s"),
+    ({"rejected": None}, "rejected"), ({"shape": 5}, "shape"), ({"shape": [1, 2]}, "shape"), ({"seconds": "x"}, "seconds"),
+    ({"timed": "no"}, "timed"), ({"restored": 1}, "restored"),
+])
+def test_a_damaged_saved_choice_is_refused_naming_its_field(edit, field):
+    good = choice_module.DecoderChoice("kv", "cpu", timed=False, shape=(8, 12, 16)).as_dict()
+    assert choice_module.DecoderChoice.from_dict(good).as_dict() == good
+    with pytest.raises(ValueError, match=rf"^decoder_choice\.{field} is .{{1,60}}, not ") as e:
+        choice_module.DecoderChoice.from_dict(good | edit)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="^decoder_choice is list, not a mapping$"):
+        choice_module.DecoderChoice.from_dict(["kv"])
+
+
+def test_a_sole_candidate_that_fails_its_probe_leaves_generate_and_claims_no_measurement():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rlvr.rollout.decoding import DECODERS
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(num_hidden_layers=1, hidden_size=32, intermediate_size=64, num_attention_heads=2,
+                                         num_key_value_heads=2, vocab_size=6))  # too small a vocabulary for kv's probe
+    decoders: dict = {}
+    choice = choice_module.choose_decoder(lambda n: decoders.setdefault(n, DECODERS.get(n)()), model,
+                                          DecodeRequest([[1, 2, 3], [4, 5]], 8, (), 0))
+    assert (choice.name, choice.timed, choice.tokens_per_s, choice.usable) == ("generate", False, {}, [])
+    assert choice.summary() == "decoder: generate on cpu; not usable here: kv (vocab_size 6 is too small to probe)"
+
+
+def test_a_restored_choice_is_used_on_its_own_device_type_only(trained):
+    """A GPU run resumed on a CPU chooses afresh (kv) instead of asking for the GPU's decoder and falling back to generate."""
+    model, tok = trained
+    cuda = choice_module.DecoderChoice("cuda_graph", "cuda", {"cuda_graph": 9000.0, "kv": 3000.0}, shape=(256, 160, 16))
+    engine = HFGenerateEngine(model, tok, decode="auto")
+    engine.restore_choice(cuda.as_dict())
+    engine.generate(PROMPTS, 2, SamplingParams(max_new_tokens=4, seed=5))
+    assert engine.decoder_name == "kv" and not engine.choice.restored and engine.choice.device == "cpu"
+    engine = HFGenerateEngine(model, tok, decode="auto")
+    engine.restore_choice(choice_module.DecoderChoice("kv", "cpu", timed=False).as_dict())
+    engine.generate(PROMPTS, 2, SamplingParams(max_new_tokens=4, seed=5))
+    assert engine.decoder_name == "kv" and engine.choice.restored
+    assert engine.choice.summary() == "decoder: kv on cpu, chosen before the resume (the only candidate there: not timed)"
+
+
 def test_auto_measures_the_candidates_chooses_one_and_samples_what_the_chosen_decoder_samples(trained, monkeypatch):
     model, tok = trained
     sampling = SamplingParams(max_new_tokens=12, seed=5)

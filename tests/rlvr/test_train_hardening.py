@@ -184,6 +184,32 @@ def test_a_partial_checkpoint_left_by_a_kill_is_removed_when_the_run_resumes(tin
     assert not partial.exists() and (tmp_path / "run" / "checkpoints" / "step-2").is_dir()
 
 
+def test_a_resume_refuses_a_damaged_decoder_choice_in_one_line_and_takes_a_named_decoder(tiny_model, tmp_path, capsys):
+    """The decoder `auto` chose is kept in the checkpoint so that a resume samples as before; a damaged one
+    is refused before training, naming the field and the way out, which works."""
+    import torch
+
+    args = ["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL]
+    assert main([*args, "update.steps=1"]) == 0
+    assert "decoder: kv on cpu (the only candidate there: not timed)" in capsys.readouterr().out
+    state_file = tmp_path / "run" / "checkpoints" / "step-1" / "trainer_state.pt"
+    state = torch.load(state_file, weights_only=False)
+    assert state["recipe"]["decoder_choice"]["name"] == "kv"
+    state["recipe"]["decoder_choice"]["seconds"] = "x"  # would pass unnoticed until an evaluation printed it
+    torch.save(state, state_file)
+    resume = ["train", str(tmp_path / "run"), "--resume", "update.steps=2"]
+    assert main(resume) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and [line for line in err.splitlines() if "error" in line] == ["error: this checkpoint's rollout state is damaged: decoder_choice.seconds is 'x', not a number; "
+                                        "resume with rollout.hf.decode=kv (or name another decoder) to choose the decoder afresh"], err
+    assert main([*resume, "rollout.hf.decode=kv"]) == 0
+    state["recipe"]["decoder_choice"]["seconds"] = 0.5
+    torch.save(state, state_file)
+    shutil.rmtree(tmp_path / "run" / "checkpoints" / "step-2")
+    assert main([*resume, "rollout.hf.decode=auto"]) == 0  # (the run's config kept the kv named above)
+    assert "decoder: kv on cpu, chosen before the resume (the only candidate there: not timed)" in capsys.readouterr().out
+
+
 def test_fsdp_in_a_single_process_says_it_is_off(tiny_model, tmp_path, capsys):
     assert main(["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
                  "update.steps=1", "distributed=fsdp", "model.precision=bf16"]) == 0

@@ -18,13 +18,14 @@ the chosen decoder named outright.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
-from rlvr.rollout.decoding.base import Decoder, DecodeRequest
+from rlvr.rollout.decoding.base import DECODERS, Decoder, DecodeRequest
 from rlvr.rollout.decoding.forward import model_device
 from rlvr.rollout.decoding.probe import probe_decoder
 
@@ -64,7 +65,8 @@ class DecoderChoice:
         rejected: Decoders that could not run here, with the reason (their probe's).
         shape: ``(rows, prompt tokens of the longest prompt, tokens decoded)`` of the measurement.
         seconds: What probing and measuring took.
-        timed: False where the device had one candidate: probed and taken, not timed.
+        timed: False where the device had one candidate: probed (and taken, if it passed), not timed.
+        restored: Chosen by the run before a resume (from its checkpoint), not by this process.
     """
 
     name: str
@@ -74,31 +76,66 @@ class DecoderChoice:
     shape: tuple[int, int, int] = (0, 0, 0)
     seconds: float = 0.0
     timed: bool = True
+    restored: bool = False
 
     @classmethod
-    def from_dict(cls, saved: dict) -> "DecoderChoice":
-        """The choice `as_dict` wrote (a checkpoint, a rollout worker's answer)."""
-        return cls(saved["name"], saved.get("device", ""), dict(saved.get("tokens_per_s", {})), dict(saved.get("rejected", {})),
-                   tuple(saved.get("shape", (0, 0, 0))), saved.get("seconds", 0.0), saved.get("timed", True))
+    def from_dict(cls, saved: Any) -> "DecoderChoice":
+        """The choice `as_dict` wrote (a checkpoint, a rollout worker's answer); ValueError, in one line,
+        naming the field, for anything else (a damaged or hand-edited checkpoint)."""
+        if not isinstance(saved, dict):
+            raise ValueError(f"decoder_choice is {type(saved).__name__}, not a mapping")
+        name, device = saved.get("name"), saved.get("device")
+        if not isinstance(name, str) or name not in DECODERS:
+            raise ValueError(f"decoder_choice.name is {_shown(name)}, not one of rlvr's decoders ({', '.join(DECODERS.ids())})")
+        if not isinstance(device, str) or not device:
+            raise ValueError(f"decoder_choice.device is {_shown(device)}, not a device type such as 'cpu' or 'cuda'")
+        speed, rejected = saved.get("tokens_per_s", {}), saved.get("rejected", {})
+        if not isinstance(speed, dict) or not all(isinstance(k, str) and _number(v) for k, v in speed.items()):
+            raise ValueError(f"decoder_choice.tokens_per_s is {_shown(speed)}, not decoder names to numbers")
+        if not isinstance(rejected, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in rejected.items()):
+            raise ValueError(f"decoder_choice.rejected is {_shown(rejected)}, not decoder names to reasons")
+        shape, seconds = saved.get("shape", [0, 0, 0]), saved.get("seconds", 0.0)
+        if not isinstance(shape, (list, tuple)) or len(shape) != 3 or not all(type(n) is int and n >= 0 for n in shape):
+            raise ValueError(f"decoder_choice.shape is {_shown(shape)}, not three counts (rows, prompt tokens, tokens decoded)")
+        if not _number(seconds):
+            raise ValueError(f"decoder_choice.seconds is {_shown(seconds)}, not a number")
+        flags = {key: saved.get(key, default) for key, default in (("timed", True), ("restored", False))}
+        for key, value in flags.items():
+            if not isinstance(value, bool):
+                raise ValueError(f"decoder_choice.{key} is {_shown(value)}, not true or false")
+        return cls(name, device, {k: float(v) for k, v in speed.items()}, dict(rejected), tuple(shape), float(seconds), **flags)
 
     @property
     def usable(self) -> list[str]:
         """The candidates whose probe passed."""
-        return list(self.tokens_per_s) if self.timed else [self.name]
+        if self.timed:
+            return list(self.tokens_per_s)
+        return [] if self.rejected else [self.name]  # a rejection: the only candidate failed, `name` is the fallback
 
     def summary(self) -> str:
         measured = ", ".join(f"{n} {v:,.0f}" for n, v in sorted(self.tokens_per_s.items(), key=lambda kv: -kv[1]))
         rows, width, tokens = self.shape
+        chosen = f"decoder: {self.name} on {self.device}" + (", chosen before the resume" if self.restored else "")
         if not self.timed:
-            return f"decoder: {self.name} on {self.device} (the only candidate there: not timed)"
-        text = f"decoder: {self.name} on {self.device} (tokens/s over {rows} rows x {tokens} tokens after prompts of up to {width}: {measured})"
+            text = chosen if self.rejected else f"{chosen} (the only candidate there: not timed)"
+        else:
+            text = f"{chosen} (tokens/s over {rows} rows x {tokens} tokens after prompts of up to {width}: {measured})"
         if self.rejected:
             text += "; not usable here: " + "; ".join(f"{n} ({why})" for n, why in self.rejected.items())
         return text
 
     def as_dict(self) -> dict:
         return {"name": self.name, "device": self.device, "tokens_per_s": dict(self.tokens_per_s), "rejected": dict(self.rejected),
-                "shape": list(self.shape), "seconds": self.seconds, "timed": self.timed}
+                "shape": list(self.shape), "seconds": self.seconds, "timed": self.timed, "restored": self.restored}
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _synchronize(device: torch.device) -> None:
@@ -138,8 +175,10 @@ def choose_decoder(get: Callable[[str], Decoder], model: torch.nn.Module, reques
         for name in names:
             decoder = get(name)
             problem = probe_decoder(decoder, model)
-            if problem is None and len(names) == 1:
-                choice.name, choice.timed = name, False
+            if len(names) == 1:  # nothing to choose between: probed, not timed
+                choice.timed = False
+                if problem is None:
+                    choice.name = name
             elif problem is None:
                 try:
                     choice.tokens_per_s[name] = measure(decoder, model, timed)

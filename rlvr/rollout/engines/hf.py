@@ -10,6 +10,7 @@ as vLLM's ``processed_logprobs``).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 from typing import Sequence
 
@@ -94,9 +95,13 @@ class HFGenerateEngine(RolloutEngine):
 
     def restore_choice(self, saved: dict) -> None:
         """Decode with the decoder a run measured and chose before it was checkpointed (``auto``), so
-        that a resumed run samples as the uninterrupted one would (it is probed again before use)."""
+        that a resumed run samples as the uninterrupted one would (it is probed again before use). A
+        choice made on another device type (a GPU run resumed on a CPU) says nothing about this one: the
+        decoder is chosen afresh. ValueError, in one line, for a damaged one (`DecoderChoice.from_dict`)."""
         if self.decode == AUTO and self.choice is None:
-            self.choice = DecoderChoice.from_dict(saved)
+            choice = DecoderChoice.from_dict(saved)
+            if choice.device == next(self.model.parameters()).device.type:
+                self.choice = dataclasses.replace(choice, restored=True)
 
     def describe(self) -> dict:
         """The device (`rlvr.models.device.describe_device`), the weights' dtype, the attention
