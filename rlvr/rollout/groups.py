@@ -599,21 +599,23 @@ class GroupSource:
             self.saved_decoder_choice = self._saved_decoder_choice(state)
         elif saved_async is not None:  # another rank than 0 of an asynchronous run: the probe its collectives score
             self.probe = saved_async.get("probe")
-        elif (saved := self._saved_decoder_choice(state)) and hasattr(self.engine, "restore_choice"):
+        elif (saved := self._saved_decoder_choice(state)) is not None and hasattr(self.engine, "restore_choice"):
             self.engine.restore_choice(saved)
 
     def _saved_decoder_choice(self, state: dict[str, Any]) -> dict | None:
-        """The decoder choice the checkpoint kept, checked here (not in a worker process) where
-        ``rollout.hf.decode=auto`` will use it: a damaged one is refused in one line."""
+        """The decoder choice the checkpoint kept, checked here (not in a worker process), where
+        ``rollout.hf.decode=auto`` will use it (else None: a named decoder needs none): a damaged one
+        is refused in one line."""
         saved = state.get("decoder_choice")
-        if saved and self.cfg.rollout.hf.decode == "auto":
-            from rlvr.rollout.decoding import DecoderChoice
+        if saved is None or self.cfg.rollout.hf.decode != "auto":
+            return None
+        from rlvr.rollout.decoding import DecoderChoice
 
-            try:
-                DecoderChoice.from_dict(saved)
-            except ValueError as e:
-                raise UserError(f"this checkpoint's rollout state is damaged: {e}; resume with rollout.hf.decode=kv (or name "
-                                "another decoder) to choose the decoder afresh") from None
+        try:
+            DecoderChoice.from_dict(saved)
+        except ValueError as e:
+            raise UserError(f"this checkpoint's rollout state is damaged: {e}; resume with rollout.hf.decode=kv (or name "
+                            "another decoder) to choose the decoder afresh") from None
         return saved
 
     def close(self) -> None:

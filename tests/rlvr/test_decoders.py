@@ -311,11 +311,22 @@ def test_auto_on_a_cpu_is_kv_whatever_the_load(trained):
     assert choice_module.DecoderChoice.from_dict(auto.choice.as_dict()) == auto.choice  # a checkpoint or a worker's answer restores it
 
 
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 @pytest.mark.parametrize("edit,field", [
     ({"name": "fast"}, "name"), ({"name": 5}, "name"), ({"device": ""}, "device"), ({"tokens_per_s": "fast"}, "tokens_per_s"),
     ({"tokens_per_s": {"kv": "fast"}}, "tokens_per_s"), ({"tokens_per_s": {"kv": float("nan")}}, "tokens_per_s"),
     ({"rejected": None}, "rejected"), ({"shape": 5}, "shape"), ({"shape": [1, 2]}, "shape"), ({"seconds": "x"}, "seconds"),
     ({"timed": "no"}, "timed"), ({"restored": 1}, "restored"),
+    ({"name": "cuda_graph"}, "name"),  # not a decoder auto takes on a CPU: it would fall back to generate, another stream
+    ({"seconds": 10**400}, "seconds"), ({"tokens_per_s": {"kv": 10**400}}, "tokens_per_s"),  # too large for a float
+    ({"tokens_per_s": {"kv\nsecond line": 1.0}}, "tokens_per_s"), ({"rejected": {"kv": "a\nb"}}, "rejected"),
+    ({"rejected": {"kv": "x" * 10**6}}, "rejected"), ({"name": _nested(20_000)}, "name"), ({"device": None}, "device"),
 ])
 def test_a_damaged_saved_choice_is_refused_naming_its_field(edit, field):
     good = choice_module.DecoderChoice("kv", "cpu", timed=False, shape=(8, 12, 16)).as_dict()
@@ -325,6 +336,8 @@ def test_a_damaged_saved_choice_is_refused_naming_its_field(edit, field):
     assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match="^decoder_choice is list, not a mapping$"):
         choice_module.DecoderChoice.from_dict(["kv"])
+    with pytest.raises(ValueError, match="^decoder_choice.device is None, not a device type"):
+        choice_module.DecoderChoice.from_dict({})
 
 
 def test_a_sole_candidate_that_fails_its_probe_leaves_generate_and_claims_no_measurement():

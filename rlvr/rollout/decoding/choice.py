@@ -19,13 +19,14 @@ the chosen decoder named outright.
 from __future__ import annotations
 
 import math
+import reprlib
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
 
-from rlvr.rollout.decoding.base import DECODERS, Decoder, DecodeRequest
+from rlvr.rollout.decoding.base import Decoder, DecodeRequest
 from rlvr.rollout.decoding.forward import model_device
 from rlvr.rollout.decoding.probe import probe_decoder
 
@@ -85,15 +86,17 @@ class DecoderChoice:
         if not isinstance(saved, dict):
             raise ValueError(f"decoder_choice is {type(saved).__name__}, not a mapping")
         name, device = saved.get("name"), saved.get("device")
-        if not isinstance(name, str) or name not in DECODERS:
-            raise ValueError(f"decoder_choice.name is {_shown(name)}, not one of rlvr's decoders ({', '.join(DECODERS.ids())})")
         if not isinstance(device, str) or not device:
             raise ValueError(f"decoder_choice.device is {_shown(device)}, not a device type such as 'cpu' or 'cuda'")
+        candidates = CANDIDATES.get(device, FALLBACK)
+        if not isinstance(name, str) or name not in (*candidates, "generate"):  # generate: where every candidate failed its probe
+            raise ValueError(f"decoder_choice.name is {_shown(name)}, not a decoder auto chooses on {device[:20]!r} "
+                             f"({', '.join(dict.fromkeys((*candidates, 'generate')))})")
         speed, rejected = saved.get("tokens_per_s", {}), saved.get("rejected", {})
-        if not isinstance(speed, dict) or not all(isinstance(k, str) and _number(v) for k, v in speed.items()):
-            raise ValueError(f"decoder_choice.tokens_per_s is {_shown(speed)}, not decoder names to numbers")
-        if not isinstance(rejected, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in rejected.items()):
-            raise ValueError(f"decoder_choice.rejected is {_shown(rejected)}, not decoder names to reasons")
+        if not isinstance(speed, dict) or not all(k in candidates and _number(v) for k, v in speed.items()):
+            raise ValueError(f"decoder_choice.tokens_per_s is {_shown(speed)}, not {device[:20]!r} candidates to numbers")
+        if not isinstance(rejected, dict) or not all(k in candidates and _reason(v) for k, v in rejected.items()):
+            raise ValueError(f"decoder_choice.rejected is {_shown(rejected)}, not {device[:20]!r} candidates to one-line reasons")
         shape, seconds = saved.get("shape", [0, 0, 0]), saved.get("seconds", 0.0)
         if not isinstance(shape, (list, tuple)) or len(shape) != 3 or not all(type(n) is int and n >= 0 for n in shape):
             raise ValueError(f"decoder_choice.shape is {_shown(shape)}, not three counts (rows, prompt tokens, tokens decoded)")
@@ -130,12 +133,22 @@ class DecoderChoice:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    """A damaged value, short and on one line (reprlib: bounded depth and length, whatever it holds)."""
+    text = reprlib.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _reason(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= 500 and "\n" not in value and "\r" not in value
 
 
 def _synchronize(device: torch.device) -> None:
@@ -185,7 +198,7 @@ def choose_decoder(get: Callable[[str], Decoder], model: torch.nn.Module, reques
                 except Exception as e:  # noqa: BLE001 - a decoder that fails here is not chosen
                     problem = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
             if problem is not None:
-                choice.rejected[name] = problem
+                choice.rejected[name] = problem[:300]  # one line, short: it is printed, and checkpointed
                 decoder.release()
     finally:
         model.train(was_training)
