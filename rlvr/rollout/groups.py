@@ -564,6 +564,10 @@ class GroupSource:
         choice = getattr(self._generating_engine(), "choice", None)
         if choice is not None:  # a resumed run decodes with the decoder this one measured, not a new measurement
             state["decoder_choice"] = choice.as_dict()
+        if self.asynchronous is None and self.harness.num_processes == 1 and self.probe is not None:
+            # the sync probe goes on checking after a resume (with rollout.overlap no batch after it is generated in the
+            # foreground, where a new probe would be made: the check stopped for the rest of the run)
+            state["probe"] = self.probe
         if self.cfg.rollout.overlap:
             self.prefetched = self.wait_prefetch()
             state["prefetched"] = self.prefetched
@@ -599,8 +603,11 @@ class GroupSource:
             self.saved_decoder_choice = self._saved_decoder_choice(state)
         elif saved_async is not None:  # another rank than 0 of an asynchronous run: the probe its collectives score
             self.probe = saved_async.get("probe")
-        elif (saved := self._saved_decoder_choice(state)) is not None and hasattr(self.engine, "restore_choice"):
-            self.engine.restore_choice(saved)
+        else:
+            if (saved := self._saved_decoder_choice(state)) is not None and hasattr(self.engine, "restore_choice"):
+                self.engine.restore_choice(saved)
+            if state.get("probe") is not None and self.own_weights and self.harness.num_processes == 1:
+                self.probe = state["probe"]
 
     def _saved_decoder_choice(self, state: dict[str, Any]) -> dict | None:
         """The decoder choice the checkpoint kept, checked here (not in a worker process), where

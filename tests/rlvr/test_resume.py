@@ -109,6 +109,14 @@ def test_killed_and_resumed_run_ends_with_the_same_parameters(preset, sft_base, 
     # the logged curves of the two runs agree step by step as well
     curve = "loss/total" if preset == "dpo" else "reward/mean"
     assert [r[curve] for r in _rows(straight.run_dir)] == [r[curve] for r in _rows(run)]
+    # and the weight-sync probe goes on after the resume as in the uninterrupted run (with overlap it stopped for good)
+    def probe_scores(rows: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if k.startswith(("sync/logprob_gap", "sync/trainer_moved"))} for r in rows]
+
+    probed = probe_scores(_rows(straight.run_dir))
+    assert probed == probe_scores(_rows(run))
+    if preset == "grpo+overlap":  # the engine decodes from its own copy of the weights (the other presets share the policy's)
+        assert all("sync/logprob_gap_max" in r for r in probed[1:]), probed
     if preset == "grpo+overlap":  # TensorBoard drops the killed run's step 3 instead of showing the curve go back in time
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
