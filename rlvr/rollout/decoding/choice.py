@@ -7,7 +7,7 @@ measures: at its first generation, each candidate for the model's device that pa
 (`rlvr.rollout.decoding.probe.probe_decoder`) decodes the first batch's prompts for a few tokens
 (after an untimed warm-up that captures or compiles what it needs), and the fastest is used from then
 on. Where the device has one candidate (a CPU: kv) there is nothing to choose: it is probed, not
-timed (timing it would cost a prefill of the first batch, about 11 s for a 135M model on one CPU
+timed (timing it would cost a prefill of the first batch, about 12 s for a 135M model on one CPU
 core, to print a number). rlvr's own decoders (kv, static, cuda_graph, compiled) draw with one counter-based sampler
 (`rlvr.rollout.decoding.sampler`): they sample the same tokens from the same logits, so the fastest
 of them is taken, whatever the machine's load made it. Hugging Face's ``generate`` samples a
