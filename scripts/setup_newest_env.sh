@@ -12,6 +12,7 @@ PYTHON=${PYTHON:-python3}
 cd "$ROOT"
 # shellcheck source=install_lock.sh
 source "$ROOT/scripts/install_lock.sh"
+LOCK_TAG=setup-newest
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup-newest] creating virtual environment $VENV"
@@ -21,7 +22,7 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "$ROOT/scripts/install_cpu_torch.sh" "$VENV" setup-newest
 
 echo "[setup-newest] installing rlvr (editable) with the newest releases of its dependencies (no constraints file)"
-with_install_lock "${PIP[@]}" install -q --upgrade --upgrade-strategy eager -c <(echo "torch==2.13.0") -e ".[test]" 2>&1 | grep -v -E "^WARNING: Location .* is ignored" || true
+with_install_lock "${PIP[@]}" install -q --upgrade --upgrade-strategy eager -c <(echo "torch==2.13.0") -e ".[test]" 2>&1 | quiet_pip
 "$VENV/bin/python" - <<'PY'
 import importlib.metadata as md
 names = ["torch", "transformers", "tokenizers", "accelerate", "datasets", "sympy", "numpy", "trl", "safetensors", "huggingface_hub", "reasoning-gym"]

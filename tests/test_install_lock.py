@@ -58,3 +58,16 @@ def test_without_flock_the_install_just_runs(tmp_path):
         (bin_dir / tool).symlink_to(shutil.which(tool))
     out, err = (proc := _locked(tmp_path, 'touch "$0/ran"; exit 5', path=str(bin_dir))).communicate(timeout=120)
     assert proc.returncode == 5 and (tmp_path / "ran").exists() and err == "", err
+
+
+def test_any_exit_status_is_the_commands_own_and_it_runs_once(tmp_path):
+    """75 is what `flock -E` is often told to return when the lock is busy: here it is only the command's."""
+    (tmp_path / "pyproject.toml").write_text("")
+    out, err = (proc := _locked(tmp_path, 'echo x >> "$0/runs"; exit 75')).communicate(timeout=120)
+    assert proc.returncode == 75 and (tmp_path / "runs").read_text() == "x\n" and err == "", err
+
+
+def test_a_checkout_without_pyproject_is_refused_and_nothing_is_created(tmp_path):
+    out, err = (proc := _locked(tmp_path, 'touch "$0/ran"')).communicate(timeout=120)
+    assert proc.returncode != 0 and "pyproject.toml" in err and not (tmp_path / "ran").exists()
+    assert not (tmp_path / "pyproject.toml").exists()

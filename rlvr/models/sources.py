@@ -262,6 +262,9 @@ def convert_gguf(path: str | Path, name: str | None = None) -> Path:
     folder = root / f"{_slug(name or (builtin.name if builtin else path.stem))}-{sha[:12]}"
     if (folder / SOURCE_RECORD).is_file():
         return folder
+    if folder.exists():  # not a conversion of ours (they are renamed into place whole, with their record): never overwritten
+        raise UserError(f"{folder} is in the model cache without {SOURCE_RECORD} (not a finished conversion: copied in or "
+                        f"damaged): delete it and run again to convert {path.name} afresh")
     check_gguf(path)
     try:
         root.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -267,6 +268,25 @@ def test_a_gguf_that_cannot_be_loaded_is_one_line_naming_the_file_and_what_is_su
 
 
 @needs_gguf
+def test_a_folder_in_the_cache_without_its_record_is_refused_in_one_line_and_left_as_it_is(tmp_path, monkeypatch):
+    """A folder under a conversion's name that is not a finished conversion (copied in, its record lost) is
+    neither loaded nor overwritten: one line names it and says to delete it; deleted, the file converts."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(sources.CACHE_ENV, str(cache))
+    path = _write_gguf(tmp_path / "small.gguf")
+    folder = cache / f"small-{sources.file_sha256(path)[:12]}"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    with pytest.raises(UserError) as refused:
+        resolve_model(str(path))
+    message = str(refused.value)
+    assert "\n" not in message and str(folder) in message and sources.SOURCE_RECORD in message and "delete it" in message
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json"] and not list(cache.glob(".partial-*"))
+    shutil.rmtree(folder)
+    monkeypatch.setattr(sources, "_write_hf_folder", lambda path, out: (out / "config.json").write_text("{}"))
+    assert resolve_model(str(path)) == str(folder) and sources.source_record(folder)["sha256"] == sources.file_sha256(path)
+
+
 def test_a_killed_or_interrupted_conversion_leaves_no_folder_that_a_later_run_would_load(tmp_path, monkeypatch):
     """The conversion itself is replaced by a stand-in that writes a file and dies: by SIGKILL in a
     child process, then by KeyboardInterrupt here; only a complete conversion gets the final name."""
