@@ -4,8 +4,10 @@
 The clone starts bare, as CI's does: it installs every environment and builds the SFT bases itself.
 The record holds the whole run's minutes and each lane's, as ``.ci/run`` prints them
 (``[ci] lane main: 15 min 2 s``), and the CPU-seconds of every process the run waited for (``cpu_s``;
-``cpu_percent`` of one core: near 100 x the cores, CI is bound by its CPU work, not by waiting); the run's log is kept in ``runs/ci-record.log``. Nothing is
-recorded when a lane fails. Takes about half an hour on 2 cores; run it on a quiet machine.
+``cpu_percent`` of one core: near 100 x the cores, CI is bound by its CPU work, not by waiting), and where
+``/proc/stat`` exists the CPU-seconds the whole machine spent meanwhile (``machine_cpu_s``: also the servers, the
+Docker engine and everything else the run started without waiting for it; on a quiet machine that is the run's
+work); the run's log is kept in ``runs/ci-record.log``. Nothing is recorded when a lane fails. Takes about half an hour on 2 cores; run it on a quiet machine.
 
     python3 scripts/record_ci.py
     python3 scripts/record_ci.py --keep     # keep the clone (its runs/ holds every lane's logs)
@@ -35,6 +37,17 @@ def lane_minutes(log: str) -> dict[str, float]:
     return {f"{m['name'].replace('-', '_')}_min": int(m["min"]) + int(m["s"]) / 60 for m in LANE.finditer(log)}
 
 
+def machine_cpu_s() -> float | None:
+    """CPU-seconds every core of this machine has been busy since boot (``/proc/stat``; None where there is none)."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    except OSError:
+        return None
+    # user nice system idle iowait irq softirq steal ...: busy is all but idle and iowait
+    ticks = [int(x) for x in fields[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)  # no guessing at a mistyped option
     ap.add_argument("--keep", action="store_true", help="keep the clone and print where it is")
@@ -60,13 +73,13 @@ def main() -> int:
         # the data CI reads beside its checkout (../shared/data) is this checkout's, wherever the clone is
         env = {**os.environ, "RLVR_DATA_DIR": os.environ.get("RLVR_DATA_DIR", str(ROOT.parent / "shared" / "data"))}
         print(f"running .ci/run in {clone / 'rlvr'} (about half an hour); log: {running_log}", flush=True)
-        t0, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0, before, machine_before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN), machine_cpu_s()
         with running_log.open("w") as log:
             # its own process group, so that stopping this script stops every process of the run
             proc = subprocess.Popen(["bash", ".ci/run"], cwd=clone / "rlvr", env=env, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             rc = proc.wait()
-        wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall, after, machine_after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN), machine_cpu_s()
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         running_log.replace(log_path)
     except KeyboardInterrupt:
@@ -87,6 +100,8 @@ def main() -> int:
         print(f".ci/run exited {rc}: nothing recorded (log: {log_path})", file=sys.stderr)
         return 1
     figures = {"ci_min": wall / 60, **lanes, "cpu_s": cpu, "cpu_percent": 100.0 * cpu / wall}
+    if machine_before is not None and machine_after is not None:
+        figures["machine_cpu_s"] = machine_after - machine_before
     path = write_record("ci", "python3 scripts/record_ci.py", figures, note=args.note, at=at)
     print("\n".join(f"{k}: {v:.1f}" for k, v in figures.items()))
     print(f"wrote {path}")

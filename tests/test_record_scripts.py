@@ -51,3 +51,25 @@ def test_the_ci_script_prints_the_lane_lines_the_record_reads():
         assert f'echo "[ci] lane {lane}: $(( (SECONDS - t0) / 60 )) min $(( (SECONDS - t0) % 60 )) s"' in ci
     timed = set(re.findall(r"^\s*timed ([\w-]+) ", ci, re.M))
     assert {"main", "newest", "openenv", "cluster"} <= timed
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="no /proc/stat here: the record leaves machine_cpu_s out")
+def test_the_ci_record_counts_the_cpu_time_of_processes_it_never_waits_for():
+    """A process the record does not wait for (a server, the Docker engine) still counts in the machine's figure."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    machine_cpu_s = _script("record_ci").machine_cpu_s
+
+    def children_cpu_s() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    before, child_before = machine_cpu_s(), children_cpu_s()
+    # one busy process per core, so that the machine has no idle time to miscount as busy meanwhile
+    children = [subprocess.Popen([sys.executable, "-c", "sum(i * i for i in range(20_000_000))"]) for _ in range(os.cpu_count() or 1)]
+    assert [child.wait() for child in children] == [0] * len(children)
+    spent = children_cpu_s() - child_before  # about a CPU-second each
+    assert spent > 0.3 and machine_cpu_s() - before >= 0.9 * spent  # (the machine's ticks are 1/100 s)
