@@ -15,10 +15,15 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 if "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
   exit 0
 fi
-if ls "${PIP_FIND_LINKS:-/opt/wheels}"/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
-  echo "[$TAG] installing torch 2.13.0 (CPU build) from ${PIP_FIND_LINKS:-/opt/wheels}"
-  venv_install "$VENV" -q --find-links "${PIP_FIND_LINKS:-/opt/wheels}" "torch==2.13.0" 2>&1 | quiet_pip
+wheels=  # the first wheel folder (PIP_FIND_LINKS may name several) that holds the CPU build
+read -r -a folders <<< "${PIP_FIND_LINKS:-/opt/wheels}"
+for folder in "${folders[@]}"; do
+  if ls "$folder"/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then wheels=$folder; break; fi
+done
+if [ -n "$wheels" ]; then
+  echo "[$TAG] installing torch 2.13.0 (CPU build) from $wheels"
+  venv_install "$VENV" -q --find-links "$wheels" "torch==2.13.0" 2>&1 | quiet_pip
 else
   echo "[$TAG] installing torch 2.13.0 (CPU build) from the PyTorch CPU index"
-  "${PIP[@]}" install -q "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
+  "${PIP[@]}" install -q "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu 2>&1 | quiet_pip
 fi

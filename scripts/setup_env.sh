@@ -11,6 +11,7 @@ cd "$ROOT"
 source "$ROOT/scripts/install_lock.sh"
 # shellcheck source=venv_install.sh
 source "$ROOT/scripts/venv_install.sh"
+venv_install_start "$VENV"
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup] creating virtual environment $VENV"

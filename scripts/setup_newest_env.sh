@@ -12,7 +12,10 @@ PYTHON=${PYTHON:-python3}
 cd "$ROOT"
 # shellcheck source=install_lock.sh
 source "$ROOT/scripts/install_lock.sh"
+# shellcheck source=venv_install.sh
+source "$ROOT/scripts/venv_install.sh"
 LOCK_TAG=setup-newest
+venv_install_start "$VENV"  # (torch goes in with uv; rlvr and the rest with pip, as users install)
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup-newest] creating virtual environment $VENV"

@@ -15,6 +15,7 @@ source "$ROOT/scripts/install_lock.sh"
 # shellcheck source=venv_install.sh
 source "$ROOT/scripts/venv_install.sh"
 LOCK_TAG=setup-openenv
+venv_install_start "$VENV"
 
 stamp="$VENV/.rlvr-install-stamp"
 want=$(cat constraints/openenv.txt scripts/setup_openenv_env.sh | sha256sum | cut -d' ' -f1)

@@ -14,6 +14,7 @@ source "$ROOT/scripts/install_lock.sh"
 # shellcheck source=venv_install.sh
 source "$ROOT/scripts/venv_install.sh"
 LOCK_TAG=setup-vllm
+venv_install_start "$VENV"
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup-vllm] creating virtual environment $VENV"
