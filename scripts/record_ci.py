@@ -43,9 +43,10 @@ def machine_cpu_s() -> float | None:
         fields = Path("/proc/stat").read_text().splitlines()[0].split()
     except OSError:
         return None
-    # user nice system idle iowait irq softirq steal ...: busy is all but idle and iowait
-    ticks = [int(x) for x in fields[1:9]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    # user nice system idle iowait irq softirq steal ...: busy is user, nice, system, irq and softirq (steal is time
+    # the hypervisor gave to others; guest time is inside user already)
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
