@@ -110,8 +110,37 @@ _FIELD_CHECKS: dict[str, tuple[Any, str]] = {
 }
 
 
+# torch's CPU kernel sets on x86, lowest first, and the CPU flags each needs (as torch's dispatcher checks them)
+_KERNEL_SETS = (("DEFAULT", ()), ("AVX2", ("avx2", "fma")), ("AVX512", ("avx512f", "avx512bw", "avx512vl", "avx512dq", "fma")))
+
+
+def cpu_kernels(cpuinfo: str | None = None, env: dict[str, str] | None = None) -> str:
+    """The CPU's vendor and the kernel set torch runs on it, e.g. ``"AuthenticAMD AVX2"`` (``""`` off Linux).
+
+    Float results depend on it: torch's vectorised kernels (and the BLAS under them) add in a different
+    order on AVX2 than on AVX-512, so a model trained on one kind of CPU differs in its last bits from the
+    same run on another, and a seeded run's figures with it. ``ATEN_CPU_CAPABILITY`` lowers the set, as in
+    torch. Read from ``/proc/cpuinfo`` (``cpuinfo``: its text), so no torch import is needed."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return ""
+    first = cpuinfo.strip().split("\n\n", 1)[0]  # the first processor's block (all cores alike)
+    fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in first.splitlines() if ":" in line)}
+    flags = set(fields.get("flags", "").split())
+    if not flags:
+        return ""
+    names = [name for name, needs in _KERNEL_SETS if flags.issuperset(needs)]
+    requested = (os.environ if env is None else env).get("ATEN_CPU_CAPABILITY", "").upper()
+    if requested in names:
+        names = names[: names.index(requested) + 1]
+    return f"{fields.get('vendor_id', 'unknown')} {names[-1]}"
+
+
 def machine() -> dict[str, Any]:
-    """What the figures depend on: cores the process may use, memory, CPU model, Python."""
+    """What the figures depend on: cores the process may use, memory, CPU model and its kernel set
+    (`cpu_kernels`), Python."""
     cpu = ""
     try:
         cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -123,7 +152,7 @@ def machine() -> dict[str, Any]:
     except (ValueError, OSError, AttributeError):
         memory_gb = None
     return {"cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "memory_gb": memory_gb, "cpu": cpu, "python": platform.python_version(), "gpu": None}
+            "memory_gb": memory_gb, "cpu": cpu, "kernels": cpu_kernels(), "python": platform.python_version(), "gpu": None}
 
 
 def commit() -> tuple[str, bool]:

@@ -9,12 +9,17 @@ Getting started and the other pages cite these figures; ``tests/test_records.py`
 
     python3 scripts/record_quickstart.py            # in a fresh clone, on a quiet machine
     python3 scripts/record_quickstart.py --into ../main/records   # write the record into another checkout
+    python3 scripts/record_quickstart.py --name quickstart-avx2     # on another kind of CPU (its own fingerprint)
+
+The figures depend on the kind of CPU (`rlvr.records.cpu_kernels`: torch's kernels round differently on
+AVX2 and AVX-512), so each kind measured has its own record; the pages cite ``quickstart`` and name the others.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -26,9 +31,12 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--into", default=str(ROOT / "records"), help="folder for quickstart.json (default: this checkout's records/)")
+    ap.add_argument("--into", default=str(ROOT / "records"), help="folder for the record (default: this checkout's records/)")
+    ap.add_argument("--name", default="quickstart", help="the record's name: quickstart, or quickstart-KIND on another kind of CPU")
     ap.add_argument("--note", default="", help="what else ran on the machine, where it was not quiet")
     args = ap.parse_args()
+    if not re.fullmatch(r"quickstart(-[\w-]+)?", args.name):
+        ap.error(f"--name must be quickstart or quickstart-KIND (e.g. quickstart-avx2), got {args.name!r}")
     fresh = not (ROOT / ".venv").exists()
     t0 = time.perf_counter()
     subprocess.run(["bash", str(ROOT / "scripts" / "quickstart.sh")], cwd=ROOT, check=True)
@@ -40,7 +48,8 @@ def main() -> int:
     figures = record_figures(s) | {"script_s": script_s, "setup_s": script_s - s["wall_time"]["total_s"]}
 
     note = ("a fresh clone: set-up created .venv" if fresh else "an existing .venv") + (f"; {args.note}" if args.note else "")
-    path = write_record("quickstart", "python3 scripts/record_quickstart.py", figures, note=note, folder=Path(args.into))
+    command = "python3 scripts/record_quickstart.py" + ("" if args.name == "quickstart" else f" --name {args.name}")
+    path = write_record(args.name, command, figures, note=note, folder=Path(args.into))
     print(json.dumps(figures, indent=1))
     print(f"wrote {path}")
     return 0

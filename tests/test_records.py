@@ -142,3 +142,21 @@ def test_a_malformed_record_is_refused_naming_its_file_and_field(tmp_path, chang
     path.write_text(json.dumps({k: v for k, v in data.items() if k != "date"}))
     with pytest.raises(ValueError, match="missing field\\(s\\) date"):
         Record.load(path)
+
+
+def test_the_kernel_set_is_read_from_the_cpu_flags_as_torch_chooses_it():
+    from rlvr.records import cpu_kernels
+
+    def info(vendor: str, flags: str) -> str:  # two processors, as /proc/cpuinfo lists them
+        block = f"processor\t: 0\nvendor_id\t: {vendor}\nmodel name\t: X\nflags\t\t: {flags}\n"
+        return block + "\n" + block.replace(": 0", ": 1")
+
+    avx512 = "fpu sse2 avx fma avx2 avx512f avx512dq avx512bw avx512vl"
+    assert cpu_kernels(info("AuthenticAMD", avx512), env={}) == "AuthenticAMD AVX512"
+    assert cpu_kernels(info("GenuineIntel", "fpu sse2 avx fma avx2"), env={}) == "GenuineIntel AVX2"
+    assert cpu_kernels(info("AuthenticAMD", "fpu sse2 avx avx2"), env={}) == "AuthenticAMD DEFAULT"  # AVX2 needs FMA too
+    assert cpu_kernels(info("AuthenticAMD", "fpu avx2 fma avx512f"), env={}) == "AuthenticAMD AVX2"  # not every AVX-512 part
+    # ATEN_CPU_CAPABILITY lowers the set torch uses, never raises it
+    assert cpu_kernels(info("AuthenticAMD", avx512), env={"ATEN_CPU_CAPABILITY": "avx2"}) == "AuthenticAMD AVX2"
+    assert cpu_kernels(info("AuthenticAMD", "fpu avx2 fma"), env={"ATEN_CPU_CAPABILITY": "avx512"}) == "AuthenticAMD AVX2"
+    assert cpu_kernels("", env={}) == "" and cpu_kernels("processor\t: 0\n", env={}) == ""

@@ -30,7 +30,9 @@ def sum_reward(problem, completion):
 def test_a_reward_function_trains_the_embedded_model_on_an_in_memory_dataset(sft_base, tmp_path, rl_overrides):
     rng = random.Random(0)
     pairs = {(rng.randint(10, 99), rng.randint(10, 99)) for _ in range(200)}
-    rows = [{"question": f"Compute {a}+{b}.", "answer": str(a + b)} for a, b in sorted(pairs)]
+    # worded as arithmetic-v1 words its prompts (newline included), the sums the SFT base was warmed up on:
+    # it then answers a good share of them on any CPU's rounding, instead of a few by luck
+    rows = [{"question": f"Compute {a}+{b}.\n", "answer": str(a + b)} for a, b in sorted(pairs)]
     try:
         envs.from_function(sum_reward, id="test/sum-reward-v1")
         task = tasks.from_dataset(datasets.Dataset.from_list(rows), env="test/sum-reward-v1", id="test/sums-v1")
