@@ -4,7 +4,9 @@ JSON report and ``.ci/run``'s lane lines (`scripts/record_suite.py`, `scripts/re
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,18 @@ def test_the_ci_record_counts_the_cpu_time_of_processes_it_never_waits_for():
     assert [child.wait() for child in children] == [0] * len(children)
     spent = children_cpu_s() - child_before  # about a CPU-second each
     assert spent > 0.3 and machine_cpu_s() - before >= 0.9 * spent  # (the machine's ticks are 1/100 s)
+
+
+def test_a_gpu_check_phase_past_its_limit_is_stopped_and_says_so(tmp_path):
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules["gpu_check"]
+    run = module.run
+    log = tmp_path / "phase.log"
+    code, tail = run([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"], log, 2, dict(os.environ))
+    assert code == 124
+    assert "started" in tail and "timed out after 2 s" in tail  # the report names the limit, not an empty failure
