@@ -114,28 +114,31 @@ _FIELD_CHECKS: dict[str, tuple[Any, str]] = {
 _KERNEL_SETS = (("DEFAULT", ()), ("AVX2", ("avx2", "fma")), ("AVX512", ("avx512f", "avx512bw", "avx512vl", "avx512dq", "fma")))
 
 
+# ATEN_CPU_CAPABILITY's values, as torch reads them (exactly; torch ignores any other spelling, with a warning)
+_ATEN_CAPABILITY = {"default": "DEFAULT", "avx2": "AVX2", "avx512": "AVX512"}
+
+
 def cpu_kernels(cpuinfo: str | None = None, env: dict[str, str] | None = None) -> str:
     """The CPU's vendor and the kernel set torch runs on it, e.g. ``"AuthenticAMD AVX2"`` (``""`` off Linux).
 
     Float results depend on it: torch's vectorised kernels (and the BLAS under them) add in a different
     order on AVX2 than on AVX-512, so a model trained on one kind of CPU differs in its last bits from the
-    same run on another, and a seeded run's figures with it. ``ATEN_CPU_CAPABILITY`` lowers the set, as in
-    torch. Read from ``/proc/cpuinfo`` (``cpuinfo``: its text), so no torch import is needed."""
+    same run on another, and a seeded run's figures with it. ``ATEN_CPU_CAPABILITY`` (``default``, ``avx2``,
+    ``avx512``, exactly) decides the set as it does for torch, which takes it as given. Read from
+    ``/proc/cpuinfo`` (``cpuinfo``: its text), so no torch import is needed."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
             return ""
-    first = cpuinfo.strip().split("\n\n", 1)[0]  # the first processor's block (all cores alike)
+    first = cpuinfo.replace("\r\n", "\n").strip().split("\n\n", 1)[0]  # the first processor's block (all cores alike)
     fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in first.splitlines() if ":" in line)}
     flags = set(fields.get("flags", "").split())
     if not flags:
         return ""
-    names = [name for name, needs in _KERNEL_SETS if flags.issuperset(needs)]
-    requested = (os.environ if env is None else env).get("ATEN_CPU_CAPABILITY", "").upper()
-    if requested in names:
-        names = names[: names.index(requested) + 1]
-    return f"{fields.get('vendor_id', 'unknown')} {names[-1]}"
+    requested = _ATEN_CAPABILITY.get((os.environ if env is None else env).get("ATEN_CPU_CAPABILITY", ""))
+    kernels = requested or [name for name, needs in _KERNEL_SETS if flags.issuperset(needs)][-1]
+    return f"{fields.get('vendor_id') or 'unknown'} {kernels}"
 
 
 def machine() -> dict[str, Any]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -84,13 +85,27 @@ class Phase:
 def run(cmd: list[str], log: Path, timeout: int, env: dict[str, str]) -> tuple[int, str]:
     """Run ``cmd`` with output to ``log``; (exit code or 124 on timeout, the output's last lines)."""
     with log.open("w") as f:
+        # its own process group, so a phase stopped (or this script interrupted) takes the phase's children with it
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            code = subprocess.run(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout).returncode
+            code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            _kill_group(proc)
             code = 124
             f.write(f"\n[gpu_check] timed out after {timeout} s (stopped: this phase's limit)\n")
+        except BaseException:
+            _kill_group(proc)
+            raise
     tail = log.read_text(errors="replace").strip().splitlines()[-6:]
     return code, "\n".join(tail)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def rlvr(*argv: str) -> list[str]:

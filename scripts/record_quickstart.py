@@ -35,7 +35,7 @@ def main() -> int:
     ap.add_argument("--name", default="quickstart", help="the record's name: quickstart, or quickstart-KIND on another kind of CPU")
     ap.add_argument("--note", default="", help="what else ran on the machine, where it was not quiet")
     args = ap.parse_args()
-    if not re.fullmatch(r"quickstart(-[\w-]+)?", args.name):
+    if not re.fullmatch(r"quickstart(-[A-Za-z0-9_-]+)?", args.name):
         ap.error(f"--name must be quickstart or quickstart-KIND (e.g. quickstart-avx2), got {args.name!r}")
     fresh = not (ROOT / ".venv").exists()
     t0 = time.perf_counter()

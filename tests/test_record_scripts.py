@@ -7,6 +7,7 @@ import importlib.util
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,11 @@ def test_a_gpu_check_phase_past_its_limit_is_stopped_and_says_so(tmp_path):
         del sys.modules["gpu_check"]
     run = module.run
     log = tmp_path / "phase.log"
-    code, tail = run([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"], log, 2, dict(os.environ))
+    # the phase starts a child of its own, which must not outlive the phase
+    child = "import time; time.sleep(4); print('LATE', flush=True)"
+    phase = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); print('started', flush=True); time.sleep(60)"
+    code, tail = run([sys.executable, "-c", phase], log, 2, dict(os.environ))
     assert code == 124
     assert "started" in tail and "timed out after 2 s" in tail  # the report names the limit, not an empty failure
+    time.sleep(3)
+    assert "LATE" not in log.read_text()

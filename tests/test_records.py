@@ -156,7 +156,11 @@ def test_the_kernel_set_is_read_from_the_cpu_flags_as_torch_chooses_it():
     assert cpu_kernels(info("GenuineIntel", "fpu sse2 avx fma avx2"), env={}) == "GenuineIntel AVX2"
     assert cpu_kernels(info("AuthenticAMD", "fpu sse2 avx avx2"), env={}) == "AuthenticAMD DEFAULT"  # AVX2 needs FMA too
     assert cpu_kernels(info("AuthenticAMD", "fpu avx2 fma avx512f"), env={}) == "AuthenticAMD AVX2"  # not every AVX-512 part
-    # ATEN_CPU_CAPABILITY lowers the set torch uses, never raises it
+    # ATEN_CPU_CAPABILITY decides as it does for torch: its exact spellings, taken as given; any other is ignored
     assert cpu_kernels(info("AuthenticAMD", avx512), env={"ATEN_CPU_CAPABILITY": "avx2"}) == "AuthenticAMD AVX2"
-    assert cpu_kernels(info("AuthenticAMD", "fpu avx2 fma"), env={"ATEN_CPU_CAPABILITY": "avx512"}) == "AuthenticAMD AVX2"
+    assert cpu_kernels(info("AuthenticAMD", "fpu avx2 fma"), env={"ATEN_CPU_CAPABILITY": "avx512"}) == "AuthenticAMD AVX512"
+    for ignored in ("Default", "AVX2", "default ", "junk", ""):
+        assert cpu_kernels(info("AuthenticAMD", avx512), env={"ATEN_CPU_CAPABILITY": ignored}) == "AuthenticAMD AVX512"
+    assert cpu_kernels(info("AuthenticAMD", avx512).replace("\n", "\r\n"), env={}) == "AuthenticAMD AVX512"  # the first block
+    assert cpu_kernels(info("", "fpu avx2 fma"), env={}) == "unknown AVX2"
     assert cpu_kernels("", env={}) == "" and cpu_kernels("processor\t: 0\n", env={}) == ""

@@ -30,12 +30,16 @@ pytestmark = pytest.mark.slow
 RERUN = "python3 scripts/record_quickstart.py"
 
 
+@pytest.fixture(scope="session")
 def record_for_this_cpu() -> Record:
-    """The quickstart record measured on this machine's kind of CPU (skip where none is)."""
+    """The quickstart record measured on this machine's kind of CPU; where none is, skip before the SFT base
+    is built (a session fixture asked for before `sft_base`, so set up first)."""
     from rlvr.records import cpu_kernels
 
     kernels = cpu_kernels()
     records = [Record.load(p) for p in sorted(RECORDS.glob("quickstart*.json"))]
+    broken = [r.name for r in records if not (isinstance(r.machine.get("kernels"), str) and r.machine["kernels"].strip())]
+    assert not broken, f"records/{broken[0]}.json: machine.kernels must name the CPU's kernel set (e.g. 'AuthenticAMD AVX2')"
     mine = [r for r in records if r.machine.get("kernels") == kernels]
     if not mine:
         pytest.skip(f"no quickstart record for this CPU's kernels ({kernels or 'unknown'}; recorded: "
@@ -57,12 +61,12 @@ def _moved(what: str, got: dict[str, float], record: Record) -> str:
             + (f" The SFT base came from RLVR_TEST_SFT_BASE={base}: rebuild it at this commit if it is older." if base else ""))
 
 
-def test_the_quickstarts_heldout_figures_come_back_exactly_from_its_base_and_its_grpo_stage(sft_base, tmp_path):
+def test_the_quickstarts_heldout_figures_come_back_exactly_from_its_base_and_its_grpo_stage(record_for_this_cpu, sft_base, tmp_path):
     from rlvr.config import load_config
     from rlvr.quickstart import SFT_CONFIG, heldout, heldout_settings, mean_completion_chars, rl_stage
     from rlvr.train.sft import SFTConfig
 
-    record = record_for_this_cpu()
+    record = record_for_this_cpu
     task, max_new = heldout_settings(load_config(SFTConfig, SFT_CONFIG, []))
 
     before = heldout(sft_base, task, tmp_path / "eval_before", max_new)
