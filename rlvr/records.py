@@ -144,10 +144,10 @@ def cpu_kernels(cpuinfo: str | None = None, env: dict[str, str] | None = None) -
 def machine() -> dict[str, Any]:
     """What the figures depend on: cores the process may use, memory, CPU model and its kernel set
     (`cpu_kernels`), Python."""
-    cpu = ""
+    cpu, cpuinfo = "", None
     try:
-        cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                    if line.startswith("model name")), "")
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")), "")
     except OSError:
         pass
     try:
@@ -155,7 +155,7 @@ def machine() -> dict[str, Any]:
     except (ValueError, OSError, AttributeError):
         memory_gb = None
     return {"cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "memory_gb": memory_gb, "cpu": cpu, "kernels": cpu_kernels(), "python": platform.python_version(), "gpu": None}
+            "memory_gb": memory_gb, "cpu": cpu, "kernels": cpu_kernels(cpuinfo) if cpuinfo is not None else "", "python": platform.python_version(), "gpu": None}
 
 
 def commit() -> tuple[str, bool]:

@@ -13,8 +13,8 @@ initialisation (tiny.seed 0, 1, 2: +0.10, +0.01, +0.05), so the test keeps the c
 Those figures are an AMD EPYC's with AVX-512 kernels. On one with AVX2 only (`rlvr.records.cpu_kernels`:
 torch's kernels round differently, so the warm-up is another model) the same configs give 0.18 -> 0.165
 (seed 0) and 0.18 -> 0.17 (seed 1) on 2026-11-29, 0.18 -> 0.19 in 30 steps: that warm-up gets single
-subtractions wrong and the recipe does not raise it. There the gain is an expected failure (reported, not passed), until a recipe
-is measured to learn on both kinds.
+subtractions wrong and the recipe does not raise it. On every kind but the one measured (`MEASURED_ON`) a missing gain
+is an expected failure (reported, not passed), until a recipe is measured to learn on both kinds.
 """
 
 from __future__ import annotations
