@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -69,6 +69,8 @@ CPU = Mode("cpu", ("update.steps=2", "rollout.prompts_per_step=4", "rollout.grou
            # 2-core CPU without AVX-512 (2026-11-29; 16 on one with it), and a phase gets little CPU until the lane ends
            # (there the tests phase ran out of 1,500 s and the recipe out of 900)
            judge=False, timeouts={"tests": 3600, "recipe": 2400, "grpo": 2400, "rollout": 1200})
+
+MIN_PHASE_S = 60  # with --budget, a phase is not started with less than this left
 
 TARGETS = {"decoder_vs_generate": 2.0, "grpo_step_vs_trl": 0.5, "recipe_gain": 0.30, "recipe_train_s": 120.0}
 
@@ -287,6 +289,9 @@ def main() -> int:
     p.add_argument("--cpu", action="store_true", help="the small mode on the CPU (what CI runs; no targets judged)")
     p.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated subset of {', '.join(PHASES)}")
     p.add_argument("--out", default="bench_results/gpu_check")
+    p.add_argument("--budget", type=int, default=None, metavar="SECONDS",
+                   help="the whole run's time: each phase gets at most what is left, a phase with under a minute left is not started, "
+                        "and the table is written either way (for a lease of limited length)")
     args = p.parse_args()
     mode = CPU if args.cpu else GPU
     if not args.cpu:
@@ -307,10 +312,16 @@ def main() -> int:
         if name not in PHASES:
             print(f"unknown phase {name!r}: choose from {', '.join(PHASES)}", file=sys.stderr)
             return 2
+        left = None if args.budget is None else int(args.budget - (time.monotonic() - started))
+        if left is not None and left < MIN_PHASE_S:
+            phases[name] = Phase(name, detail=f"not run: {left} s of the --budget of {args.budget} s left")
+            print(f"[gpu_check] {name}: not run ({left} s of the budget left)", flush=True)
+            continue
         print(f"[gpu_check] {name} ...", flush=True)
         t0 = time.monotonic()
+        phase_mode = mode if left is None else replace(mode, timeouts={**mode.timeouts, name: min(mode.timeouts[name], left)})
         try:
-            phases[name] = PHASES[name](out, args.model, mode, env)
+            phases[name] = PHASES[name](out, args.model, phase_mode, env)
         except Exception as e:  # noqa: BLE001 - a phase whose outputs cannot be read is a failed phase, the others still count
             phases[name] = Phase(name, detail=f"{type(e).__name__}: {e}")
         phases[name].seconds = time.monotonic() - t0
