@@ -170,10 +170,11 @@ def commit() -> tuple[str, bool]:
 
 
 def write_record(name: str, command: str, figures: dict[str, float], note: str = "", folder: Path = RECORDS,
-                 at: tuple[str, bool] | None = None) -> Path:
+                 at: tuple[str, bool] | None = None, on: dict[str, Any] | None = None) -> Path:
     """Write ``records/NAME.json`` for a measurement just made (replacing the previous one). ``at`` is
     the checkout's `commit` when the measurement started (default: now); a page edited while a long
-    measurement runs does not make it look measured on uncommitted code."""
+    measurement runs does not make it look measured on uncommitted code. ``on`` adds to (or corrects)
+    `machine`'s view, e.g. the GPU the figures were measured on."""
     if not re.fullmatch(r"[\w-]+", name):
         raise ValueError(f"record name {name!r}: letters, digits, '_' and '-' only")
     bad = {k: v for k, v in figures.items() if not _is_number(v) or not re.fullmatch(r"[\w-]+", k)}
@@ -181,7 +182,7 @@ def write_record(name: str, command: str, figures: dict[str, float], note: str =
         raise ValueError(f"record {name}: figures must be finite numbers named by [A-Za-z0-9_-], got {bad}")
     head, dirty = at or commit()
     record = {"name": name, "command": command, "commit": head, "dirty": dirty, "date": dt.date.today().isoformat(),
-              "machine": machine(), "figures": {k: float(v) for k, v in figures.items()}, "note": note}
+              "machine": {**machine(), **(on or {})}, "figures": {k: float(v) for k, v in figures.items()}, "note": note}
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.json"
     path.write_text(json.dumps(record, indent=1) + "\n")

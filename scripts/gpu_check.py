@@ -1,6 +1,7 @@
 #!/usr/bin/env python
-"""rlvr's one GPU acceptance run: about 8 minutes on one H100/H200, offline, on a model given by
-argument (default the built-in SmolLM2-135M-Instruct). Run it as ``scripts/gpu_check.sh``.
+"""rlvr's one GPU acceptance run: 562 s on one H200 (2026-11-30, ``records/gpu-check-h200.json``), offline, on a
+model given by argument (default the built-in SmolLM2-135M-Instruct). Run it as ``scripts/gpu_check.sh``;
+``--budget SECONDS`` fits it to a lease, ``--record NAME`` writes its figures as ``records/NAME.json``.
 
 Phases, each in its own process, each with a time limit (a phase that fails is reported and the
 others still run):
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -59,7 +61,7 @@ class Mode:
 GPU = Mode("auto", (), 200, ("--steps", "6"),
            ("--engines", "hf,hf-cuda_graph,hf-static,hf-kv,hf-generate", "--prompts", "64", "--n", "8", "--max-new-tokens", "64",
             "--dtype", "bfloat16"),
-           judge=True, timeouts={"tests": 240, "recipe": 300, "grpo": 330, "rollout": 240})
+           judge=True, timeouts={"tests": 360, "recipe": 300, "grpo": 330, "rollout": 240})  # measured on an H200: 199, 86, 146, 122 s
 CPU = Mode("cpu", ("update.steps=2", "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.chunk_prompts=4",
                    "rollout.max_new_tokens=16", "update.micro_batch_size=8", "eval.every=0", "eval.at_start=false", "verify.workers=0"),
            8, ("--steps", "2", "--profile", "tiny", "--skip", "0"),
@@ -262,10 +264,59 @@ def small_chat_model(out: Path) -> str:
     return str(folder)
 
 
+def figures_of(report: dict[str, Any]) -> dict[str, float]:
+    """A run's numbers by flat names (``recipe_gain``, ``grpo_bf16_ratio``, ``rollout_hf_tokens_per_s``...), as a
+    measurement record holds them: every phase's seconds and numeric results; a phase that did not run has none."""
+    figures: dict[str, float] = {"seconds": report["seconds"]}
+
+    def add(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                add(f"{prefix}_{key}".replace("-", "_"), inner)
+        elif isinstance(value, (list, tuple)):  # an interval: recipe_gain_ci95_0, _1
+            for i, inner in enumerate(value):
+                add(f"{prefix}_{i}", inner)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            figures[prefix] = value
+
+    for name, phase in report["phases"].items():
+        if phase["numbers"] or phase["ok"]:
+            add(name, {"ok": int(phase["ok"]), "seconds": phase["seconds"], **phase["numbers"]})
+    return figures
+
+
+def recorded_command(argv: list[str]) -> str:
+    """The command as a record keeps it: without ``--out`` (where the logs went changes no figure, and a record names
+    no path of the measuring machine)."""
+    import shlex
+
+    kept, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--out":
+            skip = True
+        elif not word.startswith("--out="):
+            kept.append(word)
+    return shlex.join(["scripts/gpu_check.sh", *kept])
+
+
+def write_gpu_record(name: str, report: dict[str, Any], command: str, note: str = "", folder: Path | None = None) -> Path:
+    """``records/NAME.json`` from a run's report (`figures_of`), its machine the report's GPU and versions."""
+    from rlvr.records import write_record
+
+    info = report["machine"]
+    on = {k: info[k] for k in ("cpus", "memory_gb", "cpu", "kernels", "python") if k in info}  # the measuring machine's, not this one's
+    on |= {"gpu": info.get("gpu") or None, **{k: info.get(k) for k in ("torch", "cuda", "transformers", "trl")}}
+    return write_record(name, command, figures_of(report), note=note, on=on, **({"folder": folder} if folder else {}))
+
+
 def machine() -> dict[str, Any]:
     import torch
 
-    info: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": sys.version.split()[0]}
+    from rlvr.records import machine as host
+
+    info: dict[str, Any] = {**host(), "torch": torch.__version__, "cuda": torch.version.cuda, "python": sys.version.split()[0]}
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         info |= {"gpu": props.name, "gpu_memory_gb": round(props.total_memory / 2**30, 1)}
@@ -289,10 +340,14 @@ def main() -> int:
     p.add_argument("--cpu", action="store_true", help="the small mode on the CPU (what CI runs; no targets judged)")
     p.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated subset of {', '.join(PHASES)}")
     p.add_argument("--out", default="bench_results/gpu_check")
+    p.add_argument("--record", default=None, metavar="NAME",
+                   help="also write the figures as the measurement record records/NAME.json (e.g. gpu-check-h200), which pages cite")
     p.add_argument("--budget", type=int, default=None, metavar="SECONDS",
                    help="the whole run's time: each phase gets at most what is left, a phase with under a minute left is not started, "
                         "and the table is written either way (for a lease of limited length)")
     args = p.parse_args()
+    if args.record is not None and not re.fullmatch(r"[\w-]+", args.record):
+        p.error(f"--record {args.record!r}: a record's name is letters, digits, '_' and '-'")
     mode = CPU if args.cpu else GPU
     if not args.cpu:
         import torch
@@ -345,6 +400,8 @@ def main() -> int:
               "phases": {n: ph.__dict__ for n, ph in phases.items()},
               "targets": [dict(zip(("target", "measured", "wanted", "met"), t)) for t in targets]}
     (out / "gpu_check.json").write_text(json.dumps(report, indent=2))
+    if args.record:
+        print(f"wrote {write_gpu_record(args.record, report, recorded_command(sys.argv[1:]))}")
     print(f"\nwrote {out / 'gpu_check.json'}; logs in {out}")
     failed = [n for n, ph in phases.items() if not ph.ok]
     missed = [t[0] for t in targets if t[3] is False]

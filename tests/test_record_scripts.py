@@ -4,6 +4,7 @@ JSON report and ``.ci/run``'s lane lines (`scripts/record_suite.py`, `scripts/re
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import sys
@@ -78,7 +79,7 @@ def test_the_ci_record_counts_the_cpu_time_of_processes_it_never_waits_for():
     assert spent > 0.3 and machine_cpu_s() - before >= 0.9 * spent  # (the machine's ticks are 1/100 s)
 
 
-def test_a_gpu_check_phase_past_its_limit_is_stopped_and_says_so(tmp_path):
+def _gpu_check():
     spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["gpu_check"] = module  # its dataclasses look their module up
@@ -86,7 +87,11 @@ def test_a_gpu_check_phase_past_its_limit_is_stopped_and_says_so(tmp_path):
         spec.loader.exec_module(module)
     finally:
         del sys.modules["gpu_check"]
-    run = module.run
+    return module
+
+
+def test_a_gpu_check_phase_past_its_limit_is_stopped_and_says_so(tmp_path):
+    run = _gpu_check().run
     log = tmp_path / "phase.log"
     # the phase starts a child of its own, which must not outlive the phase
     child = "import time; time.sleep(4); print('LATE', flush=True)"
@@ -96,3 +101,39 @@ def test_a_gpu_check_phase_past_its_limit_is_stopped_and_says_so(tmp_path):
     assert "started" in tail and "timed out after 2 s" in tail  # the report names the limit, not an empty failure
     time.sleep(3)
     assert "LATE" not in log.read_text()
+
+
+def test_a_gpu_checks_report_becomes_a_record_the_pages_can_cite(tmp_path):
+    from rlvr.records import Record, command_problems
+
+    gpu_check = _gpu_check()
+    report = {"seconds": 562.0, "machine": {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "cuda": "13.0", "cpus": 16, "python": "3.12.3"},
+              "phases": {"tests": {"ok": False, "seconds": 199.0, "numbers": {"passed": 44, "failed": 6, "skipped": 13}},
+                         "recipe": {"ok": True, "seconds": 86.0, "numbers": {"gain": 0.25, "gain_ci95": [0.18, 0.32], "decoder": "cuda_graph",
+                                                                             "eval-before_s": 18.0}},
+                         "grpo": {"ok": True, "seconds": 146.0, "numbers": {"bf16": {"ratio": 1.35, "rlvr_gpu_mb": None}}},
+                         "rollout": {"ok": False, "seconds": 0.0, "numbers": {}}}}  # not run: no figures
+    figures = gpu_check.figures_of(report)
+    assert figures == {"seconds": 562.0, "tests_ok": 0, "tests_seconds": 199.0, "tests_passed": 44, "tests_failed": 6, "tests_skipped": 13,
+                       "recipe_ok": 1, "recipe_seconds": 86.0, "recipe_gain": 0.25, "recipe_gain_ci95_0": 0.18, "recipe_gain_ci95_1": 0.32,
+                       "recipe_eval_before_s": 18.0, "grpo_ok": 1, "grpo_seconds": 146.0, "grpo_bf16_ratio": 1.35}
+    command = gpu_check.recorded_command(["--budget", "570", "--out", "/tmp/gc", "--out=/x", "--record", "gpu-check-h200"])
+    assert command == "scripts/gpu_check.sh --budget 570 --record gpu-check-h200"  # no path of the measuring machine
+    record = Record.load(gpu_check.write_gpu_record("gpu-check-h200", report, command, folder=tmp_path))
+    assert record.machine["gpu"] == "NVIDIA H200" and record.machine["cpus"] == 16 and record.machine["torch"] == "2.11.0+cu130"
+    assert record.figures["recipe_gain"] == 0.25 and not command_problems(record)
+
+
+def test_a_gpu_check_with_its_budget_spent_starts_no_phase_and_still_writes_its_table(tmp_path):
+    import subprocess
+
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "scripts/gpu_check.py", "--cpu", "--model", str(tmp_path), "--phases", "rollout,tests",
+                        "--budget", "30", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stderr  # phases not run are failures, not passes
+    assert "| rollout | FAILED | 0 | not run: " in r.stdout and "of the --budget of 30 s left" in r.stdout
+    report = json.loads((out / "gpu_check.json").read_text())
+    assert set(report["phases"]) == {"rollout", "tests"} and not (out / "rollout.log").exists()
+    bad = subprocess.run([sys.executable, "scripts/gpu_check.py", "--cpu", "--record", "../x"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and "--record '../x'" in bad.stderr

@@ -72,7 +72,7 @@ def build_token_batch(prompts: list[list[int]], completions: list[list[int]], pa
 def scatter_completion_values(values: list[list[float]], batch: TokenBatch) -> Tensor:
     """Place per-completion-token values (e.g. the rollout engine's log-probs) into target space ``[B, L-1]``."""
     out = torch.zeros_like(batch.completion_mask)
-    flat = torch.tensor([v for row in values for v in row], dtype=out.dtype)
+    flat = torch.tensor([v for row in values for v in row], dtype=out.dtype, device=out.device)  # the batch may be on a GPU already
     out[batch.completion_mask.bool()] = flat
     return out
 
