@@ -7,7 +7,7 @@ the slowest file's seconds, and the CPU-seconds of every process it ran (``cpu_s
 ``cpu_floor_min``: the lane's time were nothing ever waited); it refreshes ``tests/file_costs.json`` (the order the files start in) from
 the same run. With ``--coverage`` the lane runs under pytest-cov (slower: time it without) and the
 record is ``test-coverage``: line coverage of rlvr/, envs/, tasks/ and sandboxes/, each and together.
-The SFT bases are the caller's, as in CI (``RLVR_TEST_SFT_BASE``, ``RLVR_TEST_CODE_SFT_BASE``): the
+The SFT bases are the caller's, as in CI (``RLVR_TEST_SFT_BASE``, ``RLVR_TEST_CODE_SFT_BASE``, ``RLVR_TEST_TOOL_SFT_BASE``): the
 lane's time does not include building them.
 
     python3 scripts/record_suite.py                 # on a quiet machine

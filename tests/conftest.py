@@ -73,6 +73,28 @@ CODE_SFT_BASE_OVERRIDES = ("steps=120", "eval.every=0", "log.progress=false", "l
 
 
 @pytest.fixture(scope="session")
+def tool_sft_base(tmp_path_factory) -> Path:
+    """The embedded model warmed up on tool episodes (`sft_tool_products` on 2 layers, 600 steps of 32: about 2 minutes on
+    one core with AVX-512, 5 with AVX2 only), for the tool training test; ``RLVR_TEST_TOOL_SFT_BASE`` reuses one built
+    beforehand (CI builds it on the core the program-synthesis warm-up leaves idle while the SFT base is built)."""
+    if os.environ.get("RLVR_TEST_TOOL_SFT_BASE"):
+        return Path(os.environ["RLVR_TEST_TOOL_SFT_BASE"])
+
+    def build(out: Path) -> Path:
+        from rlvr.config import load_config
+        from rlvr.train.sft import SFTConfig, sft
+
+        return sft(load_config(SFTConfig, "sft_tool_products", [f"output_dir={out}", "name=base", *TOOL_SFT_BASE_OVERRIDES]))
+
+    return built_once(tmp_path_factory, "tool-sft-base", build)
+
+
+# the tool warm-up (CI builds it once: .ci/run passes the same overrides; tests/test_record_scripts.py holds the two together)
+TOOL_SFT_BASE_OVERRIDES = ("tiny.layers=2", "steps=600", "batch_size=32", "micro_batch_size=32", "eval.limit=20", "log.progress=false",
+                           "log.tensorboard=false", "log.plot=false", "threads=1")
+
+
+@pytest.fixture(scope="session")
 def verified_pairs(sft_base, tmp_path_factory) -> Path:
     """Preference pairs that `rlvr pairs build` writes from the SFT base: 48 prompts x 8 sampled
     completions of the arithmetic train split, verified by math-v1 (a real run, about 15 s on one core)."""

@@ -137,3 +137,19 @@ def test_a_gpu_check_with_its_budget_spent_starts_no_phase_and_still_writes_its_
     bad = subprocess.run([sys.executable, "scripts/gpu_check.py", "--cpu", "--record", "../x"], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 2 and "--record '../x'" in bad.stderr
+
+
+@pytest.mark.parametrize("config,overrides", [("sft_code_quickstart", "CODE_SFT_BASE_OVERRIDES"), ("sft_tool_products", "TOOL_SFT_BASE_OVERRIDES")])
+def test_ci_builds_each_warm_up_as_the_tests_fixture_would(config, overrides):
+    """.ci/run builds the warm-ups the lanes reuse (RLVR_TEST_CODE_SFT_BASE, RLVR_TEST_TOOL_SFT_BASE) with the overrides of
+    the fixtures that would build them (tests/conftest.py): a base built otherwise would be another model under the same name."""
+    import shlex
+
+    conftest = importlib.util.spec_from_file_location("ci_conftest", ROOT / "tests" / "conftest.py")
+    module = importlib.util.module_from_spec(conftest)
+    conftest.loader.exec_module(module)
+    script = (ROOT / ".ci" / "run").read_text().replace("\\\n", " ")
+    line = next(line for line in script.splitlines() if f"rlvr.cli sft {config} " in line)
+    words = shlex.split(line.split(f"rlvr.cli sft {config} ", 1)[1].split(">", 1)[0])
+    built = {w for w in words if not w.startswith(("output_dir=", "name=")) and w != "overwrite=true"}
+    assert built == set(getattr(module, overrides)), (built, getattr(module, overrides))

@@ -1,7 +1,8 @@
 """End to end on the tool task: RL on episodes teaches the embedded model to call the Python tool.
 
 A small configuration of the README's run: the warm-up (`sft_tool_products`, observation tokens
-masked) on a 2-layer model for 600 steps of 32 episodes (the config's batch is 64), which learns to
+masked; the `tool_sft_base` fixture, which CI builds before the lanes) on a 2-layer model for 600 steps of 32
+episodes (the config's batch is 64), which learns to
 put the operands into a tool call but copies the printed product into its answer only sometimes;
 then GRPO (`tool_products`) for 15 steps. About 2 minutes on one core, nine tenths of it the warm-up.
 Measured with this configuration (seeds 0 and 1, 200 validation problems): greedy accuracy 0.00 ->
@@ -22,18 +23,13 @@ from rlvr.config import load_config
 from rlvr.logged_metrics import undeclared
 from rlvr.plots import read_metrics
 from rlvr.train import TrainConfig, train
-from rlvr.train.sft import SFTConfig, sft
 
 pytestmark = pytest.mark.slow
 
 
-def test_grpo_on_episodes_teaches_the_model_to_use_the_tool(tmp_path, rl_overrides):
-    base = sft(load_config(SFTConfig, "sft_tool_products", [
-        f"output_dir={tmp_path}", "name=sft", "tiny.layers=2", "steps=600", "batch_size=32", "micro_batch_size=32",
-        "log.progress=false", "log.tensorboard=false", "threads=1", "eval.limit=20",
-    ]))
+def test_grpo_on_episodes_teaches_the_model_to_use_the_tool(tmp_path, rl_overrides, tool_sft_base):
     cfg = load_config(TrainConfig, "tool_products", rl_overrides(
-        tmp_path, base, "eval.limit=200", "log.tensorboard=false", "log.checkpoint_every=0", "log.plot=false"))
+        tmp_path, tool_sft_base, "eval.limit=200", "log.tensorboard=false", "log.checkpoint_every=0", "log.plot=false"))
     assert cfg.task.make().env_id == "math-code-v1"
     result = train(cfg)
     assert result.status == "completed" and result.steps == cfg.update.steps
