@@ -301,14 +301,15 @@ def recorded_command(argv: list[str]) -> str:
     return shlex.join(["scripts/gpu_check.sh", *kept])
 
 
-def write_gpu_record(name: str, report: dict[str, Any], command: str, note: str = "", folder: Path | None = None) -> Path:
+def write_gpu_record(name: str, report: dict[str, Any], command: str, note: str = "", folder: Path | None = None,
+                     at: tuple[str, bool] | None = None) -> Path:
     """``records/NAME.json`` from a run's report (`figures_of`), its machine the report's GPU and versions."""
     from rlvr.records import write_record
 
     info = report["machine"]
     on = {k: info[k] for k in ("cpus", "memory_gb", "cpu", "kernels", "python") if k in info}  # the measuring machine's, not this one's
     on |= {"gpu": info.get("gpu") or None, **{k: info.get(k) for k in ("torch", "cuda", "transformers", "trl")}}
-    return write_record(name, command, figures_of(report), note=note, on=on, **({"folder": folder} if folder else {}))
+    return write_record(name, command, figures_of(report), note=note, on=on, at=at, **({"folder": folder} if folder else {}))
 
 
 def machine() -> dict[str, Any]:
@@ -333,7 +334,9 @@ def machine() -> dict[str, Any]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    started = time.monotonic()  # --budget counts from here: start-up and the small model's build included
+    # no abbreviations: a record keeps the command without --out, which it must recognise
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     p.add_argument("--model", default=None,
                    help="model: a built-in name, a folder, a .gguf file or a hub id (default: SmolLM2-135M-Instruct; with --cpu a tiny "
                         "random model with SmolLM2's tokenizer)")
@@ -341,10 +344,11 @@ def main() -> int:
     p.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated subset of {', '.join(PHASES)}")
     p.add_argument("--out", default="bench_results/gpu_check")
     p.add_argument("--record", default=None, metavar="NAME",
-                   help="also write the figures as the measurement record records/NAME.json (e.g. gpu-check-h200), which pages cite")
+                   help="also write the figures as the measurement record records/NAME.json (e.g. gpu-check-h200), which pages cite; "
+                        "only after a whole run (every phase started)")
     p.add_argument("--budget", type=int, default=None, metavar="SECONDS",
-                   help="the whole run's time: each phase gets at most what is left, a phase with under a minute left is not started, "
-                        "and the table is written either way (for a lease of limited length)")
+                   help="the run's time from its start to its last phase: each phase gets at most what is left, a phase with under a "
+                        "minute left is not started, and the table is written either way (for a lease of limited length)")
     args = p.parse_args()
     if args.record is not None and not re.fullmatch(r"[\w-]+", args.record):
         p.error(f"--record {args.record!r}: a record's name is letters, digits, '_' and '-'")
@@ -361,7 +365,11 @@ def main() -> int:
         args.model = small_chat_model(out) if args.cpu else "smollm2-135m-instruct"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    started = time.monotonic()
+    measured_at = None
+    if args.record:
+        from rlvr.records import commit
+
+        measured_at = commit()  # the checkout as the run starts, not as it ends
     phases: dict[str, Phase] = {}
     for name in args.phases.split(","):
         if name not in PHASES:
@@ -401,7 +409,11 @@ def main() -> int:
               "targets": [dict(zip(("target", "measured", "wanted", "met"), t)) for t in targets]}
     (out / "gpu_check.json").write_text(json.dumps(report, indent=2))
     if args.record:
-        print(f"wrote {write_gpu_record(args.record, report, recorded_command(sys.argv[1:]))}")
+        missing = [n for n in PHASES if n not in phases or phases[n].detail.startswith("not run")]
+        if missing:  # a record's figures replace the last ones: only a whole run may
+            print(f"\nrecords/{args.record}.json not written: phase(s) {', '.join(missing)} did not run (a record holds a whole run)")
+        else:
+            print(f"wrote {write_gpu_record(args.record, report, recorded_command(sys.argv[1:]), at=measured_at)}")
     print(f"\nwrote {out / 'gpu_check.json'}; logs in {out}")
     failed = [n for n, ph in phases.items() if not ph.ok]
     missed = [t[0] for t in targets if t[3] is False]

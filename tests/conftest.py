@@ -35,10 +35,20 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], Path]) -> Pa
         return result
 
 
+def prebuilt(variable: str) -> Path:
+    """The model folder an ``RLVR_TEST_*_BASE`` variable names; a missing one fails naming the variable (not a model
+    error deep inside a training test)."""
+    folder = Path(os.environ[variable])
+    if not (folder / "config.json").is_file():
+        pytest.fail(f"{variable}={folder}: not a model folder (no config.json): unset it to build the base in the session, "
+                    "or build it as .ci/run does", pytrace=False)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def sft_base(tmp_path_factory) -> Path:
     if os.environ.get("RLVR_TEST_SFT_BASE"):  # iterate on training tests with a base built once (rlvr sft sft_quickstart)
-        return Path(os.environ["RLVR_TEST_SFT_BASE"])
+        return prebuilt("RLVR_TEST_SFT_BASE")
 
     def build(out: Path) -> Path:
         from rlvr.config import load_config
@@ -56,7 +66,7 @@ def code_sft_base(tmp_path_factory) -> Path:
     its evaluations: about 1 minute on one core), built once per run for the code training test and the
     cluster in a box; ``RLVR_TEST_CODE_SFT_BASE`` reuses one built beforehand (CI builds it once for every lane)."""
     if os.environ.get("RLVR_TEST_CODE_SFT_BASE"):
-        return Path(os.environ["RLVR_TEST_CODE_SFT_BASE"])
+        return prebuilt("RLVR_TEST_CODE_SFT_BASE")
 
     def build(out: Path) -> Path:
         from rlvr.config import load_config
@@ -78,7 +88,7 @@ def tool_sft_base(tmp_path_factory) -> Path:
     one core with AVX-512, 5 with AVX2 only), for the tool training test; ``RLVR_TEST_TOOL_SFT_BASE`` reuses one built
     beforehand (CI builds it on the core the program-synthesis warm-up leaves idle while the SFT base is built)."""
     if os.environ.get("RLVR_TEST_TOOL_SFT_BASE"):
-        return Path(os.environ["RLVR_TEST_TOOL_SFT_BASE"])
+        return prebuilt("RLVR_TEST_TOOL_SFT_BASE")
 
     def build(out: Path) -> Path:
         from rlvr.config import load_config

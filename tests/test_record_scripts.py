@@ -127,29 +127,48 @@ def test_a_gpu_checks_report_becomes_a_record_the_pages_can_cite(tmp_path):
 def test_a_gpu_check_with_its_budget_spent_starts_no_phase_and_still_writes_its_table(tmp_path):
     import subprocess
 
-    out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "scripts/gpu_check.py", "--cpu", "--model", str(tmp_path), "--phases", "rollout,tests",
-                        "--budget", "30", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out, record = tmp_path / "out", ROOT / "records" / "test-budget-spent.json"
+    try:
+        r = subprocess.run([sys.executable, "scripts/gpu_check.py", "--cpu", "--model", str(tmp_path), "--phases", "rollout,tests",
+                            "--budget", "30", "--out", str(out), "--record", record.stem], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert not record.exists()  # a record replaces the figures pages cite: only a whole run writes one
+    finally:
+        record.unlink(missing_ok=True)
     assert r.returncode == 1, r.stderr  # phases not run are failures, not passes
     assert "| rollout | FAILED | 0 | not run: " in r.stdout and "of the --budget of 30 s left" in r.stdout
+    assert f"records/{record.stem}.json not written: phase(s) tests, recipe, grpo, rollout did not run" in r.stdout, r.stdout
     report = json.loads((out / "gpu_check.json").read_text())
     assert set(report["phases"]) == {"rollout", "tests"} and not (out / "rollout.log").exists()
+    abbreviated = subprocess.run([sys.executable, "scripts/gpu_check.py", "--cpu", "--ou", str(out)], cwd=ROOT, capture_output=True, text=True,
+                                 timeout=120)
+    assert abbreviated.returncode == 2  # no abbreviations: a record's command must be able to drop --out
     bad = subprocess.run([sys.executable, "scripts/gpu_check.py", "--cpu", "--record", "../x"], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 2 and "--record '../x'" in bad.stderr
 
 
-@pytest.mark.parametrize("config,overrides", [("sft_code_quickstart", "CODE_SFT_BASE_OVERRIDES"), ("sft_tool_products", "TOOL_SFT_BASE_OVERRIDES")])
-def test_ci_builds_each_warm_up_as_the_tests_fixture_would(config, overrides):
-    """.ci/run builds the warm-ups the lanes reuse (RLVR_TEST_CODE_SFT_BASE, RLVR_TEST_TOOL_SFT_BASE) with the overrides of
-    the fixtures that would build them (tests/conftest.py): a base built otherwise would be another model under the same name."""
+@pytest.mark.parametrize("config,overrides,variable", [("sft_code_quickstart", "CODE_SFT_BASE_OVERRIDES", "RLVR_TEST_CODE_SFT_BASE"),
+                                                       ("sft_tool_products", "TOOL_SFT_BASE_OVERRIDES", "RLVR_TEST_TOOL_SFT_BASE")])
+def test_ci_builds_each_warm_up_as_the_tests_fixture_would(config, overrides, variable):
+    """.ci/run builds the warm-ups the lanes reuse with the overrides of the fixtures that would build them
+    (tests/conftest.py), and hands the lanes the folder it built: a base built otherwise would be another model under the
+    same name. The whole command is read (environment, arguments, redirection), and the variable's export."""
     import shlex
 
     conftest = importlib.util.spec_from_file_location("ci_conftest", ROOT / "tests" / "conftest.py")
     module = importlib.util.module_from_spec(conftest)
     conftest.loader.exec_module(module)
     script = (ROOT / ".ci" / "run").read_text().replace("\\\n", " ")
-    line = next(line for line in script.splitlines() if f"rlvr.cli sft {config} " in line)
-    words = shlex.split(line.split(f"rlvr.cli sft {config} ", 1)[1].split(">", 1)[0])
-    built = {w for w in words if not w.startswith(("output_dir=", "name=")) and w != "overwrite=true"}
-    assert built == set(getattr(module, overrides)), (built, getattr(module, overrides))
+    lines = [line for line in script.splitlines() if f" sft {config} " in line]
+    assert len(lines) == 1, f".ci/run should build {config} once: {lines}"
+    command = lines[0].split("rc=0;")[-1].split("||")[0]
+    words = shlex.split(command)
+    redirect = words.index(">")
+    assert words[redirect + 2:] == ["2>&1"] and words[redirect + 1].startswith("$PWD/runs/"), words[redirect:]  # nothing after it
+    assert words[:5] == ["OMP_NUM_THREADS=1", "HF_HUB_OFFLINE=1", ".venv/bin/python", "-m", "rlvr.cli"] and words[5:7] == ["sft", config]
+    arguments = words[7:redirect]
+    folder = next(w.split("=", 1)[1] for w in arguments if w.startswith("output_dir="))
+    assert "name=base" in arguments and "overwrite=true" in arguments
+    built = [w for w in arguments if not w.startswith("output_dir=") and w not in ("name=base", "overwrite=true")]
+    assert sorted(built) == sorted(getattr(module, overrides)), (built, getattr(module, overrides))
+    assert any(line.strip() == f"export {variable}={folder}/base/final" for line in script.splitlines()), f"{variable} must name {folder}/base/final"

@@ -101,10 +101,10 @@ def group_stats(values: Tensor, group_ids: Tensor, valid: Tensor) -> tuple[Tenso
     """
     v = valid.to(values.dtype)
     n_groups = int(group_ids.max()) + 1 if group_ids.numel() else 0
-    count = torch.zeros(n_groups, dtype=values.dtype).index_add_(0, group_ids, v)
-    total = torch.zeros(n_groups, dtype=values.dtype).index_add_(0, group_ids, values * v)
+    count = torch.zeros(n_groups, dtype=values.dtype, device=values.device).index_add_(0, group_ids, v)
+    total = torch.zeros(n_groups, dtype=values.dtype, device=values.device).index_add_(0, group_ids, values * v)
     mean = total / count.clamp(min=1)
-    sq = torch.zeros(n_groups, dtype=values.dtype).index_add_(0, group_ids, (values - mean[group_ids]) ** 2 * v)
+    sq = torch.zeros(n_groups, dtype=values.dtype, device=values.device).index_add_(0, group_ids, (values - mean[group_ids]) ** 2 * v)
     std = (sq / (count - 1).clamp(min=1)).sqrt()
     return mean[group_ids], std[group_ids], count[group_ids]
 
@@ -114,8 +114,8 @@ def leave_one_out_mean(values: Tensor, group_ids: Tensor, valid: Tensor) -> Tens
     (0 when it has none)."""
     v = valid.to(values.dtype)
     n_groups = int(group_ids.max()) + 1 if group_ids.numel() else 0
-    count = torch.zeros(n_groups, dtype=values.dtype).index_add_(0, group_ids, v)[group_ids]
-    total = torch.zeros(n_groups, dtype=values.dtype).index_add_(0, group_ids, values * v)[group_ids]
+    count = torch.zeros(n_groups, dtype=values.dtype, device=values.device).index_add_(0, group_ids, v)[group_ids]
+    total = torch.zeros(n_groups, dtype=values.dtype, device=values.device).index_add_(0, group_ids, values * v)[group_ids]
     others = count - v
     return torch.where(others > 0, (total - values * v) / others.clamp(min=1), torch.zeros_like(values))
 

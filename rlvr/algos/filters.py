@@ -52,7 +52,7 @@ def keep_groups(rewards: Tensor, passed: Tensor, valid: Tensor, flt: GroupFilter
         valid: ``[N, G]`` bool, verdicts that count (failed verifications are left out).
         flt: The filter.
     """
-    keep = torch.ones(rewards.shape[0], dtype=torch.bool)
+    keep = torch.ones(rewards.shape[0], dtype=torch.bool, device=rewards.device)
     if flt.drop_zero_variance:
         keep &= ~zero_variance_groups(rewards, valid)
     if flt.accuracy_band is not None:
