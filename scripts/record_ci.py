@@ -11,6 +11,7 @@ work); the run's log is kept in ``runs/ci-record.log``. Nothing is recorded when
 
     python3 scripts/record_ci.py
     python3 scripts/record_ci.py --keep     # keep the clone (its runs/ holds every lane's logs)
+    python3 scripts/record_ci.py --name ci-avx2   # on another kind of CPU (records/ci-avx2.json beside records/ci.json)
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)  # no guessing at a mistyped option
     ap.add_argument("--keep", action="store_true", help="keep the clone and print where it is")
     ap.add_argument("--note", default="", help="what else ran on the machine, where it was not quiet")
+    ap.add_argument("--name", default="ci", help="the record's name: ci, or ci-KIND on another kind of CPU (records/ci-avx2.json)")
     args = ap.parse_args()
+    if not re.fullmatch(r"ci(-[A-Za-z0-9_]+)?", args.name):
+        ap.error(f"--name must be ci or ci-KIND (e.g. ci-avx2), got {args.name!r}")
     from rlvr.records import commit, write_record
 
     at = commit()
@@ -103,7 +107,8 @@ def main() -> int:
     figures = {"ci_min": wall / 60, **lanes, "cpu_s": cpu, "cpu_percent": 100.0 * cpu / wall}
     if machine_before is not None and machine_after is not None:
         figures["machine_cpu_s"] = machine_after - machine_before
-    path = write_record("ci", "python3 scripts/record_ci.py", figures, note=args.note, at=at)
+    command = "python3 scripts/record_ci.py" + ("" if args.name == "ci" else f" --name {args.name}")
+    path = write_record(args.name, command, figures, note=args.note, at=at)
     print("\n".join(f"{k}: {v:.1f}" for k, v in figures.items()))
     print(f"wrote {path}")
     return 0
