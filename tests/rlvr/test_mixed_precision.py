@@ -49,12 +49,14 @@ def test_bf16_run_computes_in_bf16_keeps_float32_weights_and_learns(sft_base, tm
 
     handle = torch.nn.modules.module.register_module_forward_hook(record)
     try:
-        result = train(_config(tmp_path, sft_base, "model.precision=bf16", "update.steps=6", "rollout.prompts_per_step=16", "eval.every=6"))
+        result = train(_config(tmp_path, sft_base, "model.precision=bf16", "update.steps=3", "rollout.prompts_per_step=16", "eval.every=3"))
     finally:
         handle.remove()
     assert seen == {"update": {torch.bfloat16}, "reference": {torch.bfloat16}, "decode": {torch.float32}}, seen
     rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
     evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
-    assert evals[6] >= evals[0] + 0.10, evals  # the float32 run's bar (tests/rlvr/test_training.py); seeds 0, 1: 0.34 -> 0.66, 0.65
+    # the float32 run's bar (tests/rlvr/test_training.py), in half its steps; seeds 0, 1 on an AMD AVX2 machine: 0.415 -> 0.73, 0.73
+    # (6 steps: 0.775, 0.75; 2026-11-30)
+    assert evals[3] >= evals[0] + 0.10, evals
     weights = load_file(str(result.final_model / "model.safetensors"))
     assert {t.dtype for t in weights.values()} == {torch.float32}

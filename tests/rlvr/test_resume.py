@@ -109,6 +109,10 @@ def test_killed_and_resumed_run_ends_with_the_same_parameters(preset, sft_base, 
     # the logged curves of the two runs agree step by step as well
     curve = "loss/total" if preset == "dpo" else "reward/mean"
     assert [r[curve] for r in _rows(straight.run_dir)] == [r[curve] for r in _rows(run)]
+    # and the data stream continued where the checkpoint left it (the steps redone read the same prompts again)
+    positions = [r.get("data/position") for r in _rows(straight.run_dir)]
+    assert positions == [r.get("data/position") for r in _rows(run)]
+    assert preset == "dpo" or None not in positions, positions  # every preset that samples reads the stream
     # and the weight-sync probe goes on after the resume as in the uninterrupted run (with overlap it stopped for good)
     def probe_scores(rows: list[dict]) -> list[dict]:
         return [{k: v for k, v in r.items() if k.startswith(("sync/logprob_gap", "sync/trainer_moved"))} for r in rows]
