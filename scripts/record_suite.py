@@ -11,6 +11,7 @@ The SFT bases are the caller's, as in CI (``RLVR_TEST_SFT_BASE``, ``RLVR_TEST_CO
 lane's time does not include building them.
 
     python3 scripts/record_suite.py                 # on a quiet machine
+    python3 scripts/record_suite.py --name test-suite-avx2   # another kind of CPU (beside records/test-suite.json)
     python3 scripts/record_suite.py --coverage      # needs pytest-cov in .venv
 """
 
@@ -58,7 +59,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)  # --cov is not --coverage
     ap.add_argument("--coverage", action="store_true", help="run under pytest-cov and record line coverage (test-coverage)")
     ap.add_argument("--note", default="", help="what else ran on the machine, where it was not quiet")
+    ap.add_argument("--name", default="test-suite",
+                    help="the record's name: test-suite, or test-suite-KIND on another kind of CPU (records/test-suite-avx2.json)")
     args = ap.parse_args()
+    if not re.fullmatch(r"test-suite(-[A-Za-z0-9_]+)?", args.name):
+        ap.error(f"--name must be test-suite or test-suite-KIND (e.g. test-suite-avx2), got {args.name!r}")
+    if args.coverage and args.name != "test-suite":
+        ap.error("--name names a timing record; --coverage writes test-coverage")
     from rlvr.records import commit, write_record
 
     at = commit()
@@ -86,7 +93,8 @@ def main() -> int:
             figures = {"main_lane_s": wall, "main_lane_min": wall / 60, **{k: v for k, v in counts.items() if k != "errors"},
                        "slowest_file_s": max(file_costs.values()), "test_seconds_total": sum(file_costs.values()),
                        "cpu_s": cpu, "cpu_percent": 100.0 * cpu / wall, "cpu_floor_min": cpu / cores / 60}
-            name, command = "test-suite", "python3 scripts/record_suite.py"
+            name = args.name
+            command = "python3 scripts/record_suite.py" + ("" if name == "test-suite" else f" --name {name}")
     path = write_record(name, command, figures, note=args.note, at=at)
     print(json.dumps(figures, indent=1))
     print(f"wrote {path}")

@@ -30,6 +30,20 @@ def test_the_suite_record_reads_pytests_summary_line():
     assert counts("no tests ran in 0.01s")["passed"] == 0  # nothing is recorded then
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["--name", "suite-avx2"], "--name must be test-suite or test-suite-KIND (e.g. test-suite-avx2), got 'suite-avx2'"),
+    (["--name", "test-suite-é"], "--name must be test-suite or test-suite-KIND"),
+    (["--name", "test-suite-avx2", "--coverage"], "--name names a timing record; --coverage writes test-coverage"),
+    (["--nam", "test-suite-avx2"], "unrecognized arguments: --nam"),
+])
+def test_the_suite_records_name_is_refused_before_the_lane_runs(argv, message):
+    """A record of another kind of CPU goes beside records/test-suite.json, never over it or elsewhere."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "record_suite.py"), *argv], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr and "[test]" not in proc.stdout, proc.stderr
+
+
 def test_the_coverage_record_sums_lines_per_package_and_ignores_other_files():
     figures = _script("record_suite").coverage_figures({"files": {
         "rlvr/a.py": {"summary": {"covered_lines": 9, "num_statements": 10}},
