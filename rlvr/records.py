@@ -169,6 +169,19 @@ def commit() -> tuple[str, bool]:
         return "unknown", False
 
 
+def kind_name_problem(base: str, name: str) -> str | None:
+    """Why ``name`` is not a record script's own name ``base`` nor ``base-KIND`` (the same measurement on
+    another kind of CPU, beside ``base``'s: ``ci-avx2``), in a line for ``--name``; None when it is."""
+    if re.fullmatch(rf"{re.escape(base)}(-[A-Za-z0-9_-]+)?", name):
+        return None
+    return f"--name must be {base} or {base}-KIND (e.g. {base}-avx2), got {name!r}"
+
+
+def script_command(script: str, base: str, name: str) -> str:
+    """The command a record names: ``python3 scripts/SCRIPT.py``, with ``--name NAME`` when it is not ``base``."""
+    return f"python3 scripts/{script}.py" + ("" if name == base else f" --name {name}")
+
+
 def write_record(name: str, command: str, figures: dict[str, float], note: str = "", folder: Path = RECORDS,
                  at: tuple[str, bool] | None = None, on: dict[str, Any] | None = None) -> Path:
     """Write ``records/NAME.json`` for a measurement just made (replacing the previous one). ``at`` is

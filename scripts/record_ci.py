@@ -56,9 +56,10 @@ def main() -> int:
     ap.add_argument("--note", default="", help="what else ran on the machine, where it was not quiet")
     ap.add_argument("--name", default="ci", help="the record's name: ci, or ci-KIND on another kind of CPU (records/ci-avx2.json)")
     args = ap.parse_args()
-    if not re.fullmatch(r"ci(-[A-Za-z0-9_]+)?", args.name):
-        ap.error(f"--name must be ci or ci-KIND (e.g. ci-avx2), got {args.name!r}")
-    from rlvr.records import commit, write_record
+    from rlvr.records import commit, kind_name_problem, script_command, write_record
+
+    if problem := kind_name_problem("ci", args.name):
+        ap.error(problem)
 
     at = commit()
     if at[1]:
@@ -107,7 +108,7 @@ def main() -> int:
     figures = {"ci_min": wall / 60, **lanes, "cpu_s": cpu, "cpu_percent": 100.0 * cpu / wall}
     if machine_before is not None and machine_after is not None:
         figures["machine_cpu_s"] = machine_after - machine_before
-    command = "python3 scripts/record_ci.py" + ("" if args.name == "ci" else f" --name {args.name}")
+    command = script_command("record_ci", "ci", args.name)
     path = write_record(args.name, command, figures, note=args.note, at=at)
     print("\n".join(f"{k}: {v:.1f}" for k, v in figures.items()))
     print(f"wrote {path}")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import time
@@ -35,20 +34,21 @@ def main() -> int:
     ap.add_argument("--name", default="quickstart", help="the record's name: quickstart, or quickstart-KIND on another kind of CPU")
     ap.add_argument("--note", default="", help="what else ran on the machine, where it was not quiet")
     args = ap.parse_args()
-    if not re.fullmatch(r"quickstart(-[A-Za-z0-9_-]+)?", args.name):
-        ap.error(f"--name must be quickstart or quickstart-KIND (e.g. quickstart-avx2), got {args.name!r}")
+    from rlvr.records import kind_name_problem, script_command, write_record
+
+    if problem := kind_name_problem("quickstart", args.name):
+        ap.error(problem)
     fresh = not (ROOT / ".venv").exists()
     t0 = time.perf_counter()
     subprocess.run(["bash", str(ROOT / "scripts" / "quickstart.sh")], cwd=ROOT, check=True)
     script_s = time.perf_counter() - t0
     s = json.loads((ROOT / "runs" / "quickstart" / "summary.json").read_text())
     from rlvr.quickstart_report import record_figures
-    from rlvr.records import write_record
 
     figures = record_figures(s) | {"script_s": script_s, "setup_s": script_s - s["wall_time"]["total_s"]}
 
     note = ("a fresh clone: set-up created .venv" if fresh else "an existing .venv") + (f"; {args.note}" if args.note else "")
-    command = "python3 scripts/record_quickstart.py" + ("" if args.name == "quickstart" else f" --name {args.name}")
+    command = script_command("record_quickstart", "quickstart", args.name)
     path = write_record(args.name, command, figures, note=note, folder=Path(args.into))
     print(json.dumps(figures, indent=1))
     print(f"wrote {path}")

@@ -62,11 +62,12 @@ def main() -> int:
     ap.add_argument("--name", default="test-suite",
                     help="the record's name: test-suite, or test-suite-KIND on another kind of CPU (records/test-suite-avx2.json)")
     args = ap.parse_args()
-    if not re.fullmatch(r"test-suite(-[A-Za-z0-9_]+)?", args.name):
-        ap.error(f"--name must be test-suite or test-suite-KIND (e.g. test-suite-avx2), got {args.name!r}")
+    from rlvr.records import commit, kind_name_problem, script_command, write_record
+
+    if problem := kind_name_problem("test-suite", args.name):
+        ap.error(problem)
     if args.coverage and args.name != "test-suite":
         ap.error("--name names a timing record; --coverage writes test-coverage")
-    from rlvr.records import commit, write_record
 
     at = commit()
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,8 +94,7 @@ def main() -> int:
             figures = {"main_lane_s": wall, "main_lane_min": wall / 60, **{k: v for k, v in counts.items() if k != "errors"},
                        "slowest_file_s": max(file_costs.values()), "test_seconds_total": sum(file_costs.values()),
                        "cpu_s": cpu, "cpu_percent": 100.0 * cpu / wall, "cpu_floor_min": cpu / cores / 60}
-            name = args.name
-            command = "python3 scripts/record_suite.py" + ("" if name == "test-suite" else f" --name {name}")
+            name, command = args.name, script_command("record_suite", "test-suite", args.name)
     path = write_record(name, command, figures, note=args.note, at=at)
     print(json.dumps(figures, indent=1))
     print(f"wrote {path}")

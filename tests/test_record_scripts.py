@@ -30,18 +30,28 @@ def test_the_suite_record_reads_pytests_summary_line():
     assert counts("no tests ran in 0.01s")["passed"] == 0  # nothing is recorded then
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--name", "suite-avx2"], "--name must be test-suite or test-suite-KIND (e.g. test-suite-avx2), got 'suite-avx2'"),
-    (["--name", "test-suite-é"], "--name must be test-suite or test-suite-KIND"),
-    (["--name", "test-suite-avx2", "--coverage"], "--name names a timing record; --coverage writes test-coverage"),
-    (["--nam", "test-suite-avx2"], "unrecognized arguments: --nam"),
+@pytest.mark.parametrize("script,argv,message", [
+    ("record_suite", ["--name", "suite-avx2"], "--name must be test-suite or test-suite-KIND (e.g. test-suite-avx2), got 'suite-avx2'"),
+    ("record_suite", ["--name", "test-suite-é"], "--name must be test-suite or test-suite-KIND"),
+    ("record_suite", ["--name", "test-suite-avx2", "--coverage"], "--name names a timing record; --coverage writes test-coverage"),
+    ("record_suite", ["--nam", "test-suite-avx2"], "unrecognized arguments: --nam"),
+    ("record_ci", ["--name", "ci.avx2"], "--name must be ci or ci-KIND (e.g. ci-avx2), got 'ci.avx2'"),
+    ("record_quickstart", ["--name", "quickstart-é"], "--name must be quickstart or quickstart-KIND"),
 ])
-def test_the_suite_records_name_is_refused_before_the_lane_runs(argv, message):
-    """A record of another kind of CPU goes beside records/test-suite.json, never over it or elsewhere."""
+def test_a_records_name_is_refused_before_anything_is_measured(script, argv, message):
+    """A record of another kind of CPU goes beside its script's own record (`rlvr.records.kind_name_problem`),
+    never over it or elsewhere; a refused name costs nothing (no lane, clone or quickstart started)."""
     import subprocess
 
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "record_suite.py"), *argv], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and message in proc.stderr and "[test]" not in proc.stdout, proc.stderr
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), *argv], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr and proc.stdout == "", (proc.stdout, proc.stderr)
+
+
+def test_a_record_names_the_command_that_remakes_it():
+    from rlvr.records import script_command
+
+    assert script_command("record_suite", "test-suite", "test-suite") == "python3 scripts/record_suite.py"
+    assert script_command("record_ci", "ci", "ci-avx2") == "python3 scripts/record_ci.py --name ci-avx2"
 
 
 def test_the_coverage_record_sums_lines_per_package_and_ignores_other_files():
