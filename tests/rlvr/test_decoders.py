@@ -407,6 +407,22 @@ def test_rlvrs_decoders_sample_the_same_tokens_so_choosing_among_them_changes_on
         _assert_same(runs["kv"], runs[other])
 
 
+@pytest.mark.parametrize("name", [*OWN, "generate"])
+def test_a_greedy_call_leaves_the_generator_so_the_next_sampled_call_draws_what_it_would_have(trained, name):
+    """A held-out evaluation (greedy) between two training steps must not change what the next step
+    samples: a greedy call uses no randomness, so it takes nothing from torch's generator."""
+    model, tok = trained
+    engine = HFGenerateEngine(model, tok, decode=name)
+    greedy, sampled = SamplingParams(temperature=0.0, max_new_tokens=12), SamplingParams(temperature=1.0, max_new_tokens=12)
+    torch.manual_seed(5)
+    alone = [c.token_ids for c in engine.generate(PROMPTS, 3, sampled)]
+    torch.manual_seed(5)
+    state = torch.get_rng_state()
+    engine.generate(PROMPTS, 2, greedy)
+    assert torch.equal(torch.get_rng_state(), state), f"a greedy {name} call drew from torch's generator"
+    assert [c.token_ids for c in engine.generate(PROMPTS, 3, sampled)] == alone
+
+
 def test_counter_uniforms_are_uniform_and_depend_only_on_key_row_and_position():
     from rlvr.rollout.decoding.sampler import counter_uniforms
 

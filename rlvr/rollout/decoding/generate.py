@@ -101,7 +101,8 @@ class ContinuousDecoder(Decoder):
 
         config = GenerationConfig(**_sampling_kwargs(request), max_new_tokens=request.max_new_tokens, pad_token_id=request.pad_id,
                                   eos_token_id=list(request.eos_ids) or None)
-        seed = int(torch.randint(0, 2**31 - 1, (1,)))  # from torch's generator: a seeded run stays reproducible
+        # from torch's generator: a seeded run stays reproducible; a greedy call draws none (it leaves what a run samples next)
+        seed = 0 if request.greedy else int(torch.randint(0, 2**31 - 1, (1,)))
         with weights_precision(model):
             outputs = model.generate_batch([list(p) for p in request.prompts], generation_config=config,
                                            continuous_batching_config=ContinuousBatchingConfig(return_logprobs=True, seed=seed),

@@ -126,7 +126,9 @@ def decode(model: torch.nn.Module, prompts: Sequence[list[int]], *, max_new_toke
     active = torch.arange(B, device=device)  # original rows still in the batch
     done = torch.zeros(B, dtype=torch.bool, device=device)  # per active row
 
-    key = draw_key(device)  # the call's key: a row's draws depend on it, the row and the position only
+    # the call's key: a row's draws depend on it, the row and the position only. A greedy call draws none, so an
+    # evaluation between training steps leaves torch's generator, and what training samples next, as it was
+    key = torch.zeros(1, dtype=torch.long, device=device) if greedy else draw_key(device)
     all_rows = torch.arange(B, device=device).unsqueeze(1)
     uniforms = None
     steps = 0

@@ -6,7 +6,8 @@ only on (the call's key, the row, the token's position): `counter_uniforms`, a c
 not depend on which other rows share its batch, on finished rows leaving it (``kv``) or staying
 (``static``), on padding rows, or on the device: rlvr's decoders sample the same tokens from the
 same logits, so ``rollout.hf.decode=auto`` choosing one or another changes the speed, not the run.
-The key is drawn once per call from torch's generator, so a seeded call repeats.
+The key is drawn once per sampled call from torch's generator, so a seeded call repeats; a greedy call
+draws none, so a held-out evaluation inside a run does not change what the run samples after it.
 """
 
 from __future__ import annotations

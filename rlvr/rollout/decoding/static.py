@@ -158,7 +158,8 @@ class StaticBatch:
         self.done[rows:] = True
         self.ended.zero_()
         self.generated.zero_()
-        self.key.copy_(draw_key(self.key.device))
+        if not s.greedy:  # a greedy call uses no randomness: it leaves torch's generator as it found it
+            self.key.copy_(draw_key(self.key.device))
         self.token.fill_(self.pad_id)
         logits = torch.zeros((s.rows, pre.logits.shape[1]), dtype=pre.logits.dtype, device=pre.logits.device)
         logits[:rows] = pre.logits
