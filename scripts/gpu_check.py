@@ -89,8 +89,10 @@ class Phase:
 def run(cmd: list[str], log: Path, timeout: int, env: dict[str, str]) -> tuple[int, str]:
     """Run ``cmd`` with output to ``log``; (exit code or 124 on timeout, the output's last lines)."""
     with log.open("w") as f:
-        # its own process group, so a phase stopped (or this script interrupted) takes the phase's children with it
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        # its own process group, so a phase stopped (or this script interrupted) takes the phase's children with it; not its
+        # own session: with the kernel's autogroups (on by default) a new session is scheduled as a peer of the caller's
+        # whole session, so a phase of `nice -n 19 gpu_check.sh` (CI's) would take the CPU from the lanes it must yield to
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT, preexec_fn=os.setpgrp)
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

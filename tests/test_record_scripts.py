@@ -127,6 +127,19 @@ def test_a_gpu_check_phase_past_its_limit_is_stopped_and_says_so(tmp_path):
     assert "LATE" not in log.read_text()
 
 
+def test_a_gpu_check_phase_stays_in_the_callers_session_so_a_niced_check_yields_the_cpu(tmp_path):
+    """CI runs the check at `nice -n 19` beside its lanes. With the kernel's autogroups a process in a session of its own
+    is scheduled as a peer of the caller's whole session, whatever its nice value: a phase must keep the caller's session
+    (its own process group is enough to stop it whole)."""
+    log = tmp_path / "phase.log"
+    code, _ = _gpu_check().run([sys.executable, "-c", "import os; print(os.getpid(), os.getpgid(0), os.getsid(0))"], log, 60,
+                               dict(os.environ))
+    assert code == 0
+    pid, group, session = (int(x) for x in log.read_text().split())
+    assert group == pid and group != os.getpgid(0)
+    assert session == os.getsid(0)
+
+
 def test_a_gpu_checks_report_becomes_a_record_the_pages_can_cite(tmp_path):
     from rlvr.records import Record, command_problems
 
