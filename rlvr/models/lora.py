@@ -10,6 +10,7 @@ run the base weights (`base_view`, the reference for free), save the adapters, m
 from __future__ import annotations
 
 import copy
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from collections.abc import Mapping
@@ -39,6 +40,15 @@ def _linear_names(model: torch.nn.Module) -> list[str]:
     return sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
 
 
+@contextmanager
+def _peft_calls() -> Iterator[None]:
+    """Around rlvr's calls into peft: peft reads transformers' deprecated ``is_gradient_checkpointing``, a
+    FutureWarning (transformers 5) in every LoRA run's log that no setting of the user's can change."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
+
+
 def apply_lora(model: torch.nn.Module, settings: LoraSettings, base: str | None = None) -> torch.nn.Module:
     """Inject ``settings``' adapters into ``model`` (in place; its base weights frozen) and return it.
     ``base``: where the base weights were loaded from, recorded in the saved adapters' config (so
@@ -54,7 +64,8 @@ def apply_lora(model: torch.nn.Module, settings: LoraSettings, base: str | None 
                             f"{', '.join(_linear_names(model))}")
     config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout, target_modules=targets,
                         modules_to_save=list(settings.modules_to_save) or None, bias="none", task_type="CAUSAL_LM")
-    peft_model = get_peft_model(model, config)
+    with _peft_calls():
+        peft_model = get_peft_model(model, config)
     if base is not None:
         peft_model.peft_config["default"].base_model_name_or_path = base
     return _attach(peft_model)
@@ -64,7 +75,8 @@ def load_adapters(model: torch.nn.Module, directory: str | Path) -> torch.nn.Mod
     """``model`` (the base) with the trainable adapters saved in ``directory`` (a checkpoint's ``policy/``)."""
     from peft import PeftModel
 
-    return _attach(PeftModel.from_pretrained(model, str(directory), is_trainable=True))
+    with _peft_calls():
+        return _attach(PeftModel.from_pretrained(model, str(directory), is_trainable=True))
 
 
 def _attach(peft_model: Any) -> torch.nn.Module:
@@ -96,7 +108,8 @@ def merged_from_folder(model: torch.nn.Module, directory: str | Path) -> torch.n
     """``model`` (the base) with the adapters in ``directory`` merged into its weights: a plain model."""
     from peft import PeftModel
 
-    return PeftModel.from_pretrained(model, str(directory)).merge_and_unload()
+    with _peft_calls():
+        return PeftModel.from_pretrained(model, str(directory)).merge_and_unload()
 
 
 def parameter_counts(model: torch.nn.Module) -> dict[str, int]:

@@ -279,3 +279,19 @@ def test_a_merged_export_of_a_quantised_base_is_refused_with_the_reason(tiny_dir
     model.config.quantization_config = {"quant_method": "bitsandbytes", "load_in_4bit": True}
     with pytest.raises(UserError, match=r"model\.lora\.merge_on_save with a quantised base .*bitsandbytes.*round their update away"):
         check_mergeable(model, str(tiny_dir))
+
+
+def test_adding_saving_and_loading_adapters_warns_nothing_the_user_cannot_act_on(tiny_dir, tmp_path):
+    """peft reads transformers' deprecated `is_gradient_checkpointing` (a FutureWarning in every LoRA run's log with
+    transformers 5): nothing a user can change, so rlvr's calls into peft keep it out of the log."""
+    import warnings
+
+    from rlvr.models.lora import load_adapters, merged_from_folder
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = apply_lora(load_model(str(tiny_dir))[0], LoraSettings(r=4))
+        adapters_of(model).save_pretrained(str(tmp_path / "adapters"))
+        load_adapters(load_model(str(tiny_dir))[0], tmp_path / "adapters")
+        merged_from_folder(load_model(str(tiny_dir))[0], tmp_path / "adapters")
+    assert not [str(w.message) for w in caught if "is_gradient_checkpointing" in str(w.message)]
