@@ -243,12 +243,19 @@ class GroupSource:
         return self.asynchronous.engine if self.asynchronous is not None else self.engine
 
     def _report_decoder(self) -> None:
-        """Say once which decoder the engine measured and chose (``rollout.hf.decode=auto``), and keep it in resources.json."""
-        choice = getattr(self._generating_engine(), "choice", None)
-        if choice is not None and not self.reported_decoder:
+        """Say once which decoder the engine measured and chose (``rollout.hf.decode=auto``), and keep it in resources.json;
+        a decoder named outright is kept there too (``named``: nothing measured), not printed."""
+        if self.reported_decoder:
+            return
+        engine = self._generating_engine()
+        choice = getattr(engine, "choice", None)
+        if choice is not None:
             self.reported_decoder = True
             self.harness.print(choice.summary())
             self.harness.note("decoder", choice.as_dict())
+        elif (name := getattr(engine, "decoder_name", None)) is not None:  # after the first batch: a failed probe says generate
+            self.reported_decoder = True
+            self.harness.note("decoder", {"name": name, "named": True})
 
     def take_prompts(self, n: int) -> list[Problem]:
         """This process's share of the next ``n x processes`` prompts (every process reads the same stream)."""

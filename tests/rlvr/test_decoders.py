@@ -388,6 +388,27 @@ def test_auto_measures_the_candidates_chooses_one_and_samples_what_the_chosen_de
     assert [c.token_ids for c in first] == [c.token_ids for c in named]
 
 
+def test_a_choice_timed_on_an_evaluation_is_made_again_on_the_first_sampled_call(trained, monkeypatch):
+    """A run that evaluates before its first step (eval.at_start) makes its first generation greedy, on the
+    evaluation's prompts: the decoder it samples with must be chosen on the training batch's shapes, as in a
+    run that does not evaluate (on a GPU, where candidates are timed, `generate` draws another stream)."""
+    model, tok = trained
+    monkeypatch.setitem(choice_module.CANDIDATES, "cpu", ("kv", "static"))  # the mechanism CUDA uses, on a CPU's decoders
+    sampling = SamplingParams(max_new_tokens=6, seed=5)
+    evaluated = HFGenerateEngine(model, tok, decode="auto")
+    evaluated.generate(PROMPTS[:1], 1, SamplingParams(max_new_tokens=6, temperature=0.0))
+    assert evaluated.choice.shape[0] == 1  # timed on the evaluation: provisional
+    evaluated.generate(PROMPTS, 3, sampling)
+    alone = HFGenerateEngine(model, tok, decode="auto")
+    alone.generate(PROMPTS, 3, sampling)
+    assert evaluated.choice.shape == alone.choice.shape == (3 * len(PROMPTS), alone.choice.shape[1], 6)
+    assert set(evaluated.choice.tokens_per_s) == {"kv", "static"}
+    chosen = evaluated.choice
+    evaluated.generate(PROMPTS[:1], 1, SamplingParams(max_new_tokens=6, temperature=0.0))
+    evaluated.generate(PROMPTS, 3, sampling)
+    assert evaluated.choice is chosen  # made once for sampling: later evaluations and batches keep it
+
+
 @pytest.mark.parametrize("settings", [dict(temperature=1.0), dict(temperature=0.8, top_p=0.9, top_k=20)])
 def test_rlvrs_decoders_sample_the_same_tokens_so_choosing_among_them_changes_only_speed(trained, settings):
     """kv (finished rows leave the batch), static (they stay; padding rows) and the step replayed as a

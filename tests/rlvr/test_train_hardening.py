@@ -203,6 +203,7 @@ def test_a_resume_refuses_a_damaged_decoder_choice_in_one_line_and_takes_a_named
     assert "Traceback" not in err and [line for line in err.splitlines() if "error" in line] == ["error: this checkpoint's rollout state is damaged: decoder_choice.seconds is 'x', not a number; "
                                         "resume with rollout.hf.decode=kv (or name another decoder) to choose the decoder afresh"], err
     assert main([*resume, "rollout.hf.decode=kv"]) == 0
+    assert json.loads((tmp_path / "run" / "resources.json").read_text())["decoder"] == {"name": "kv", "named": True}  # kept, not measured
     state["recipe"]["decoder_choice"]["seconds"] = 0.5
     torch.save(state, state_file)
     shutil.rmtree(tmp_path / "run" / "checkpoints" / "step-2")

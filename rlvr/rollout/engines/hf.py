@@ -63,6 +63,7 @@ class HFGenerateEngine(RolloutEngine):
         self.max_batch_sequences = max_batch_sequences
         self.synced = synced
         self.choice: DecoderChoice | None = None  # what decode=auto measured and chose (at the first generation)
+        self._chosen_on_greedy = False  # the choice was timed on a greedy call (an evaluation): made again at the first sampled one
         self._decoders: dict[str, Decoder] = {}
         self._probed: dict[str, str | None] = {}  # decoder -> None (passed) or why it failed its probe
         if tokenizer.pad_token_id is None:  # many causal LMs ship without one
@@ -176,8 +177,11 @@ class HFGenerateEngine(RolloutEngine):
             return self.decoder("generate")
         name = self.decode
         if name == AUTO:
-            if self.choice is None:
+            # a choice timed on a greedy call (a run's evaluation before its first step) is timed again at the first sampled
+            # call, on the shapes the run trains with: whether and how a run evaluates must not change what it samples with
+            if self.choice is None or (self._chosen_on_greedy and not request.greedy):
                 self.choice = choose_decoder(self.decoder, self.model, request)
+                self._chosen_on_greedy = request.greedy and self.choice.timed
                 self._probed.update({n: None for n in self.choice.usable} | dict(self.choice.rejected))
             name = self.choice.name
         if name in OWN_DECODERS_PROBED and name not in self._probed:
