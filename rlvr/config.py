@@ -345,7 +345,7 @@ def renamed_keys(cls: type, prefix: str = "") -> dict[str, str]:
 
 
 def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(key, default, help) for every field, nested keys dotted."""
+    """(key, default, help) for every field, nested keys dotted; a bounded key's help ends with its bounds (``(> 0)``)."""
     rows = []
     hints = get_type_hints(cls)
     for f in dataclasses.fields(cls):
@@ -355,7 +355,8 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
             continue
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
-        rows.append((f"{prefix}{key}", repr(default), f.metadata.get("help", "")))
+        bounds = ", ".join(_BOUNDS[name][1].format(bound) for name, bound in f.metadata.get("bounds", {}).items())
+        rows.append((f"{prefix}{key}", repr(default), " ".join(filter(None, (f.metadata.get("help", ""), bounds and f"({bounds})")))))
     return rows
 
 
