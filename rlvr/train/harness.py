@@ -337,6 +337,11 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
                 self.print(f"{'error' if tally.all_failed else 'warning'}: {tally.summary()}")
                 if tally.all_failed:  # no reward reached the policy: this is not a completed run
                     status = "failed: every verification of the run failed; fix the environment (`rlvr envs check ID`)"
+            if status == "completed" and step > 0 and getattr(self.components.get("policy"), "updates", None) == 0:
+                self.print("warning: the run took no optimizer step: every update was skipped for want of a signal "
+                           "(train/skipped_no_signal: in each group every completion got the same reward), so the final model is "
+                           "the starting one; sample more varied groups (a higher rollout.temperature or top_k, a larger "
+                           "rollout.group_size) or train on problems the model solves only sometimes")
             return TrainResult(self.run_dir, step, final, status)
         except BaseException as e:
             status, instead = self.fail(e, step, recipe)  # a checkpoint where it can, the error to report

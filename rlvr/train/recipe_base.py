@@ -99,7 +99,8 @@ class AlgorithmRecipe:
                                 verify_workers=cfg.verify.workers, verify_kind=cfg.verify.kind, verify_timeout_s=cfg.verify.timeout_s,
                                 prompt=cfg.prompt)
         with self.groups.engine_for_evaluation() as engine:
-            report = evaluate(engine, self.groups.task, settings, progress=False)
+            report = evaluate(engine, self.groups.task, settings, progress=False,
+                              model_name=f"{self.cfg.run_dir} at step {self.harness.current_step}")
         self.harness.log_report("eval", report)
         return {"eval/accuracy": report["greedy"]["accuracy"], "eval/no_answer_rate": report["greedy"]["no_answer_rate"]}
 

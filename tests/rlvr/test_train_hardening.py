@@ -211,6 +211,23 @@ def test_a_resume_refuses_a_damaged_decoder_choice_in_one_line_and_takes_a_named
     assert "decoder: kv on cpu, chosen before the resume (the only candidate there: not timed)" in capsys.readouterr().out
 
 
+def test_a_run_that_never_took_an_optimizer_step_says_so_and_what_to_change(tiny_model, tmp_path, capsys):
+    """top_k=1 samples every completion of a group alike: equal rewards, no gradient, every update skipped. The run
+    completes, but its final model is the starting one, which a user must hear of, not find out from a metric."""
+    args = ["train", "quickstart", f"output_dir={tmp_path}", f"model.name_or_path={tiny_model}", *QUIET, *SMALL]
+    assert main([*args, "name=alike", "rollout.top_k=1"]) == 0
+    out = capsys.readouterr().out
+    rows = [json.loads(line) for line in (tmp_path / "alike" / "metrics.jsonl").read_text().splitlines()]
+    assert [r.get("train/skipped_no_signal") for r in rows] == [1.0, 1.0]
+    assert "warning: the run took no optimizer step" in out and "rollout.temperature" in out
+    # a run whose steps all update (SFT's, on the same untrained model) says nothing of the kind
+    assert main(["sft", "sft_quickstart", f"output_dir={tmp_path}", "name=sft", f"model.name_or_path={tiny_model}", *QUIET, "steps=2",
+                 "eval.limit=2", "eval.max_new_tokens=4"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["spent/optimizer_steps"] for r in rows if "spent/optimizer_steps" in r] == [1, 2]
+    assert "optimizer step" not in capsys.readouterr().out
+
+
 def test_fsdp_in_a_single_process_says_it_is_off(tiny_model, tmp_path, capsys):
     assert main(["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
                  "update.steps=1", "distributed=fsdp", "model.precision=bf16"]) == 0
