@@ -305,6 +305,7 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         restore_signals = self._install_signal_handlers()
         bar = progress_display(recipe.total_steps, initial=step, desc=recipe.title, unit="step", enabled=cfg.log.progress and self.is_main)
         spent_by = self._budget_reached()
+        no_signal = 0  # steps of this process whose update was skipped: every advantage 0
         try:
             if cfg.eval.at_start and step == 0:
                 self.log(0, recipe.evaluate())
@@ -315,6 +316,7 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
                 self.steps_done += 1
                 metrics["time/step"] = time.perf_counter() - t0
                 metrics |= self._charge(metrics)
+                no_signal += int(metrics.get("train/skipped_no_signal", 0.0) == 1.0)
                 if not _failed_streak(recipe):
                     self.good_step = step
                 spent_by = self._budget_reached()
@@ -337,8 +339,8 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
                 self.print(f"{'error' if tally.all_failed else 'warning'}: {tally.summary()}")
                 if tally.all_failed:  # no reward reached the policy: this is not a completed run
                     status = "failed: every verification of the run failed; fix the environment (`rlvr envs check ID`)"
-            if status == "completed" and step > 0 and getattr(self.components.get("policy"), "updates", None) == 0:
-                self.print("warning: the run took no optimizer step: every update was skipped for want of a signal "
+            if status == "completed" and no_signal and getattr(self.components.get("policy"), "updates", None) == 0:
+                self.print(f"warning: the run took no optimizer step: {no_signal} of its {self.steps_done} steps here had no signal "
                            "(train/skipped_no_signal: in each group every completion got the same reward), so the final model is "
                            "the starting one; sample more varied groups (a higher rollout.temperature or top_k, a larger "
                            "rollout.group_size) or train on problems the model solves only sometimes")
