@@ -67,10 +67,11 @@ CPU = Mode("cpu", ("update.steps=2", "rollout.prompts_per_step=4", "rollout.grou
            8, ("--steps", "2", "--profile", "tiny", "--skip", "0"),
            ("--engines", "hf,hf-kv,hf-static,hf-generate", "--prompts", "4", "--n", "2", "--max-new-tokens", "8", "--repeats", "1",
             "--dtype", "float32"),
-           # hang guards, not budgets: CI runs this mode at the lowest priority beside its main lane, which takes 51 min on a
-           # 2-core CPU without AVX-512 (2026-11-29; 16 on one with it), and a phase gets little CPU until the lane ends
-           # (there the tests phase ran out of 1,500 s and the recipe out of 900)
-           judge=False, timeouts={"tests": 3600, "recipe": 2400, "grpo": 2400, "rollout": 1200})
+           # hang guards, not budgets: CI runs this mode at the lowest priority beside its main lane (31-36 min alone on a
+           # 2-core CPU without AVX-512, 2026-11-30; 16 on one with it), and a phase started beside it gets almost no CPU until
+           # the lane ends: the tests phase, started before the SFT bases, waits out the bases and the whole lane (there it ran
+           # out of 1,500 s once, and the recipe out of 900); its guard is CI's own hard limit
+           judge=False, timeouts={"tests": 5400, "recipe": 2400, "grpo": 2400, "rollout": 1200})
 
 MIN_PHASE_S = 60  # with --budget, a phase is not started with less than this left
 
