@@ -48,7 +48,7 @@ class HeadLogprobs(torch.autograd.Function):
         logp = hidden.new_empty(n, dtype=torch.float32)
         lse = hidden.new_empty(n, dtype=torch.float32)  # of the full distribution
         lse_kept = lse  # of the truncated one (the same tensor when nothing truncates)
-        truncating = top_p < 1 or top_k > 0
+        truncating = top_p < 1 or 0 < top_k < weight.shape[0]  # a top_k of the vocabulary or more keeps every token
         cut = lse  # per position, the smallest kept logit (backward then needs no sort)
         if truncating:
             lse_kept, cut = hidden.new_empty(n, dtype=torch.float32), hidden.new_empty(n, dtype=torch.float32)

@@ -305,7 +305,7 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         restore_signals = self._install_signal_handlers()
         bar = progress_display(recipe.total_steps, initial=step, desc=recipe.title, unit="step", enabled=cfg.log.progress and self.is_main)
         spent_by = self._budget_reached()
-        no_signal = 0  # steps of this process whose update was skipped: every advantage 0
+        no_signal = 0  # steps here whose update was skipped for want of a signal: every advantage 0, or every group dropped
         try:
             if cfg.eval.at_start and step == 0:
                 self.log(0, recipe.evaluate())
@@ -316,7 +316,7 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
                 self.steps_done += 1
                 metrics["time/step"] = time.perf_counter() - t0
                 metrics |= self._charge(metrics)
-                no_signal += int(metrics.get("train/skipped_no_signal", 0.0) == 1.0)
+                no_signal += int(1.0 in (metrics.get("train/skipped_no_signal"), metrics.get("train/skipped_no_group")))
                 if not _failed_streak(recipe):
                     self.good_step = step
                 spent_by = self._budget_reached()
@@ -340,9 +340,10 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
                 if tally.all_failed:  # no reward reached the policy: this is not a completed run
                     status = "failed: every verification of the run failed; fix the environment (`rlvr envs check ID`)"
             if status == "completed" and no_signal and getattr(self.components.get("policy"), "updates", None) == 0:
-                self.print(f"warning: the run took no optimizer step: {no_signal} of its {self.steps_done} steps here had no signal "
-                           "(train/skipped_no_signal: in each group every completion got the same reward), so the final model is "
-                           "the starting one; sample more varied groups (a higher rollout.temperature or top_k, a larger "
+                self.print("warning: the run took no optimizer step: every update was skipped for want of a signal (in each group "
+                           "every completion got the same reward: train/skipped_no_signal, or every group was dropped: "
+                           "train/skipped_no_group), so the final model is the starting one; sample more varied groups "
+                           "(rollout.top_k=0 and rollout.top_p=1 leave sampling untruncated; a higher rollout.temperature, a larger "
                            "rollout.group_size) or train on problems the model solves only sometimes")
             return TrainResult(self.run_dir, step, final, status)
         except BaseException as e:

@@ -219,7 +219,12 @@ def test_a_run_that_never_took_an_optimizer_step_says_so_and_what_to_change(tiny
     out = capsys.readouterr().out
     rows = [json.loads(line) for line in (tmp_path / "alike" / "metrics.jsonl").read_text().splitlines()]
     assert [r.get("train/skipped_no_signal") for r in rows] == [1.0, 1.0]
-    assert "warning: the run took no optimizer step" in out and "rollout.temperature" in out
+    assert "warning: the run took no optimizer step" in out and "rollout.top_k=0" in out
+    # DAPO's dynamic sampling drops every group instead (train/skipped_no_group): the same end, the same warning
+    assert main([*args, "name=dapo", "rollout.top_k=1", "algo.preset=dapo"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "dapo" / "metrics.jsonl").read_text().splitlines()]
+    assert [r.get("train/skipped_no_group") for r in rows] == [1.0, 1.0]
+    assert "warning: the run took no optimizer step" in capsys.readouterr().out
     # a run whose steps all update (SFT's, on the same untrained model) says nothing of the kind
     assert main(["sft", "sft_quickstart", f"output_dir={tmp_path}", "name=sft", f"model.name_or_path={tiny_model}", *QUIET, "steps=2",
                  "eval.limit=2", "eval.max_new_tokens=4"]) == 0
