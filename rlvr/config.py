@@ -109,7 +109,23 @@ def build_with_overrides(cls: type[C], data: dict[str, Any], where: str, overrid
             named = {".".join(parts[i:j]) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)}
             if message.startswith(f"{where}: unknown key") and any(f"unknown key '{n}'" in message for n in named):
                 raise ConfigError(f"command-line override {item}: {message[len(where) + 2:]}") from None
+        if overrides and message.startswith(f"{where}: "):  # a check across keys (__post_init__): the first override that breaks it
+            for i, item in enumerate(overrides):
+                try:
+                    from_dict(cls, apply_overrides(cls, data, overrides[: i + 1]), where=where)
+                except ConfigError as first:
+                    if i == 0 and _fails(cls, data, where):
+                        break  # the file alone is refused: the file's error
+                    raise ConfigError(f"command-line override {item}: {str(first)[len(where) + 2:]}") from None
         raise
+
+
+def _fails(cls: type, data: dict[str, Any], where: str) -> bool:
+    try:
+        from_dict(cls, data, where=where)
+    except ConfigError:
+        return True
+    return False
 
 
 def read_config(source: str | Path | dict[str, Any] | None) -> tuple[dict[str, Any], str]:

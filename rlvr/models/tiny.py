@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlvr.config import help_field
+
 
 @dataclass
 class TinyModelConfig:
@@ -24,12 +26,16 @@ class TinyModelConfig:
         seed: Initialisation seed.
     """
 
-    hidden_size: int = 256
-    layers: int = 4
-    heads: int = 4
-    intermediate_size: int = 768
-    max_positions: int = 256
-    seed: int = 0
+    hidden_size: int = help_field(256, "Width of the residual stream (a multiple of heads)", gt=0)
+    layers: int = help_field(4, "Number of transformer blocks", gt=0)
+    heads: int = help_field(4, "Attention heads (head size = hidden_size / heads)", gt=0)
+    intermediate_size: int = help_field(768, "Width of the MLP", gt=0)
+    max_positions: int = help_field(256, "Longest sequence (prompt + completion) in tokens", gt=0)
+    seed: int = help_field(0, "Initialisation seed", ge=0, le=2**32 - 1)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.hidden_size, int) and isinstance(self.heads, int) and self.heads > 0 and self.hidden_size % self.heads:
+            raise ValueError(f"tiny.hidden_size ({self.hidden_size}) must be a multiple of tiny.heads ({self.heads})")
 
 
 def build_tiny_model(cfg: TinyModelConfig, out_dir: str | Path) -> Path:

@@ -181,7 +181,7 @@ class RolloutConfig:
     temperature: float = help_field(1.0, "Sampling temperature", gt=0)
     top_p: float = help_field(1.0, "Nucleus sampling mass", gt=0, le=1)
     top_k: int = help_field(0, "Top-k sampling (0 = off)", ge=0)
-    max_new_tokens: int = help_field(128, "Longest completion in tokens", gt=0)
+    max_new_tokens: int = help_field(128, "Longest completion in tokens", gt=0, le=2**20)
     chunk_prompts: int = help_field(16, "Prompts per generate call; verification of one chunk overlaps generation of the next", gt=0)
     overlap: bool = help_field(False, "Generate the next batch while training on this one (one step off-policy: the batch was sampled by the "
                                       "weights before the last update and the importance ratio is taken against the engine's log-probs). "

@@ -75,6 +75,12 @@ class OptimConfig:
     warmup_steps: int = help_field(0, "Optimizer steps of linear warm-up", ge=0)
     max_grad_norm: float = help_field(1.0, "Gradient clipping by global norm (0 = off)", ge=0)
 
+    def __post_init__(self) -> None:
+        betas = self.betas
+        if not (isinstance(betas, list) and len(betas) == 2 and all(isinstance(b, (int, float)) and not isinstance(b, bool)
+                                                                    and 0 <= b < 1 for b in betas)):
+            raise ValueError(f"optim.betas must be two numbers in [0, 1) (AdamW's beta1, beta2), got {betas!r}")
+
 
 @dataclass
 class LogConfig:
@@ -114,7 +120,8 @@ class EvalConfig:
     split: str = help_field("validation", "Split to evaluate (never the training split)")
     limit: int | None = help_field(None, "Evaluate the first this many problems (None = all)", gt=0)
     at_start: bool = help_field(False, "Also evaluate before the first step")
-    max_new_tokens: int | None = help_field(None, "Longest completion when evaluating (None = rollout.max_new_tokens, or 128 for SFT)", gt=0)
+    max_new_tokens: int | None = help_field(None, "Longest completion when evaluating (None = rollout.max_new_tokens, or 128 for SFT)", gt=0,
+                                        le=2**20)
 
 
 @dataclass
@@ -124,7 +131,7 @@ class RunConfig:
     name: str = help_field("run", "Run name: the run directory is output_dir/name")
     recipe: str | None = help_field(None, "Training recipe (`rlvr.train.recipes`): None = the one algo.preset names (policy_gradient, or preference for dpo/online_dpo/kto); sft for supervised warm-up")
     output_dir: str = help_field("runs", "Parent folder of run directories")
-    seed: int = help_field(0, "Seed for sampling, shuffling and initialisation")
+    seed: int = help_field(0, "Seed for sampling, shuffling and initialisation", ge=0, le=2**32 - 1)
     threads: int = help_field(0, "Torch CPU threads per process (0 = OMP_NUM_THREADS or torch's default)", ge=0)
     device: str = help_field("auto", "Where the run's models train and generate: auto (the GPU when torch sees one, else the CPU), cpu, "
                                      "cuda or cuda:N (one process; under accelerate launch/torchrun each process takes its local GPU). "
@@ -151,7 +158,7 @@ class VerifyConfig:
 
     workers: int = help_field(1, "Verifier workers (0 = one item at a time in a supervised thread; every kind is bounded by timeout_s)", ge=0)
     kind: Literal["inline", "thread", "process"] = help_field("thread", "thread for fast verifiers, process for slow or unsafe ones")
-    timeout_s: float = help_field(30.0, "Per-completion verification budget; over it the verdict is 'timeout'", gt=0)
+    timeout_s: float = help_field(30.0, "Per-completion verification budget; over it the verdict is 'timeout'", gt=0, le=86400)
     on_failure: Literal["drop", "zero"] = help_field("drop", "Verdicts with status error/timeout: drop the sample from the update, or score it 0")
     max_failed_steps: int = help_field(3, "Stop when every verdict of this many consecutive steps failed (keeping the checkpoint from before them)", gt=0)
     reward: str = help_field("correctness", "What training is rewarded for: correctness (the verifier's reward), or format "

@@ -76,3 +76,22 @@ def test_every_train_field_is_documented():
     undocumented = [k for k, _, h in rows if not h]
     assert not undocumented, undocumented
     assert any(k == "optim.lr" for k, _, _ in rows)
+
+
+@pytest.mark.parametrize("config,override,message", [
+    ("quickstart", "seed=99999999999999999999", "'seed' must be <= 4294967295"),  # was torch's overflow traceback
+    ("quickstart", "seed=-1", "'seed' must be >= 0"),
+    ("quickstart", "optim.betas=[1.5,-2]", "optim.betas must be two numbers in [0, 1)"),  # was AdamW's traceback
+    ("quickstart", "optim.betas=[0.9]", "optim.betas must be two numbers in [0, 1)"),
+    ("quickstart", "rollout.max_new_tokens=99999999999999999999", "'rollout.max_new_tokens' must be <= 1048576"),  # a C++ frame dump
+    ("quickstart", "verify.timeout_s=1e308", "'verify.timeout_s' must be <= 86400"),  # every verdict an OverflowError
+    ("quickstart", "rollout.async.partial=true", "set rollout.async.max_staleness >= 2"),  # a check across keys: still the override's
+    ("sft_quickstart", "tiny.heads=3", "tiny.hidden_size (128) must be a multiple of tiny.heads (3)"),  # a transformers traceback
+    ("sft_quickstart", "tiny.hidden_size=-5", "'tiny.hidden_size' must be > 0"),
+])
+def test_out_of_range_settings_are_refused_in_one_line_naming_the_override(config, override, message):
+    cls = SFTConfig if config.startswith("sft") else TrainConfig
+    with pytest.raises(ConfigError) as refused:
+        load_config(cls, config, ["log.progress=false", override])
+    text = str(refused.value)
+    assert text.startswith(f"command-line override {override}: ") and message in text and "\n" not in text, text
