@@ -255,7 +255,8 @@ class GroupSource:
             self.harness.note("decoder", choice.as_dict())
         elif (name := getattr(engine, "decoder_name", None)) is not None:  # after the first batch: a failed probe says generate
             self.reported_decoder = True
-            self.harness.note("decoder", {"name": name, "named": True})
+            asked = getattr(engine, "decode", name)
+            self.harness.note("decoder", {"name": name, "named": True, **({"asked": asked} if asked != name else {})})
 
     def take_prompts(self, n: int) -> list[Problem]:
         """This process's share of the next ``n x processes`` prompts (every process reads the same stream)."""

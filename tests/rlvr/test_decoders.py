@@ -523,3 +523,13 @@ def test_a_transformers_the_decoder_does_not_fit_degrades_to_generate_with_one_w
     assert len([w for w in caught if issubclass(w.category, RuntimeWarning)]) == 1
     reference = HFGenerateEngine(model, tok, decode="generate").generate(PROMPTS, 1, greedy)
     assert [c.token_ids for c in first] == [c.token_ids for c in second] == [c.token_ids for c in reference]
+
+
+def test_a_decoder_named_where_it_cannot_run_says_so_and_what_to_name_not_a_bug_to_report(model_and_tokenizer):
+    """cuda_graph named on a CPU (a GPU config run on a laptop): generate is used, with one warning naming the reason and the
+    way out; the warning for a decoder broken by a transformers release ("Please report it") is for real failures only."""
+    model, tok = model_and_tokenizer
+    engine = HFGenerateEngine(model, tok, decode="cuda_graph")
+    with pytest.warns(RuntimeWarning, match=r"rollout.hf.decode=cuda_graph cannot run here \(.*cuda.*\).*rollout.hf.decode=auto") as caught:
+        engine.generate(PROMPTS, 1, SamplingParams(temperature=0.0, max_new_tokens=4))
+    assert not [w for w in caught if "report" in str(w.message)] and engine.decoder_name == "generate"

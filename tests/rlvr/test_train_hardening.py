@@ -233,6 +233,14 @@ def test_a_run_that_never_took_an_optimizer_step_says_so_and_what_to_change(tiny
     assert "optimizer step" not in capsys.readouterr().out
 
 
+def test_a_named_decoder_that_cannot_run_here_is_recorded_with_what_ran_instead(tiny_model, tmp_path):
+    args = ["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL]
+    with pytest.warns(RuntimeWarning, match="rollout.hf.decode=cuda_graph cannot run here"):
+        assert main([*args, "update.steps=1", "rollout.hf.decode=cuda_graph"]) == 0  # a GPU's decoder, on a CPU
+    decoder = json.loads((tmp_path / "run" / "resources.json").read_text())["decoder"]
+    assert decoder == {"name": "generate", "named": True, "asked": "cuda_graph"}
+
+
 def test_fsdp_in_a_single_process_says_it_is_off(tiny_model, tmp_path, capsys):
     assert main(["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
                  "update.steps=1", "distributed=fsdp", "model.precision=bf16"]) == 0

@@ -187,7 +187,11 @@ class HFGenerateEngine(RolloutEngine):
         if name in OWN_DECODERS_PROBED and name not in self._probed:
             problem = probe_decoder(self.decoder(name), self.model)
             self._probed[name] = problem
-            if problem is not None:
+            if problem is not None and self.decoder(name).unsupported(self.model) is not None:  # where it runs, not a bug
+                warnings.warn(f"rollout.hf.decode={name} cannot run here ({problem}); generating with Hugging Face generate instead "
+                              "(slower, same distribution): name a decoder that runs here, or rollout.hf.decode=auto to have one "
+                              "chosen", RuntimeWarning, stacklevel=4)
+            elif problem is not None:
                 warnings.warn(f"rollout.hf.decode={name}: this decoder does not work with transformers {transformers.__version__} "
                               f"on {type(self.model).__name__} here ({problem}); generating with Hugging Face generate instead "
                               "(slower, same distribution). Please report it.", RuntimeWarning, stacklevel=4)
