@@ -407,6 +407,12 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         self.rundir.log_metrics(step, metrics)
         self.trackers.log_metrics(step, metrics)
 
+    def evaluated_model(self) -> str:
+        """What an evaluation at the current step evaluates, for its report: the run's policy at this step (the run's
+        directory resolved, whatever path a resume was given), at step 0 the model the run starts from."""
+        where = f"{Path(self.run_dir).resolve()} at step {self.current_step}"
+        return f"{self.cfg.model.name_or_path or 'the built model'} (the start of {where})" if self.current_step == 0 else where
+
     def log_report(self, name: str, report: dict[str, Any]) -> None:
         """Keep an evaluation report of the current step: ``reports/NAME-step-N.json`` in the run
         directory, and each tracker."""

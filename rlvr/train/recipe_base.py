@@ -100,7 +100,7 @@ class AlgorithmRecipe:
                                 prompt=cfg.prompt)
         with self.groups.engine_for_evaluation() as engine:
             report = evaluate(engine, self.groups.task, settings, progress=False,
-                              model_name=f"{self.cfg.run_dir} at step {self.harness.current_step}")
+                              model_name=self.harness.evaluated_model())
         self.harness.log_report("eval", report)
         return {"eval/accuracy": report["greedy"]["accuracy"], "eval/no_answer_rate": report["greedy"]["no_answer_rate"]}
 

@@ -115,7 +115,7 @@ class SFTRecipe:
         ev = self.cfg.eval
         settings = EvalSettings(split=ev.split, limit=ev.limit, max_new_tokens=ev.max_new_tokens or 128, chunk_prompts=256,
                                 prompt=self.cfg.prompt)
-        report = evaluate(self.engine, self.task, settings, progress=False, model_name=f"{self.cfg.run_dir} at step {self.harness.current_step}")
+        report = evaluate(self.engine, self.task, settings, progress=False, model_name=self.harness.evaluated_model())
         self.harness.log_report("eval", report)
         self.last_eval = {"eval/accuracy": report["greedy"]["accuracy"]}
         return self.last_eval

@@ -233,7 +233,7 @@ def test_one_run_reports_metrics_config_provenance_and_eval_reports_to_every_tra
     assert {"reward/mean", "eval/accuracy"} <= logged
     report = json.loads((run / "reports" / "eval-step-2.json").read_text())
     assert report["greedy"]["accuracy"] == rows[-1]["eval/accuracy"]
-    assert report["model"] == f"{run} at step 2"  # which weights: the run's policy at that step
+    assert report["model"] == f"{run.resolve()} at step 2"  # which weights: the run's policy at that step
     commit = json.loads((run / "provenance.json").read_text())["code"]["commit"]
 
     # W&B: the offline run's history, config (with the provenance) and the report file

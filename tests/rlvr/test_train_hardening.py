@@ -241,6 +241,17 @@ def test_a_named_decoder_that_cannot_run_here_is_recorded_with_what_ran_instead(
     assert decoder == {"name": "generate", "named": True, "asked": "cuda_graph"}
 
 
+def test_evaluation_reports_name_the_weights_they_evaluated_before_and_after_a_resume(tiny_model, tmp_path, monkeypatch):
+    small = [a for a in SMALL if not a.startswith("eval.")]
+    assert main(["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *small,
+                 "update.steps=1", "eval.at_start=true", "eval.every=1", "eval.limit=2"]) == 0
+    monkeypatch.chdir(tmp_path)  # resumed through a relative path: the reports still name the run's one folder
+    assert main(["train", "run", "--resume", "update.steps=2"]) == 0
+    run = (tmp_path / "run").resolve()
+    named = {n: json.loads((run / "reports" / f"eval-step-{n}.json").read_text())["model"] for n in (0, 1, 2)}
+    assert named == {0: f"{tiny_model} (the start of {run} at step 0)", 1: f"{run} at step 1", 2: f"{run} at step 2"}
+
+
 def test_fsdp_in_a_single_process_says_it_is_off(tiny_model, tmp_path, capsys):
     assert main(["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
                  "update.steps=1", "distributed=fsdp", "model.precision=bf16"]) == 0
