@@ -77,7 +77,7 @@ class OptimConfig:
 
     def __post_init__(self) -> None:
         betas = self.betas
-        if not (isinstance(betas, list) and len(betas) == 2 and all(isinstance(b, (int, float)) and not isinstance(b, bool)
+        if not (isinstance(betas, (list, tuple)) and len(betas) == 2 and all(isinstance(b, (int, float)) and not isinstance(b, bool)
                                                                     and 0 <= b < 1 for b in betas)):
             raise ValueError(f"optim.betas must be two numbers in [0, 1) (AdamW's beta1, beta2), got {betas!r}")
 
