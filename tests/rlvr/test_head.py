@@ -43,13 +43,14 @@ def test_the_chunked_function_matches_full_logits_with_gradients(temperature):
 @pytest.mark.parametrize("top_k", [41, 42, 100_000])
 def test_a_top_k_of_the_vocabulary_or_more_truncates_nothing(top_k):
     """top_k=100000 is how a user writes "no limit" on any vocabulary: the untruncated log-probs, not an error."""
+    from rlvr.algos.correction import truncated_logprobs
+
     torch.manual_seed(2)
     hidden, weight, targets = torch.randn(9, 8), torch.randn(41, 8), torch.randint(0, 41, (9,))
     plain, _ = HeadLogprobs.apply(hidden, weight, targets, 0.7, 4, False, False)
     logp, _ = HeadLogprobs.apply(hidden, weight, targets, 0.7, 4, False, False, 1.0, top_k)
     torch.testing.assert_close(logp, plain)
     nucleus, _ = HeadLogprobs.apply(hidden, weight, targets, 0.7, 4, False, False, 0.9, top_k)  # top-p still applies
-    from rlvr.algos.correction import truncated_logprobs
     torch.testing.assert_close(nucleus, truncated_logprobs((hidden @ weight.T) / 0.7, targets, 1.0, 0.9, 0), atol=1e-5, rtol=0)
 
 
