@@ -64,11 +64,10 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
               f"'{'sft_quickstart' if only_recipe == 'sft' else 'quickstart'}'); `rlvr {command} --show-config` lists every key", file=sys.stderr)
         return 2
     cfg = load_run_config(args.config, args.overrides + (["resume=true"] if args.resume else []))
+    check_run(cfg, args.config, only_recipe)  # --show-config too: a config it prints is one `train` would run
     if args.show_config:
-        check_recipe(cfg, args.config, only_recipe)
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return 0
-    check_run(cfg, args.config, only_recipe)
     # torch and transformers load from here on: every check above is refused without them
     from rlvr.rollout.base import EngineError
     from rlvr.rollout.sync import WeightSyncError

@@ -154,6 +154,21 @@ def test_show_config_takes_overrides_after_the_option_and_train_runs_sft_configs
     assert exited.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["train", "quickstart", "task.id=nosuch-v1"], "unknown task 'nosuch-v1'"),
+    (["train", "quickstart", "verify.reward=nope"], "not a reward signal"),
+    (["train", "quickstart", "rollout.vllm.gpu_memory_utilization=0.5"], "is a setting of the vllm engine"),
+    (["train", "quickstart", "algo.preset=dpo"], "set pairs.path=FILE"),
+    (["sft", "sft_quickstart", "eval.split=nosuch"], "eval.split='nosuch'"),
+])
+def test_show_config_refuses_what_train_would_refuse_and_prints_nothing(argv, message, capsys):
+    """`--show-config` runs every check `train` runs before loading a model (not only the per-key
+    ones): a config it prints is one `train` accepts."""
+    assert main([*argv[:2], "--show-config", *argv[2:]]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and message in err and len(err.strip().splitlines()) == 1, err
+
+
 @pytest.mark.parametrize("name", ["tasks", "envs", "sandboxes"])
 def test_a_module_of_the_users_named_like_an_rlvr_package_is_named_not_imported(name, tmp_path):
     """A ``tasks.py`` in the folder rlvr runs from comes first on ``sys.path`` and would be imported as
