@@ -152,7 +152,7 @@ class AlgoConfig:
     aggregation: Part | None = _part("seq_mean_token_mean")
     kl: KLConfig = field(default_factory=KLConfig)
     ref_update_every: int = help_field(0, "Replace the reference with the current policy every this many steps (0 = never)", ge=0)
-    entropy_coef: float = help_field(0.0, "Entropy bonus coefficient (0 = off; entropy is logged either way)")
+    entropy_coef: float = help_field(0.0, "Entropy bonus coefficient (0 = off; a negative one penalizes entropy; entropy is logged either way)")
     dynamic_sampling: bool = help_field(False, "Drop groups whose rewards are all equal and refill the batch with new prompts (DAPO)")
     accuracy_band: list[float] | None = help_field(None, "[lo, hi]: keep only groups whose pass rate is in the band, refilling like dynamic sampling (PRIME: [0.2, 0.8]); [0, 1] keeps all")
     sampling_budget: float = help_field(1.0, "With dynamic sampling or a band: most prompts generated per step, as a multiple of rollout.prompts_per_step; when spent the step trains on what it kept")

@@ -20,11 +20,11 @@ class VLLMConfig:
     """
 
     dtype: str = help_field("auto", "Engine dtype: auto (the checkpoint's), float32, bfloat16, float16")
-    max_model_len: int = help_field(0, "Longest prompt + completion in tokens (0 = the model's maximum)")
+    max_model_len: int = help_field(0, "Longest prompt + completion in tokens (0 = the model's maximum)", ge=0)
     tensor_parallel_size: int = help_field(
-        1, "GPUs per engine. Colocated (engine=vllm): run under torchrun; each group of this many ranks shares one engine")
-    gpu_memory_utilization: float = help_field(0.3, "Share of each GPU's memory the engine may take (weights + KV cache); the rest is the trainer's")
-    kv_cache_gb: int = help_field(1, "KV-cache size in GiB on CPU (VLLM_CPU_KVCACHE_SPACE); unused on GPUs")
+        1, "GPUs per engine. Colocated (engine=vllm): run under torchrun; each group of this many ranks shares one engine", gt=0)
+    gpu_memory_utilization: float = help_field(0.3, "Share of each GPU's memory the engine may take (weights + KV cache); the rest is the trainer's", gt=0, le=1)
+    kv_cache_gb: int = help_field(1, "KV-cache size in GiB on CPU (VLLM_CPU_KVCACHE_SPACE); unused on GPUs", gt=0)
     prefix_caching: bool = help_field(True, "Reuse the KV cache of shared prompt prefixes (the n samples of a prompt share it); cleared after every weight update")
     enforce_eager: bool = help_field(True, "Skip graph capture and compilation: starts in seconds, decodes slower (set false for long GPU runs)")
     sleep_level: Literal[0, 1, 2] = help_field(
@@ -46,10 +46,10 @@ class VLLMConfig:
     weight_transfer: Literal["http", "nccl"] = help_field(
         "http", "engine=vllm_server: how weights reach the server: http (safetensors in request bodies; any machine, CPU too) "
                 "or nccl (a broadcast from the trainer's GPU to the server's GPUs)")
-    http_chunk_mb: int = help_field(512, "weight_transfer=http: largest request body in MiB (a model is sent in chunks)")
+    http_chunk_mb: int = help_field(512, "weight_transfer=http: largest request body in MiB (a model is sent in chunks)", gt=0)
     nccl_address: str = help_field("127.0.0.1", "weight_transfer=nccl: address of the trainer machine, as the server reaches it")
-    nccl_port: int = help_field(29551, "weight_transfer=nccl: TCP port of the rendezvous on the trainer machine")
-    request_timeout_s: float = help_field(600.0, "engine=vllm_server: timeout of one request in seconds")
+    nccl_port: int = help_field(29551, "weight_transfer=nccl: TCP port of the rendezvous on the trainer machine", ge=1, le=65535)
+    request_timeout_s: float = help_field(600.0, "engine=vllm_server: timeout of one request in seconds", gt=0, le=86400)
 
 
 @dataclass
@@ -77,10 +77,10 @@ ENGINE_SECTIONS = ("hf", "vllm")  # sections of RolloutConfig that belong to one
 class SyncProbeConfig:
     """The check, after every weight sync and wake-up, that the engine generates with the trainer's weights."""
 
-    completions: int = help_field(4, "Fixed probe sequences scored by the engine and by the trainer")
+    completions: int = help_field(4, "Fixed probe sequences scored by the engine and by the trainer", gt=0)
     max_gap: float = help_field(
         0.05, "Largest allowed mean |engine - trainer| log-prob over the probe's tokens; above it the run stops "
-              "(float32 on both sides measured 5e-7 on CPU; a lower-precision engine needs its gap measured first)")
+              "(float32 on both sides measured 5e-7 on CPU; a lower-precision engine needs its gap measured first)", gt=0)
 
 
 @dataclass

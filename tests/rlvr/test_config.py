@@ -88,6 +88,16 @@ def test_every_train_field_is_documented():
     ("quickstart", "rollout.async.partial=true", "set rollout.async.max_staleness >= 2"),  # a check across keys: still the override's
     ("sft_quickstart", "tiny.heads=3", "tiny.hidden_size (128) must be a multiple of tiny.heads (3)"),  # a transformers traceback
     ("sft_quickstart", "tiny.hidden_size=-5", "'tiny.hidden_size' must be > 0"),
+    # settings read only by the vLLM engines and the sync probe: refused when the config is read, not when the engine starts
+    ("quickstart", "rollout.vllm.gpu_memory_utilization=1.5", "'rollout.vllm.gpu_memory_utilization' must be <= 1"),
+    ("quickstart", "rollout.vllm.tensor_parallel_size=0", "'rollout.vllm.tensor_parallel_size' must be > 0"),
+    ("quickstart", "rollout.vllm.max_model_len=-5", "'rollout.vllm.max_model_len' must be >= 0"),
+    ("quickstart", "rollout.vllm.nccl_port=99999", "'rollout.vllm.nccl_port' must be <= 65535"),
+    ("quickstart", "rollout.vllm.request_timeout_s=1e308", "'rollout.vllm.request_timeout_s' must be <= 86400"),
+    ("quickstart", "rollout.vllm.http_chunk_mb=0", "'rollout.vllm.http_chunk_mb' must be > 0"),
+    ("quickstart", "rollout.vllm.kv_cache_gb=-1", "'rollout.vllm.kv_cache_gb' must be > 0"),
+    ("quickstart", "rollout.probe.completions=-2", "'rollout.probe.completions' must be > 0"),  # was a slice from the end
+    ("quickstart", "rollout.probe.max_gap=-1", "'rollout.probe.max_gap' must be > 0"),
 ])
 def test_out_of_range_settings_are_refused_in_one_line_naming_the_override(config, override, message):
     cls = SFTConfig if config.startswith("sft") else TrainConfig
