@@ -418,9 +418,23 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         directory, and each tracker."""
         step = self.current_step
         public = json.loads(json.dumps({k: v for k, v in report.items() if not k.startswith("_")}, default=str))  # plain JSON for every tracker
+        public["provenance"] = {**self._report_provenance(step, public.get("created_utc")), **public.get("provenance", {})}
         if self.is_main:
             path = self.rundir.write_json(str(Path("reports", f"{name}-step-{step}.json")), public)
             self.trackers.log_report(step, name, public, path)
+
+    def _report_provenance(self, step: int, created_utc: str | None) -> dict[str, Any]:
+        """An in-run report's provenance (as `rlvr.eval.runner.write_report` gives `rlvr eval`'s): the run's code,
+        libraries and device, and the model: at step 0 the starting model (its weight files' sha256 when it is a local
+        folder or a built-in), later the run and step (the weights are the checkpoint of that step when one was kept)."""
+        from rlvr.eval.provenance import model_provenance
+
+        if step == 0:
+            model = model_provenance(self.cfg.model.name_or_path) if self.cfg.model.name_or_path else {"name": "the built model"}
+        else:
+            model = {"run_dir": str(Path(self.run_dir).resolve()), "step": step}
+        run = {k: self.provenance[k] for k in ("code", "libraries", "device") if k in self.provenance}
+        return {"created_utc": created_utc, "model": model, **run}
 
     def log_samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         self.rundir.log_samples(step, rows)

@@ -248,8 +248,19 @@ def test_evaluation_reports_name_the_weights_they_evaluated_before_and_after_a_r
     monkeypatch.chdir(tmp_path)  # resumed through a relative path: the reports still name the run's one folder
     assert main(["train", "run", "--resume", "update.steps=2"]) == 0
     run = (tmp_path / "run").resolve()
-    named = {n: json.loads((run / "reports" / f"eval-step-{n}.json").read_text())["model"] for n in (0, 1, 2)}
-    assert named == {0: f"{tiny_model} (the start of {run} at step 0)", 1: f"{run} at step 1", 2: f"{run} at step 2"}
+    reports = {n: json.loads((run / "reports" / f"eval-step-{n}.json").read_text()) for n in (0, 1, 2)}
+    assert {n: r["model"] for n, r in reports.items()} == {0: f"{tiny_model} (the start of {run} at step 0)", 1: f"{run} at step 1",
+                                                          2: f"{run} at step 2"}
+    # and their provenance, as `rlvr eval`'s reports have it: the code and libraries of the run, the starting model's weight hash
+    from rlvr.eval.provenance import weights_sha256
+
+    run_provenance = json.loads((run / "provenance.json").read_text())
+    for n, report in reports.items():
+        provenance = report["provenance"]
+        assert provenance["code"] == run_provenance["code"] and provenance["libraries"] == run_provenance["libraries"]
+        assert provenance["created_utc"] == report["created_utc"] and provenance["task"]["id"] == "arithmetic-v1"
+    assert reports[0]["provenance"]["model"]["weights_sha256"] == weights_sha256(tiny_model) is not None
+    assert [reports[n]["provenance"]["model"] for n in (1, 2)] == [{"run_dir": str(run), "step": 1}, {"run_dir": str(run), "step": 2}]
 
 
 def test_fsdp_in_a_single_process_says_it_is_off(tiny_model, tmp_path, capsys):
