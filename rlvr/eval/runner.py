@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,9 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
     ``_``-prefixed entries that `write_report` turns into ``predictions.jsonl``)."""
     size = task.size(settings.split)
     problems = task.problems(settings.split, limit=settings.limit)  # only the first `limit` are read
+    if settings.limit is not None and size is not None and settings.limit > size:  # said, not clamped silently (once per run)
+        warnings.warn(f"an evaluation limit of {settings.limit} is more than the {size} problems of {task.id}'s {settings.split!r} "
+                      f"split: all {size} are evaluated", RuntimeWarning, stacklevel=2)
     context_length = engine.context_length
     style = resolve_style(settings.prompt, engine.tokenizer, model_name or "the model")
     report: dict[str, Any] = {

@@ -8,6 +8,7 @@ Qwen use), so every rendering is checked token for token against ``apply_chat_te
 from __future__ import annotations
 
 import copy
+import warnings
 import json
 
 import pytest
@@ -182,3 +183,17 @@ def test_a_template_that_knows_only_user_and_assistant_gets_a_user_message(chat_
     tok.chat_template = ("{% for m in messages %}{% if m['role'] not in ['user', 'assistant'] %}"
                          "{{ raise_exception('unknown role ' + m['role']) }}{% endif %}" + CHATML[len("{% for m in messages %}"):])
     assert observation_wrap(tok, "tool") == ObservationWrap("user", "<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_an_evaluation_limit_beyond_the_split_is_said_not_clamped_silently(tiny):
+    model, tokenizer = tiny
+    engine = HFGenerateEngine(model, tokenizer)
+    task = tasks.make("arithmetic-v1")
+    size = task.size("validation")
+    with pytest.warns(RuntimeWarning, match=rf"an evaluation limit of {size + 1} is more than the {size} problems of arithmetic-v1's "
+                                            rf"'validation' split: all {size} are evaluated"):
+        report = evaluate(engine, task, EvalSettings(split="validation", limit=size + 1, max_new_tokens=1), progress=False)
+    assert report["problems"] == size
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the limit of the split's size exactly: nothing said
+        evaluate(engine, task, EvalSettings(split="validation", limit=size, max_new_tokens=1), progress=False)
