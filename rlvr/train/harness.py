@@ -128,6 +128,7 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         self.created_run_dir = not self.run_dir.exists()
         self._prepare_run_dir()
         self.provenance = self._provenance()
+        self._start_model: dict[str, Any] | None = None  # the starting model's provenance, for the reports of step 0
         self.trackers = self._open_trackers()
         self.rundir = RunDir(self.run_dir, enabled=self.accel.is_main_process)
         if self.is_main:
@@ -417,9 +418,9 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         """Keep an evaluation report of the current step: ``reports/NAME-step-N.json`` in the run
         directory, and each tracker."""
         step = self.current_step
-        public = json.loads(json.dumps({k: v for k, v in report.items() if not k.startswith("_")}, default=str))  # plain JSON for every tracker
-        public["provenance"] = {**self._report_provenance(step, public.get("created_utc")), **public.get("provenance", {})}
-        if self.is_main:
+        if self.is_main:  # (only this process hashes the starting model's weights)
+            public = json.loads(json.dumps({k: v for k, v in report.items() if not k.startswith("_")}, default=str))  # plain JSON for every tracker
+            public["provenance"] = {**self._report_provenance(step, public.get("created_utc")), **public.get("provenance", {})}
             path = self.rundir.write_json(str(Path("reports", f"{name}-step-{step}.json")), public)
             self.trackers.log_report(step, name, public, path)
 
@@ -429,8 +430,11 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         folder or a built-in), later the run and step (the weights are the checkpoint of that step when one was kept)."""
         from rlvr.eval.provenance import model_provenance
 
-        if step == 0:
-            model = model_provenance(self.cfg.model.name_or_path) if self.cfg.model.name_or_path else {"name": "the built model"}
+        if step == 0:  # hashed once, for every report of the starting model (one per held-out task)
+            if self._start_model is None:
+                name = self.cfg.model.name_or_path
+                self._start_model = model_provenance(name) if name else {"name": "the built model"}
+            model = self._start_model
         else:
             model = {"run_dir": str(Path(self.run_dir).resolve()), "step": step}
         run = {k: self.provenance[k] for k in ("code", "libraries", "device") if k in self.provenance}
