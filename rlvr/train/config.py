@@ -147,6 +147,15 @@ class RunConfig:
     log: LogConfig = field(default_factory=LogConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
 
+    def __post_init__(self) -> None:
+        # the run directory is output_dir/name, and overwrite=true deletes it: a name that is empty, absolute or climbs with
+        # '..' would make it output_dir itself, its parent or a folder elsewhere, and deleting that would take other runs
+        # with it (folders below output_dir are fine: `quickstart/grpo`)
+        parts = self.name.replace("\\", "/").split("/") if isinstance(self.name, str) else []
+        if not parts or self.name.startswith(("/", "\\")) or any(p.strip() in ("", ".", "..") for p in parts) or "\0" in self.name:
+            raise ValueError(f"name must name a folder below output_dir (the run directory is output_dir/name): not empty, "
+                             f"not absolute, no '.' or '..' parts; got {self.name!r}")
+
     @property
     def run_dir(self) -> Path:
         return Path(self.output_dir) / self.name

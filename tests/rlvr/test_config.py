@@ -98,6 +98,12 @@ def test_every_train_field_is_documented():
     ("quickstart", "rollout.vllm.kv_cache_gb=-1", "'rollout.vllm.kv_cache_gb' must be > 0"),
     ("quickstart", "rollout.probe.completions=-2", "'rollout.probe.completions' must be > 0"),  # was a slice from the end
     ("quickstart", "rollout.probe.max_gap=-1", "'rollout.probe.max_gap' must be > 0"),
+    # a run directory that is output_dir itself, its parent or elsewhere: overwrite=true deleted another run's folder with it
+    ("quickstart", "name=", "name must name a folder below output_dir"),
+    ("quickstart", "name=..", "name must name a folder below output_dir"),
+    ("quickstart", "name=../../elsewhere", "no '.' or '..' parts; got '../../elsewhere'"),
+    ("quickstart", "name=/abs/run", "not absolute"),
+    ("sft_quickstart", "name=a/./b", "name must name a folder below output_dir"),
 ])
 def test_out_of_range_settings_are_refused_in_one_line_naming_the_override(config, override, message):
     cls = SFTConfig if config.startswith("sft") else TrainConfig
