@@ -109,6 +109,11 @@ def build_with_overrides(cls: type[C], data: dict[str, Any], where: str, overrid
             named = {".".join(parts[i:j]) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)}
             if message.startswith(f"{where}: unknown key") and any(f"unknown key '{n}'" in message for n in named):
                 raise ConfigError(f"command-line override {item}: {message[len(where) + 2:]}") from None
+        setting = message.split(" ", 1)[0].rstrip(":")  # a section's own check names its setting first (algo.correction.cap must be ...)
+        for item in reversed(overrides):
+            key = item.partition("=")[0].strip()
+            if "." in setting and (setting == key or setting.startswith(key + ".") or key.startswith(setting + ".")):
+                raise ConfigError(f"command-line override {item}: {message}") from None
         if overrides and message.startswith(f"{where}: "):  # a check across keys (__post_init__): the first override that breaks it
             for i, item in enumerate(overrides):
                 try:

@@ -304,12 +304,30 @@ class AlgoConfig:
             raise ConfigError(f"algo.policy_loss.dual_clip must be > 1 (or 0 to turn it off), got {loss['dual_clip']}")
         if loss is not None and loss.name in ("clipped", "decoupled") and loss.get("clip_low") is not None and loss["clip_low"] >= 1:
             raise ConfigError(f"algo.policy_loss.clip_low must be < 1 for the clipped surrogate (the ratio's lower bound is 1 - clip_low), got {loss['clip_low']}")
+        self._check_correction()
         if self.is_preference:
             self._check_preference()
         else:
             self._check_policy_gradient()
         for message in combination_warnings(self):
             warnings.warn(message, UserWarning, stacklevel=3)
+
+    def _check_correction(self) -> None:
+        """The built-in corrections' and the decoupled loss's argument ranges, said when the config is read (their functions
+        check them too, but only at the first update, after a model loaded and a batch was generated)."""
+        from rlvr.algos.correction import LEVELS
+
+        c, loss = self.correction, self.policy_loss
+        if c is None:
+            return
+        if c.name in ("none", "tis", "mis") and c.get("level", "token") not in LEVELS:  # (a plugin's correction may have levels of its own)
+            raise ConfigError(f"algo.correction.level must be one of {', '.join(LEVELS)}, got {c['level']!r}")
+        if c.name == "tis" and c.get("cap") is not None and c["cap"] <= 0:
+            raise ConfigError(f"algo.correction.cap must be > 0 (tis truncates the ratio at it), got {c['cap']}")
+        if c.name == "mis" and not 0 <= c.get("low", 0.5) < c.get("high", 2.0):
+            raise ConfigError(f"algo.correction: mis keeps ratios in [low, high] and needs 0 <= low < high, got [{c.get('low')}, {c.get('high')}]")
+        if loss is not None and loss.name == "decoupled" and loss.get("behaviour_cap") is not None and loss["behaviour_cap"] <= 0:
+            raise ConfigError(f"algo.policy_loss.behaviour_cap must be > 0 (or null), got {loss['behaviour_cap']}")
 
     def _check_policy_gradient(self) -> None:
         missing = [k for k in PARTS if getattr(self, k) is None]

@@ -82,5 +82,30 @@ def complete(key: str, kind: str, part: Part, fn: Callable[..., Any], leading: i
     if missing:
         raise ConfigError(f"algo.{key}.{missing[0]}: the {part.name} {kind} needs a value for {missing[0]!r} (it has no default)")
     values = {k: part.params.get(k, p.default) for k, p in accepted.items()}
+    for k in part.params.keys() & accepted.keys():
+        _check_number(f"algo.{key}.{k}", part.params[k], accepted[k])
     extra = {k: v for k, v in part.params.items() if k not in accepted and k in supplied} if takes_any else {}
     return Part(name=part.name, **values, **extra)
+
+
+def _numeric(param: inspect.Parameter) -> tuple[bool, bool]:
+    """Whether an argument takes a number (its default is one, or its annotation says int or float), and whether None
+    is allowed too (a default of None, or ``| None`` in the annotation)."""
+    annotation = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", str(param.annotation))
+    words = set(annotation.replace("|", " ").replace("Optional[", " ").replace("]", " ").split())
+    default = param.default
+    numeric = (isinstance(default, (int, float)) and not isinstance(default, bool)) or (bool(words) and words <= {"int", "float", "None"}
+                                                                                       and bool(words & {"int", "float"}))
+    return numeric, default is None or "None" in words
+
+
+def _check_number(setting: str, value: Any, param: inspect.Parameter) -> None:
+    """A one-line `ConfigError` when an argument that takes a number is given something else (a string, a list, a bool,
+    nan or infinity): said when the config is read, not as a traceback from the update."""
+    import math
+
+    numeric, optional = _numeric(param)
+    if not numeric or (value is None and optional):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{setting} must be a finite number{' (or null)' if optional else ''}, got {value!r}")

@@ -104,6 +104,16 @@ def test_every_train_field_is_documented():
     ("quickstart", "name=../../elsewhere", "no '.' or '..' parts; got '../../elsewhere'"),
     ("quickstart", "name=/abs/run", "not absolute"),
     ("sft_quickstart", "name=a/./b", "name must name a folder below output_dir"),
+    # a part's arguments: a number where the function takes one (was a traceback from the config's own check, or the
+    # update's), and the built-in corrections' ranges (refused at the first update, after generation, before)
+    ("quickstart", "algo.policy_loss.clip_low=abc", "algo.policy_loss.clip_low must be a finite number (or null), got 'abc'"),
+    ("quickstart", "algo.policy_loss.dual_clip=[2]", "algo.policy_loss.dual_clip must be a finite number (or null), got [2]"),
+    ("quickstart", "algo.policy_loss.clip_high=.nan", "algo.policy_loss.clip_high must be a finite number"),
+    ("quickstart", "algo.advantage.eps=abc", "algo.advantage.eps must be a finite number, got 'abc'"),
+    ("quickstart", "algo.correction={name: tis, cap: -5}", "algo.correction.cap must be > 0"),
+    ("quickstart", "algo.correction={name: tis, cap: abc}", "algo.correction.cap must be a finite number"),
+    ("quickstart", "algo.correction={name: mis, low: 5, high: 1}", "needs 0 <= low < high, got [5, 1]"),
+    ("quickstart", "algo.correction={name: tis, level: nosuch}", "algo.correction.level must be one of token, sequence, geometric"),
 ])
 def test_out_of_range_settings_are_refused_in_one_line_naming_the_override(config, override, message):
     cls = SFTConfig if config.startswith("sft") else TrainConfig
