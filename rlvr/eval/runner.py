@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,9 +143,8 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
     ``_``-prefixed entries that `write_report` turns into ``predictions.jsonl``)."""
     size = task.size(settings.split)
     problems = task.problems(settings.split, limit=settings.limit)  # only the first `limit` are read
-    if settings.limit is not None and size is not None and settings.limit > size:  # said, not clamped silently (once per run)
-        warnings.warn(f"an evaluation limit of {settings.limit} is more than the {size} problems of {task.id}'s {settings.split!r} "
-                      f"split: all {size} are evaluated", RuntimeWarning, stacklevel=2)
+    beyond = (f"the evaluation limit {settings.limit} is more than the {size} problems of {task.id}'s {settings.split!r} split: "
+              f"all {size} are evaluated") if settings.limit is not None and size is not None and settings.limit > size else None
     context_length = engine.context_length
     style = resolve_style(settings.prompt, engine.tokenizer, model_name or "the model")
     report: dict[str, Any] = {
@@ -223,7 +221,9 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
     report["prompt"] = {"format": "chat" if style.chat else "raw", "system": style.system, "instruction": style.instruction,
                         "rendered_example": first.prompt_text if first is not None else None}
     rates = [r["empty_rate"] for r in (report.get("greedy"), report.get("sampled")) if r]
-    report["warnings"] = [w for w in [empty_warning(max(rates, default=0.0), report["prompt"]["format"]),
+    if beyond:  # said (and recorded), not clamped silently; a training run says it once (`Harness.log_report`)
+        report["limit_beyond_split"] = beyond
+    report["warnings"] = [w for w in [beyond, empty_warning(max(rates, default=0.0), report["prompt"]["format"]),
                                       *(truncated_warning(name, report[name]) for name in ("greedy", "sampled") if name in report),
                                       *(cut_warning(name, report[name], settings.max_new_tokens) for name in ("greedy", "sampled") if name in report)]
                           if w]

@@ -129,6 +129,7 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         self._prepare_run_dir()
         self.provenance = self._provenance()
         self._start_model: dict[str, Any] | None = None  # the starting model's provenance, for the reports of step 0
+        self._said_limit = False  # whether an eval.limit beyond the split was said
         self.trackers = self._open_trackers()
         self.rundir = RunDir(self.run_dir, enabled=self.accel.is_main_process)
         if self.is_main:
@@ -421,6 +422,9 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         if self.is_main:  # (only this process hashes the starting model's weights)
             public = json.loads(json.dumps({k: v for k, v in report.items() if not k.startswith("_")}, default=str))  # plain JSON for every tracker
             public["provenance"] = {**self._report_provenance(step, public.get("created_utc")), **public.get("provenance", {})}
+            if public.get("limit_beyond_split") and not self._said_limit:  # the same at every evaluation: said once
+                self._said_limit = True
+                self.print(f"warning: eval.limit: {public['limit_beyond_split']}")
             path = self.rundir.write_json(str(Path("reports", f"{name}-step-{step}.json")), public)
             self.trackers.log_report(step, name, public, path)
 

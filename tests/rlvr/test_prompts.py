@@ -8,7 +8,6 @@ Qwen use), so every rendering is checked token for token against ``apply_chat_te
 from __future__ import annotations
 
 import copy
-import warnings
 import json
 
 import pytest
@@ -185,15 +184,15 @@ def test_a_template_that_knows_only_user_and_assistant_gets_a_user_message(chat_
     assert observation_wrap(tok, "tool") == ObservationWrap("user", "<|im_end|>\n<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n")
 
 
-def test_an_evaluation_limit_beyond_the_split_is_said_not_clamped_silently(tiny):
+def test_an_evaluation_limit_beyond_the_split_is_said_not_clamped_silently(tiny, tmp_path):
     model, tokenizer = tiny
     engine = HFGenerateEngine(model, tokenizer)
     task = tasks.make("arithmetic-v1")
     size = task.size("validation")
-    with pytest.warns(RuntimeWarning, match=rf"an evaluation limit of {size + 1} is more than the {size} problems of arithmetic-v1's "
-                                            rf"'validation' split: all {size} are evaluated"):
-        report = evaluate(engine, task, EvalSettings(split="validation", limit=size + 1, max_new_tokens=1), progress=False)
-    assert report["problems"] == size
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)  # the limit of the split's size exactly: nothing said
-        evaluate(engine, task, EvalSettings(split="validation", limit=size, max_new_tokens=1), progress=False)
+    report = evaluate(engine, task, EvalSettings(split="validation", limit=size + 1, max_new_tokens=1), progress=False)
+    said = f"the evaluation limit {size + 1} is more than the {size} problems of arithmetic-v1's 'validation' split: all {size} are evaluated"
+    assert report["problems"] == size and report["limit_beyond_split"] == said and report["warnings"][0] == said
+    write_report(report, tmp_path)  # recorded where the report is read
+    assert json.loads((tmp_path / "report.json").read_text())["warnings"][0] == said and said in (tmp_path / "report.md").read_text()
+    exact = evaluate(engine, task, EvalSettings(split="validation", limit=size, max_new_tokens=1), progress=False)
+    assert "limit_beyond_split" not in exact and not any("evaluation limit" in w for w in exact["warnings"])  # the split's size: nothing said

@@ -263,6 +263,17 @@ def test_evaluation_reports_name_the_weights_they_evaluated_before_and_after_a_r
     assert [reports[n]["provenance"]["model"] for n in (1, 2)] == [{"run_dir": str(run), "step": 1}, {"run_dir": str(run), "step": 2}]
 
 
+def test_an_eval_limit_beyond_the_split_is_said_once_per_run(tiny_model, tmp_path, capsys):
+    small = [a for a in SMALL if not a.startswith("eval.")]
+    assert main(["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *small,
+                 "eval.at_start=true", "eval.every=1", "eval.limit=100000", "eval.max_new_tokens=1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("warning: eval.limit: the evaluation limit 100000 is more than the 200 problems of arithmetic-v1's "
+                     "'validation' split: all 200 are evaluated") == 1, out  # three evaluations (steps 0, 1, 2), one line
+    reports = sorted((tmp_path / "run" / "reports").glob("eval-step-*.json"))
+    assert len(reports) == 3 and all(json.loads(r.read_text())["limit_beyond_split"] for r in reports)
+
+
 def test_fsdp_in_a_single_process_says_it_is_off(tiny_model, tmp_path, capsys):
     assert main(["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
                  "update.steps=1", "distributed=fsdp", "model.precision=bf16"]) == 0
