@@ -288,13 +288,13 @@ def evaluate(model: str | os.PathLike, task: Any, *, split: str = "test", n: int
     ``task`` is a task id or a `tasks.Task`; ``env`` an environment id or object replacing its verifier.
     Raises `rlvr.UserError` for a bad setting (before the model loads)."""
     import tasks as task_registry
-    from rlvr.eval.settings import EvalSettings, InvalidSetting
+    from rlvr.eval.settings import MAX_THREADS, EvalSettings, InvalidSetting
 
     from rlvr.commands.eval import OPTION_OF, default_out_dir
 
     # every check that needs no torch first (rlvr eval refuses a bad option in a second)
-    if threads < 0:
-        raise UserError(f"--threads must be >= 0, got {threads}")
+    if not 0 <= threads <= MAX_THREADS:
+        raise UserError(f"--threads must be in 0..{MAX_THREADS}, got {threads}")
     the_task = _eval_task(task_registry, task, dict(task_config or {}), split, env, dict(env_kwargs or {}))
     tokens = max_new_tokens if max_new_tokens is not None else the_task.max_new_tokens
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 OPTION_OF = {"n": "--n", "limit": "--limit", "temperature": "--temperature", "top_p": "--top-p",
              "max_new_tokens": "--max-new-tokens", "verify_workers": "--verify-workers", "verify_kind": "--verify-kind",
-             "verify_timeout_s": "--verify-timeout"}
+             "verify_timeout_s": "--verify-timeout", "seed": "--seed"}
 """The command-line option behind each `EvalSettings` field it sets."""
 
 

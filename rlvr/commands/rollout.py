@@ -51,8 +51,10 @@ def run_serve(args: argparse.Namespace) -> int:
     from rlvr.rollout.engines.serve import TOKEN_VARIABLE, serve
 
     cfg = load_config(RolloutConfig, None, args.settings)
-    if args.threads < 0:
-        raise UserError(f"--threads must be >= 0, got {args.threads}")
+    from rlvr.eval.settings import MAX_THREADS
+
+    if not 0 <= args.threads <= MAX_THREADS:
+        raise UserError(f"--threads must be in 0..{MAX_THREADS}, got {args.threads}")
     if args.threads:
         import torch
 

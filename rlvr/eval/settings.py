@@ -18,6 +18,12 @@ class InvalidSetting(ValueError):
         self.message = message
 
 
+MAX_SAMPLES = 2**16  # samples per problem (--n)
+MAX_LIMIT = 10_000_000  # problems (--limit): the problems are read into memory before the first is generated
+MAX_VERIFY_WORKERS = 1024  # verification workers (threads or processes), here and in training (verify.workers)
+MAX_THREADS = 4096  # torch CPU threads (--threads here, threads in training): beyond it torch overflows
+
+
 @dataclass
 class EvalSettings:
     """What to measure. Out-of-range values raise `InvalidSetting` naming the field.
@@ -54,17 +60,18 @@ class EvalSettings:
 
     def __post_init__(self) -> None:
         for name, ok, message in (
-            ("n", self.n >= 0, f"must be >= 0, got {self.n}"),
-            ("limit", self.limit is None or self.limit >= 1, f"must be >= 1, got {self.limit}"),
+            ("n", 0 <= self.n <= MAX_SAMPLES, f"must be in 0..{MAX_SAMPLES}, got {self.n}"),
+            ("limit", self.limit is None or 1 <= self.limit <= MAX_LIMIT, f"must be in 1..{MAX_LIMIT}, got {self.limit}"),
+            ("seed", 0 <= self.seed <= 2**32 - 1, f"must be in 0..{2**32 - 1} (as training's seed), got {self.seed}"),
             ("temperature", self.temperature >= 0, f"must be >= 0, got {self.temperature}"),
             ("temperature", self.n == 0 or self.temperature > 0,
              f"must be > 0 to draw {self.n} samples per problem (greedy accuracy is measured separately), got {self.temperature}"),
             ("top_p", 0 < self.top_p <= 1, f"must be in (0, 1], got {self.top_p}"),
-            ("max_new_tokens", self.max_new_tokens >= 1, f"must be >= 1, got {self.max_new_tokens}"),
+            ("max_new_tokens", 1 <= self.max_new_tokens <= 2**20, f"must be in 1..{2**20} (as training's), got {self.max_new_tokens}"),
             ("chunk_prompts", self.chunk_prompts >= 1, f"must be >= 1, got {self.chunk_prompts}"),
-            ("verify_workers", self.verify_workers >= 0, f"must be >= 0, got {self.verify_workers}"),
+            ("verify_workers", 0 <= self.verify_workers <= MAX_VERIFY_WORKERS, f"must be in 0..{MAX_VERIFY_WORKERS}, got {self.verify_workers}"),
             ("verify_kind", self.verify_kind in KINDS, f"must be one of {', '.join(KINDS)}, got {self.verify_kind!r}"),
-            ("verify_timeout_s", self.verify_timeout_s > 0, f"must be > 0 seconds, got {self.verify_timeout_s}"),
+            ("verify_timeout_s", 0 < self.verify_timeout_s <= 86400, f"must be > 0 seconds and at most a day (86400), got {self.verify_timeout_s}"),
             ("n", self.greedy or self.n > 0, "is 0 and greedy is off: nothing to measure"),
         ):
             if not ok:

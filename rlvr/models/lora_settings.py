@@ -12,7 +12,7 @@ from rlvr.config import help_field
 class LoraSettings:
     """Low-rank adapters instead of full fine-tuning (`model.lora.*`; off while ``r`` is 0)."""
 
-    r: int = help_field(0, "Adapter rank (0 = off: full fine-tuning). Adapters usually want a ~10x larger optim.lr than full fine-tuning", ge=0)
+    r: int = help_field(0, "Adapter rank (0 = off: full fine-tuning). Adapters usually want a ~10x larger optim.lr than full fine-tuning", ge=0, le=65536)
     alpha: float = help_field(32.0, "Scaling numerator: the update is (alpha / r) * B @ A", gt=0)
     dropout: float = help_field(0.0, "Dropout on the adapter's input", ge=0, lt=1)
     target_modules: list[str] | None = help_field(None, "Module names (suffixes) that get adapters; None = the architecture's default "

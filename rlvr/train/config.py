@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from rlvr.algos.config import AlgoConfig
 from rlvr.config import help_field
+from rlvr.eval.settings import MAX_THREADS, MAX_VERIFY_WORKERS
 from rlvr.models.lora_settings import LoraSettings
 from rlvr.rollout.config import RolloutConfig
 from rlvr.rollout.prompts import PromptConfig
@@ -132,7 +133,7 @@ class RunConfig:
     recipe: str | None = help_field(None, "Training recipe (`rlvr.train.recipes`): None = the one algo.preset names (policy_gradient, or preference for dpo/online_dpo/kto); sft for supervised warm-up")
     output_dir: str = help_field("runs", "Parent folder of run directories")
     seed: int = help_field(0, "Seed for sampling, shuffling and initialisation", ge=0, le=2**32 - 1)
-    threads: int = help_field(0, "Torch CPU threads per process (0 = OMP_NUM_THREADS or torch's default)", ge=0)
+    threads: int = help_field(0, "Torch CPU threads per process (0 = OMP_NUM_THREADS or torch's default)", ge=0, le=MAX_THREADS)
     device: str = help_field("auto", "Where the run's models train and generate: auto (the GPU when torch sees one, else the CPU), cpu, "
                                      "cuda or cuda:N (one process; under accelerate launch/torchrun each process takes its local GPU). "
                                      "Refused before anything is written when it cannot be honoured")
@@ -165,7 +166,7 @@ class RunConfig:
 class VerifyConfig:
     """Reward computation."""
 
-    workers: int = help_field(1, "Verifier workers (0 = one item at a time in a supervised thread; every kind is bounded by timeout_s)", ge=0)
+    workers: int = help_field(1, "Verifier workers (0 = one item at a time in a supervised thread; every kind is bounded by timeout_s)", ge=0, le=MAX_VERIFY_WORKERS)
     kind: Literal["inline", "thread", "process"] = help_field("thread", "thread for fast verifiers, process for slow or unsafe ones")
     timeout_s: float = help_field(30.0, "Per-completion verification budget; over it the verdict is 'timeout'", gt=0, le=86400)
     on_failure: Literal["drop", "zero"] = help_field("drop", "Verdicts with status error/timeout: drop the sample from the update, or score it 0")

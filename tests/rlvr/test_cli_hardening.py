@@ -125,16 +125,16 @@ def test_a_dataset_task_without_data_or_hub_fails_fast_saying_what_to_set(tmp_pa
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["--n", "-3"], "--n must be >= 0, got -3"),
-    (["--limit", "-1"], "--limit must be >= 1, got -1"),
-    (["--limit", "0"], "--limit must be >= 1, got 0"),
+    (["--n", "-3"], "--n must be in 0..65536, got -3"),
+    (["--limit", "-1"], "--limit must be in 1..10000000, got -1"),
+    (["--limit", "0"], "--limit must be in 1..10000000, got 0"),
     (["--temperature", "-1"], "--temperature must be >= 0, got -1.0"),
     (["--n", "4", "--temperature", "0"], "--temperature must be > 0 to draw 4 samples"),
     (["--top-p", "0"], "--top-p must be in (0, 1], got 0.0"),
-    (["--max-new-tokens", "0"], "--max-new-tokens must be >= 1, got 0"),
+    (["--max-new-tokens", "0"], "--max-new-tokens must be in 1..1048576 (as training's), got 0"),
     (["--verify-timeout", "0"], "--verify-timeout must be > 0 seconds"),
-    (["--verify-workers", "-1"], "--verify-workers must be >= 0, got -1"),
-    (["--threads", "-2"], "--threads must be >= 0, got -2"),
+    (["--verify-workers", "-1"], "--verify-workers must be in 0..1024, got -1"),
+    (["--threads", "-2"], "--threads must be in 0..4096, got -2"),
     (["--no-greedy"], "--no-greedy with --n 0 measures nothing"),
     (["--env", "nope-v1"], "unknown environment 'nope-v1'"),
     (["--env-kwargs", "[1, 2]"], "--env-kwargs must be a mapping"),

@@ -93,13 +93,22 @@ def test_a_bad_training_config_is_refused_before_torch_is_imported(argv, message
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--n", "-3"], "--n must be >= 0, got -3"),
+    (["--n", "-3"], "--n must be in 0..65536, got -3"),
     (["--split", "nosuch"], "nosuch"),
     (["--task", "nope-v1"], "unknown task 'nope-v1'"),
     (["--task-config", "{max_digit: 2}"], "unknown config key(s) ['max_digit']; known: ['direct_frac', 'max_digits'"),
     (["--task", "gsm8k-v1", "--task-config", "{foo: 1}"], "task gsm8k-v1: unknown config key(s) ['foo']; known: none"),
     (["--task-config", "{max_digits: -1}"], "task arithmetic-v1: config {'max_digits': -1} refused: arithmetic: need"),
     (["--env-kwargs", "{extraction: lenientt}"], "--env-kwargs: environment 'math-v1' refused its settings: extraction must be one of"),
+    # bounds training has (a traceback, every verdict an OverflowError, or a hang, before)
+    (["--verify-timeout", "1e308"], "--verify-timeout must be > 0 seconds and at most a day (86400)"),
+    (["--seed", "99999999999999999999"], "--seed must be in 0..4294967295"),
+    (["--seed", "-1"], "--seed must be in 0..4294967295"),
+    (["--threads", "99999999999999999999"], "--threads must be in 0..4096"),
+    (["--max-new-tokens", "99999999999999999999"], "--max-new-tokens must be in 1..1048576"),
+    (["--verify-workers", "99999999999999999999"], "--verify-workers must be in 0..1024"),
+    (["--n", "99999999999999999999"], "--n must be in 0..65536"),
+    (["--split", "train", "--limit", "99999999999999999999"], "--limit must be in 1..10000000"),
 ])
 def test_a_bad_eval_option_is_refused_before_torch_is_imported(argv, message, tmp_path):
     base = {"--model": "no/such-model", "--task": "arithmetic-v1"}

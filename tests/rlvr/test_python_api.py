@@ -54,7 +54,7 @@ def test_a_bad_config_raises_a_user_error_instead_of_exiting():
         rlvr.train("quickstart", nonsense={"key": 1})
     with pytest.raises(rlvr.UserError, match="task must be"):
         rlvr.train("quickstart", task=3.5)
-    with pytest.raises(rlvr.UserError, match="--threads must be >= 0"):
+    with pytest.raises(rlvr.UserError, match="--threads must be in 0..4096"):
         rlvr.evaluate("tiny", "arithmetic-v1", threads=-1)
 
 
