@@ -300,7 +300,7 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
                 shutil.rmtree(self.run_dir / ROLL_CALL_DIR, ignore_errors=True)
             self.accel.wait_for_everyone()
         self.rundir.start(step)
-        self.rundir.write_config(cfg)
+        self.rundir.write_config(with_local_paths_resolved(cfg))
         self.rundir.write_json("provenance.json", self.provenance)
         status = "running"
         self.rundir.write_state(status=status, step=step)
@@ -480,3 +480,25 @@ def _failed_streak(recipe: Recipe) -> int:
 
 
 __all__ = ["CheckpointError", "Harness", "Recipe", "TrainResult", "TrainingError"]
+
+
+LOCAL_PATH_KEYS = ("model.name_or_path", "algo.critic.init", "algo.prm.init", "pairs.path")
+"""Settings that may name a local file or folder relative to where the run started."""
+
+
+def with_local_paths_resolved(cfg: Any) -> dict[str, Any]:
+    """``cfg`` as the run's ``config.yaml`` holds it, its relative paths to local files and folders (the model, the
+    critic's and PRM's starting points, the pairs file) made absolute: `rlvr train RUN --resume` from another folder reads
+    the run's config and would look for them there (a hub id is no local path and is kept as given)."""
+    from rlvr.config import to_dict
+
+    out = to_dict(cfg)
+    for key in LOCAL_PATH_KEYS:
+        *parents, leaf = key.split(".")
+        node = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        value = node.get(leaf) if isinstance(node, dict) else None
+        if isinstance(value, str) and value and not Path(value).is_absolute() and Path(value).exists():
+            node[leaf] = os.path.abspath(value)  # (not resolve(): a link the user named stays the link)
+    return out

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 import tasks
 from envs.types import Problem
@@ -261,6 +262,19 @@ def test_evaluation_reports_name_the_weights_they_evaluated_before_and_after_a_r
         assert provenance["created_utc"] == report["created_utc"] and provenance["task"]["id"] == "arithmetic-v1"
     assert reports[0]["provenance"]["model"]["weights_sha256"] == weights_sha256(tiny_model) is not None
     assert [reports[n]["provenance"]["model"] for n in (1, 2)] == [{"run_dir": str(run), "step": 1}, {"run_dir": str(run), "step": 2}]
+
+
+def test_a_run_started_with_a_relative_model_path_resumes_from_another_folder(tiny_model, tmp_path, monkeypatch):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "start").symlink_to(tiny_model)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "quickstart", "output_dir=runs", "name=run", "model.name_or_path=models/start", *QUIET, *SMALL, "update.steps=1"]) == 0
+    saved = yaml.safe_load((tmp_path / "runs" / "run" / "config.yaml").read_text())["model"]["name_or_path"]
+    assert saved == str(tmp_path / "models" / "start")  # absolute, and still the path the user named (not the link's target)
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the relative path would name elsewhere/models/start here
+    assert main(["train", "../runs/run", "--resume", "update.steps=2"]) == 0
+    assert [json.loads(line)["step"] for line in (tmp_path / "runs" / "run" / "metrics.jsonl").read_text().splitlines()] == [1, 2]
 
 
 def test_an_eval_limit_beyond_the_split_is_said_once_per_run(tiny_model, tmp_path, capsys):
