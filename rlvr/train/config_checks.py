@@ -25,6 +25,8 @@ def check_run(cfg: Any, evaluates: bool = True) -> None:
     from tasks import hubs
 
     parse_device_spec(cfg.device)
+    if evaluates and cfg.eval.split == cfg.task.split:  # (SFT always evaluates its final model)
+        raise UserError(f"eval.split equals task.split ({cfg.task.split!r}): evaluation must use held-out data")
     _check_path_length("model.name_or_path", cfg.model.name_or_path)
     if cfg.model.lora.enabled and cfg.distributed == "fsdp":
         raise UserError("model.lora with distributed=fsdp is not supported (rlvr's FSDP checkpoints and engine syncs gather "
@@ -51,13 +53,12 @@ def _check_path_length(key: str, value: str) -> None:
 
 
 def check_algorithm_run(cfg: Any) -> None:
-    """A recipe that runs ``algo``: a ``recipe`` the preset does not run, and evaluation on the training split."""
+    """A recipe that runs ``algo``: `check_run` (evaluation on the training split among its checks), and a ``recipe`` the
+    preset does not run."""
     check_run(cfg, evaluates=bool(cfg.eval.every or cfg.eval.at_start))
     algo = cfg.algo
     if cfg.recipe not in (None, algo.recipe):
         raise UserError(f"recipe={cfg.recipe} but algo.preset={algo.preset} runs the {algo.recipe} recipe; drop the recipe key")
-    if cfg.eval.every and cfg.eval.split == cfg.task.split:
-        raise UserError(f"eval.split equals task.split ({cfg.task.split!r}): evaluation must use held-out data")
 
 
 def check_policy_gradient(cfg: Any) -> None:
