@@ -437,7 +437,12 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         if step == 0:  # hashed once, for every report of the starting model (one per held-out task)
             if self._start_model is None:
                 name = self.cfg.model.name_or_path
-                self._start_model = model_provenance(name) if name else {"name": "the built model"}
+                if name == "tiny" and hasattr(self.cfg, "tiny"):  # SFT builds it: what built it (its weights exist nowhere else)
+                    from rlvr.config import to_dict
+
+                    self._start_model = {"name": "tiny", "built": to_dict(self.cfg.tiny), "seed": self.cfg.seed}
+                else:
+                    self._start_model = model_provenance(name) if name else {"name": "the built model"}
             model = self._start_model
         else:
             model = {"run_dir": str(Path(self.run_dir).resolve()), "step": step}

@@ -277,6 +277,13 @@ def test_a_run_started_with_a_relative_model_path_resumes_from_another_folder(ti
     assert [json.loads(line)["step"] for line in (tmp_path / "runs" / "run" / "metrics.jsonl").read_text().splitlines()] == [1, 2]
 
 
+def test_an_sft_report_of_the_built_model_says_what_built_it(tmp_path):
+    assert main(["sft", "sft_quickstart", f"output_dir={tmp_path}", "name=sft", *QUIET, "steps=1", "eval.at_start=true", "eval.every=1",
+                 "eval.limit=2", "eval.max_new_tokens=2", "tiny.layers=1", "seed=7"]) == 0
+    model = json.loads((tmp_path / "sft" / "reports" / "eval-step-0.json").read_text())["provenance"]["model"]
+    assert model["name"] == "tiny" and model["built"]["layers"] == 1 and model["seed"] == 7  # no weights to hash: what built them
+
+
 def test_an_eval_limit_beyond_the_split_is_said_once_per_run(tiny_model, tmp_path, capsys):
     small = [a for a in SMALL if not a.startswith("eval.")]
     assert main(["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *small,
