@@ -51,6 +51,15 @@ class VLLMConfig:
     nccl_port: int = help_field(29551, "weight_transfer=nccl: TCP port of the rendezvous on the trainer machine", ge=1, le=65535)
     request_timeout_s: float = help_field(600.0, "engine=vllm_server: timeout of one request in seconds", gt=0, le=86400)
 
+    def __post_init__(self) -> None:
+        from urllib.parse import urlsplit
+
+        for key, urls in (("server_url", [self.server_url]), ("server_urls", self.server_urls)):
+            for url in urls:
+                parts = urlsplit(url) if isinstance(url, str) else None
+                if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+                    raise ValueError(f"rollout.vllm.{key}: {url!r} is not an http(s) address of a server (e.g. http://127.0.0.1:8000)")
+
 
 @dataclass
 class HFEngineConfig:

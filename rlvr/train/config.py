@@ -71,7 +71,7 @@ class OptimConfig:
 
     lr: float = help_field(1e-5, "Peak learning rate", gt=0)
     weight_decay: float = help_field(0.0, "AdamW weight decay", ge=0)
-    betas: list[float] = help_field([0.9, 0.999], "AdamW betas")
+    betas: list[float] = help_field([0.9, 0.999], "AdamW betas: two numbers in [0, 1)")
     schedule: Literal["cosine", "linear", "constant"] = help_field("cosine", "Decay after warm-up")
     warmup_steps: int = help_field(0, "Optimizer steps of linear warm-up", ge=0)
     max_grad_norm: float = help_field(1.0, "Gradient clipping by global norm (0 = off)", ge=0)
