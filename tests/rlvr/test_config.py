@@ -114,6 +114,9 @@ def test_every_train_field_is_documented():
     ("quickstart", "algo.correction={name: tis, cap: abc}", "algo.correction.cap must be a finite number"),
     ("quickstart", "algo.correction={name: mis, low: 5, high: 1}", "needs 0 <= low < high, got [5, 1]"),
     ("quickstart", "algo.correction={name: tis, level: nosuch}", "algo.correction.level must be one of token, sequence, geometric"),
+    ("quickstart", "rollout.vllm.server_url=abc", "rollout.vllm.server_url: 'abc' is not an http(s) address"),  # was refused only at start-up
+    ("quickstart", "rollout.vllm.server_urls=[http://a:1, ftp://b]", "'ftp://b' is not an http(s) address"),
+    ("quickstart", "algo.sampling_budget=0.5", "'algo.sampling_budget' must be >= 1"),
 ])
 def test_out_of_range_settings_are_refused_in_one_line_naming_the_override(config, override, message):
     cls = SFTConfig if config.startswith("sft") else TrainConfig
