@@ -83,7 +83,7 @@ def complete(key: str, kind: str, part: Part, fn: Callable[..., Any], leading: i
         raise ConfigError(f"algo.{key}.{missing[0]}: the {part.name} {kind} needs a value for {missing[0]!r} (it has no default)")
     values = {k: part.params.get(k, p.default) for k, p in accepted.items()}
     for k in part.params.keys() & accepted.keys():
-        _check_number(f"algo.{key}.{k}", part.params[k], accepted[k])
+        values[k] = _check_number(f"algo.{key}.{k}", part.params[k], accepted[k])
     extra = {k: v for k, v in part.params.items() if k not in accepted and k in supplied} if takes_any else {}
     return Part(name=part.name, **values, **extra)
 
@@ -99,13 +99,20 @@ def _numeric(param: inspect.Parameter) -> tuple[bool, bool]:
     return numeric, default is None or "None" in words
 
 
-def _check_number(setting: str, value: Any, param: inspect.Parameter) -> None:
-    """A one-line `ConfigError` when an argument that takes a number is given something else (a string, a list, a bool,
-    nan or infinity): said when the config is read, not as a traceback from the update."""
+def _check_number(setting: str, value: Any, param: inspect.Parameter) -> Any:
+    """``value``, or a one-line `ConfigError` when an argument that takes a number is given something else (a string, a
+    list, a bool, nan or infinity): said when the config is read, not as a traceback from the update. A number YAML read
+    as a string (``1e-8``: YAML 1.1 wants ``1.0e-8``) is that number, as everywhere else in a config."""
     import math
 
     numeric, optional = _numeric(param)
     if not numeric or (value is None and optional):
-        return
+        return value
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{setting} must be a finite number{' (or null)' if optional else ''}, got {value!r}")
+    return value
