@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 
 from envs.pool import KINDS
@@ -63,7 +64,7 @@ class EvalSettings:
             ("n", 0 <= self.n <= MAX_SAMPLES, f"must be in 0..{MAX_SAMPLES}, got {self.n}"),
             ("limit", self.limit is None or 1 <= self.limit <= MAX_LIMIT, f"must be in 1..{MAX_LIMIT}, got {self.limit}"),
             ("seed", 0 <= self.seed <= 2**32 - 1, f"must be in 0..{2**32 - 1} (as training's seed), got {self.seed}"),
-            ("temperature", self.temperature >= 0, f"must be >= 0, got {self.temperature}"),
+            ("temperature", 0 <= self.temperature < math.inf, f"must be >= 0 and finite, got {self.temperature}"),
             ("temperature", self.n == 0 or self.temperature > 0,
              f"must be > 0 to draw {self.n} samples per problem (greedy accuracy is measured separately), got {self.temperature}"),
             ("top_p", 0 < self.top_p <= 1, f"must be in (0, 1], got {self.top_p}"),

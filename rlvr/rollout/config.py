@@ -56,8 +56,13 @@ class VLLMConfig:
 
         for key, urls in (("server_url", [self.server_url]), ("server_urls", self.server_urls)):
             for url in urls:
-                parts = urlsplit(url) if isinstance(url, str) else None
-                if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+                try:
+                    parts = urlsplit(url) if isinstance(url, str) else None
+                    ok = parts is not None and parts.scheme in ("http", "https") and bool(parts.hostname) and " " not in url
+                    ok = ok and parts.port != 0  # (reading the port refuses one that is no number or out of range)
+                except ValueError:
+                    ok = False
+                if not ok:
                     raise ValueError(f"rollout.vllm.{key}: {url!r} is not an http(s) address of a server (e.g. http://127.0.0.1:8000)")
 
 

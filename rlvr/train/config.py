@@ -155,7 +155,9 @@ class RunConfig:
         parts = self.name.replace("\\", "/").split("/") if isinstance(self.name, str) else []
         if not parts or self.name.startswith(("/", "\\")) or any(p.strip() in ("", ".", "..") for p in parts) or "\0" in self.name:
             raise ValueError(f"name must name a folder below output_dir (the run directory is output_dir/name): not empty, "
-                             f"not absolute, no '.' or '..' parts; got {self.name!r}")
+                             f"not absolute, no empty, '.' or '..' parts; got {self.name!r}")
+        if any(len(p.encode()) > 255 for p in parts):  # a folder name longer than file systems allow
+            raise ValueError(f"name: a folder name of at most 255 bytes, got one of {max(len(p.encode()) for p in parts)} ({self.name[:40]!r}...)")
 
     @property
     def run_dir(self) -> Path:

@@ -168,6 +168,10 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
             raise UserError(str(busy) if busy else f"run directory {self.run_dir} is in use by another run ({RunLock.holder(self.run_dir)})")
         existing = [m for m in RUN_MARKERS if (self.run_dir / m).exists()]
         self.accel.wait_for_everyone()
+        refusal = None if existing else not_a_run_folder(self.run_dir, Path(self.cfg.output_dir))
+        if refusal:  # overwrite=true deletes a run folder whole: one a run did not make would take the user's files with it
+            self.release_run_dir()
+            raise UserError(refusal)
         if existing and not self.cfg.resume:
             if not self.cfg.overwrite:
                 self.release_run_dir()
@@ -485,6 +489,24 @@ def _failed_streak(recipe: Recipe) -> int:
 
 
 __all__ = ["CheckpointError", "Harness", "Recipe", "TrainResult", "TrainingError"]
+
+
+def not_a_run_folder(run_dir: Path, output_dir: Path) -> str | None:
+    """Why a new run must not start in ``run_dir`` (which holds no run), or None: it holds files already (they would
+    be deleted with the run by a later overwrite=true), or it lies inside another run's folder (ditto)."""
+    if run_dir.is_dir():
+        others = sorted(e.name for e in run_dir.iterdir() if e.name != LOCK_FILE)
+        if others:
+            return (f"run directory {run_dir} exists and holds files that are not a run ({', '.join(others[:3])}"
+                    f"{', ...' if len(others) > 3 else ''}): a run starts in a new or empty folder, as overwrite=true deletes "
+                    f"its folder whole; choose another name= or move them")
+    for parent in run_dir.parents:
+        if parent == output_dir or parent == parent.parent:
+            break
+        if any((parent / m).exists() for m in RUN_MARKERS):
+            return (f"run directory {run_dir} is inside the run {parent}, which overwrite=true would delete with it; "
+                    f"choose a name= outside it")
+    return None
 
 
 LOCAL_PATH_KEYS = ("model.name_or_path", "algo.critic.init", "algo.prm.init", "pairs.path")

@@ -128,7 +128,8 @@ def test_a_dataset_task_without_data_or_hub_fails_fast_saying_what_to_set(tmp_pa
     (["--n", "-3"], "--n must be in 0..65536, got -3"),
     (["--limit", "-1"], "--limit must be in 1..10000000, got -1"),
     (["--limit", "0"], "--limit must be in 1..10000000, got 0"),
-    (["--temperature", "-1"], "--temperature must be >= 0, got -1.0"),
+    (["--temperature", "-1"], "--temperature must be >= 0 and finite, got -1.0"),
+    (["--n", "2", "--temperature", "inf"], "--temperature must be >= 0 and finite, got inf"),  # report.json held Infinity
     (["--n", "4", "--temperature", "0"], "--temperature must be > 0 to draw 4 samples"),
     (["--top-p", "0"], "--top-p must be in (0, 1], got 0.0"),
     (["--max-new-tokens", "0"], "--max-new-tokens must be in 1..1048576 (as training's), got 0"),

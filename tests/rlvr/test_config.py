@@ -78,6 +78,12 @@ def test_every_train_field_is_documented():
     assert any(k == "optim.lr" for k, _, _ in rows)
 
 
+def test_a_number_yaml_reads_as_a_string_is_a_number_in_a_parts_arguments():
+    """``1e-8`` is a string to YAML 1.1 (it wants ``1.0e-8``): a part's argument takes it as the number, as other keys do."""
+    cfg = load_config(TrainConfig, "quickstart", ["algo.advantage.eps=1e-8", "algo.correction={name: tis, cap: 2e0}"])
+    assert cfg.algo.advantage["eps"] == 1e-8 and cfg.algo.correction["cap"] == 2.0
+
+
 @pytest.mark.parametrize("config,override,message", [
     ("quickstart", "seed=99999999999999999999", "'seed' must be <= 4294967295"),  # was torch's overflow traceback
     ("quickstart", "seed=-1", "'seed' must be >= 0"),
@@ -101,7 +107,7 @@ def test_every_train_field_is_documented():
     # a run directory that is output_dir itself, its parent or elsewhere: overwrite=true deleted another run's folder with it
     ("quickstart", "name=", "name must name a folder below output_dir"),
     ("quickstart", "name=..", "name must name a folder below output_dir"),
-    ("quickstart", "name=../../elsewhere", "no '.' or '..' parts; got '../../elsewhere'"),
+    ("quickstart", "name=../../elsewhere", "'.' or '..' parts; got '../../elsewhere'"),
     ("quickstart", "name=/abs/run", "not absolute"),
     ("sft_quickstart", "name=a/./b", "name must name a folder below output_dir"),
     # a part's arguments: a number where the function takes one (was a traceback from the config's own check, or the
@@ -117,6 +123,9 @@ def test_every_train_field_is_documented():
     ("quickstart", "rollout.vllm.server_url=abc", "rollout.vllm.server_url: 'abc' is not an http(s) address"),  # was refused only at start-up
     ("quickstart", "rollout.vllm.server_urls=[http://a:1, ftp://b]", "'ftp://b' is not an http(s) address"),
     ("quickstart", "algo.sampling_budget=0.5", "'algo.sampling_budget' must be >= 1"),
+    ("quickstart", "rollout.vllm.server_url=http://h:abc", "'http://h:abc' is not an http(s) address"),  # was http.client's traceback
+    ("quickstart", "rollout.vllm.server_url=http://[::1", "'http://[::1' is not an http(s) address"),
+    ("quickstart", "name=" + "x" * 300, "name: a folder name of at most 255 bytes"),  # was an OSError traceback
 ])
 def test_out_of_range_settings_are_refused_in_one_line_naming_the_override(config, override, message):
     cls = SFTConfig if config.startswith("sft") else TrainConfig

@@ -264,6 +264,29 @@ def test_evaluation_reports_name_the_weights_they_evaluated_before_and_after_a_r
     assert [reports[n]["provenance"]["model"] for n in (1, 2)] == [{"run_dir": str(run), "step": 1}, {"run_dir": str(run), "step": 2}]
 
 
+def test_overwrite_never_deletes_what_a_run_did_not_make(tiny_model, tmp_path, capsys):
+    """A new run refuses a folder that holds files already and a folder inside another run: overwrite=true deletes a run
+    folder whole, and the user's files (or the other run) would go with it."""
+    args = ["train", "quickstart", f"output_dir={tmp_path}", f"model.name_or_path={tiny_model}", *QUIET, *SMALL, "update.steps=1"]
+    (tmp_path / "userdata").mkdir()
+    (tmp_path / "userdata" / "important.txt").write_text("keep me")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me")
+    (tmp_path / "link").symlink_to(outside)
+    for name in ("userdata", "link"):
+        for extra in ([], ["overwrite=true"]):
+            assert main([*args, f"name={name}", *extra]) == 2
+            assert f"holds files that are not a run" in capsys.readouterr().err
+    assert (tmp_path / "userdata" / "important.txt").read_text() == "keep me" and (outside / "precious.txt").read_text() == "keep me"
+    assert main([*args, "name=a/b"]) == 0  # a nested run, below a folder that is no run
+    for name in ("a", "a/b/c"):  # the folder holding it, and a folder inside it
+        assert main([*args, f"name={name}", "overwrite=true"]) == 2
+    assert "is inside the run" in capsys.readouterr().err
+    assert (tmp_path / "a" / "b" / "config.yaml").is_file()
+    assert main([*args, "name=a/b", "overwrite=true"]) == 0  # the run itself is overwritten as before
+
+
 def test_a_run_started_with_a_relative_model_path_resumes_from_another_folder(tiny_model, tmp_path, monkeypatch):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "start").symlink_to(tiny_model)
