@@ -139,7 +139,8 @@ class RunConfig:
                                      "Refused before anything is written when it cannot be honoured")
     distributed: Literal["ddp", "fsdp"] = help_field("ddp", "With several processes: replicate trainable models (ddp) or shard them (fsdp: accelerate's FSDP2, also on CPUs under torchrun)")
     resume: bool = help_field(False, "Continue the run in output_dir/name from its latest checkpoint, with the run's own config.yaml (command-line overrides apply on top)")
-    overwrite: bool = help_field(False, "Delete an existing run directory output_dir/name and start again (without it, an existing run is refused)")
+    overwrite: bool = help_field(False, "Delete an existing run directory output_dir/name and start again (without it, an existing run is refused; a new run "
+                                           "never starts in a folder that holds other files or lies inside another run)")
     model: ModelConfig = field(default_factory=ModelConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
