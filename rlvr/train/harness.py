@@ -488,8 +488,6 @@ def _failed_streak(recipe: Recipe) -> int:
     return getattr(recipe, "failed_streak", lambda: 0)() or 0
 
 
-__all__ = ["CheckpointError", "Harness", "Recipe", "TrainResult", "TrainingError"]
-
 
 def not_a_run_folder(run_dir: Path, output_dir: Path) -> str | None:
     """Why a new run must not start in ``run_dir`` (which holds no run), or None: it holds files already (they would
@@ -529,3 +527,6 @@ def with_local_paths_resolved(cfg: Any) -> dict[str, Any]:
         if isinstance(value, str) and value and not Path(value).is_absolute() and Path(value).exists():
             node[leaf] = os.path.abspath(value)  # (not resolve(): a link the user named stays the link)
     return out
+
+
+__all__ = ["CheckpointError", "Harness", "Recipe", "TrainResult", "TrainingError"]
