@@ -52,18 +52,11 @@ class VLLMConfig:
     request_timeout_s: float = help_field(600.0, "engine=vllm_server: timeout of one request in seconds", gt=0, le=86400)
 
     def __post_init__(self) -> None:
-        from urllib.parse import urlsplit
+        from rlvr.serve.client import normalize_urls  # the servers' own check (a ValueError), here when the config is read
 
-        for key, urls in (("server_url", [self.server_url]), ("server_urls", self.server_urls)):
-            for url in urls:
-                try:
-                    parts = urlsplit(url) if isinstance(url, str) else None
-                    ok = parts is not None and parts.scheme in ("http", "https") and bool(parts.hostname) and " " not in url
-                    ok = ok and parts.port != 0  # (reading the port refuses one that is no number or out of range)
-                except ValueError:
-                    ok = False
-                if not ok:
-                    raise ValueError(f"rollout.vllm.{key}: {url!r} is not an http(s) address of a server (e.g. http://127.0.0.1:8000)")
+        normalize_urls(self.server_url, "rollout.vllm.server_url")
+        if self.server_urls:
+            normalize_urls(self.server_urls, "rollout.vllm.server_urls")
 
 
 @dataclass

@@ -144,10 +144,16 @@ def normalize_urls(urls: str | Sequence[str], what: str = "url") -> tuple[str, .
     if not items or not all(isinstance(u, str) and u for u in items):
         raise ServerSetupError(f"{what} must be a URL or a non-empty list of URLs, got {_redacted(urls)!r}")
     for u in items:
-        if "@" in urlsplit(u).netloc:  # messages name the servers: a password there would be printed
+        try:  # (reading the port refuses one that is no number or out of range; a broken IPv6 address is refused too)
+            parts, port = urlsplit(u), urlsplit(u).port
+        except ValueError:
+            parts, port = None, None
+        if parts is not None and "@" in parts.netloc:  # messages name the servers: a password there would be printed
             raise ServerSetupError(f"{what}: {_redacted(u)} carries a user name or password; servers take a bearer token instead")
         if not u.startswith(("http://", "https://")):
-            raise ServerSetupError(f"{what} must start with http:// or https://, got {u!r}")
+            raise ServerSetupError(f"{what} must start with http:// or https://, got {_redacted(u)!r}")
+        if parts is None or not parts.hostname or " " in u or port == 0:
+            raise ServerSetupError(f"{what}: {_redacted(u)!r} is not an http(s) address of a server (e.g. http://127.0.0.1:8000)")
     out = tuple(dict.fromkeys(u.rstrip("/") for u in items))
     return out
 

@@ -120,11 +120,12 @@ def test_a_number_yaml_reads_as_a_string_is_a_number_in_a_parts_arguments():
     ("quickstart", "algo.correction={name: tis, cap: abc}", "algo.correction.cap must be a finite number"),
     ("quickstart", "algo.correction={name: mis, low: 5, high: 1}", "needs 0 <= low < high, got [5, 1]"),
     ("quickstart", "algo.correction={name: tis, level: nosuch}", "algo.correction.level must be one of token, sequence, geometric"),
-    ("quickstart", "rollout.vllm.server_url=abc", "rollout.vllm.server_url: 'abc' is not an http(s) address"),  # was refused only at start-up
-    ("quickstart", "rollout.vllm.server_urls=[http://a:1, ftp://b]", "'ftp://b' is not an http(s) address"),
+    ("quickstart", "rollout.vllm.server_url=abc", "rollout.vllm.server_url must start with http:// or https://, got 'abc'"),  # was refused only at start-up
+    ("quickstart", "rollout.vllm.server_urls=[http://a:1, ftp://b]", "must start with http:// or https://, got 'ftp://b'"),
     ("quickstart", "algo.sampling_budget=0.5", "'algo.sampling_budget' must be >= 1"),
     ("quickstart", "rollout.vllm.server_url=http://h:abc", "'http://h:abc' is not an http(s) address"),  # was http.client's traceback
     ("quickstart", "rollout.vllm.server_url=http://[::1", "'http://[::1' is not an http(s) address"),
+    ("quickstart", "rollout.vllm.server_url=http://u:secret@[::1", "'http://***@[::1' is not an http(s) address"),  # no password said
     ("quickstart", "name=" + "x" * 300, "name: a folder name of at most 255 bytes"),  # was an OSError traceback
 ])
 def test_out_of_range_settings_are_refused_in_one_line_naming_the_override(config, override, message):

@@ -322,5 +322,5 @@ def test_the_servers_a_config_names_one_url_or_a_list_never_both():
     assert server_urls(VLLMConfig(server_urls=["http://a:1", "http://b:2", "http://a:1"])) == ("http://a:1", "http://b:2")
     with pytest.raises(UserError, match="server_url and rollout.vllm.server_urls are both set"):
         server_urls(VLLMConfig(server_url="http://a:1", server_urls=["http://b:2"]))
-    with pytest.raises(ValueError, match=r"rollout.vllm.server_urls: 'b:2' is not an http\(s\) address"):  # refused when the config is read
+    with pytest.raises(UserError, match=r"rollout.vllm.server_urls must start with http:// or https://, got 'b:2'"):  # when the config is read
         VLLMConfig(server_urls=["http://a:1", "b:2"])
