@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
 import difflib
 import math
 import types
@@ -200,6 +201,8 @@ def apply_overrides(cls: type, data: dict[str, Any], overrides: list[str]) -> di
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError as e:
             raise ConfigError(f"override {item!r}: value is not valid YAML: {e}") from e
+        if not isinstance(value, str) and _field_type(cls, key.strip()) is str:
+            value = raw.strip()  # a text setting takes the text as written (name=- or name=2026-11-30 are not a list or a date)
         _set_dotted(data, key.strip(), value)
         keys.append(key.strip())
     for owner, dependent in _belongs(cls):
@@ -207,6 +210,19 @@ def apply_overrides(cls: type, data: dict[str, Any], overrides: list[str]) -> di
         if changed and not any(k == dependent or k.startswith(dependent + ".") for k in keys):
             _drop_dotted(data, dependent)
     return data
+
+
+def _field_type(cls: type, key: str) -> Any:
+    """The declared type of dotted ``key`` in dataclass ``cls`` (None: no such field)."""
+    tp: Any = cls
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(tp):
+            return None
+        fields = {config_key(f): f for f in dataclasses.fields(tp)}
+        if part not in fields:
+            return None
+        tp = get_type_hints(tp)[fields[part].name]
+    return tp
 
 
 def _get_dotted(data: dict[str, Any], key: str) -> Any:
@@ -321,6 +337,8 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
             return number
     if tp in (int, str, bool) and isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
         return value
+    if tp is str and isinstance(value, (int, datetime.date)) and not isinstance(value, bool):
+        return value.isoformat() if isinstance(value, datetime.date) else str(value)  # YAML's `name: 2026-11-30` is a date
     if tp in (int, float, str, bool):
         raise ConfigError(f"{where}: '{key}' must be {tp.__name__}, got {type(value).__name__} {value!r}")
     return value

@@ -27,7 +27,7 @@ from rlvr.progress import progress_display
 from rlvr.rollout.base import Completion, RolloutEngine, SamplingParams, verifier_input
 from rlvr.rollout.episodes import generate_for
 from rlvr.rollout.prompts import PromptStyle, resolve_style
-from rlvr.rollout.records import EMPTY_ALARM, empty_warning  # noqa: F401 - EMPTY_ALARM: importable from here as before
+from rlvr.rollout.records import EMPTY_ALARM, empty_warning, whitespace_share  # noqa: F401 - EMPTY_ALARM: importable from here as before
 from tasks.base import Task, problems_checksum
 
 CI_METHOD = "Wilson score 95%, over problems (mean@k: each problem scored by the mean of its samples)"
@@ -49,6 +49,7 @@ class SampleSet:
         return {"mean_completion_tokens": self.tokens() / max(len(flat), 1),
                 "truncated_rate": sum(c.truncated for c in flat) / max(len(flat), 1),
                 "empty_rate": sum(not c.text.strip() for c in flat) / max(len(flat), 1),
+                "whitespace_rate": whitespace_share(flat),  # of empty_rate: text, all of it whitespace
                 # credited although cut at max_new_tokens: the answer was read from an unfinished response
                 "passed_truncated": sum(c.truncated and v.passed for c, v in zip(flat, verdicts))}
 
@@ -220,10 +221,11 @@ def evaluate(engine: RolloutEngine, task: Task, settings: EvalSettings, *, model
     first = next((s.completions[0][0] for s in (greedy, sampled) if s is not None and s.completions), None)
     report["prompt"] = {"format": "chat" if style.chat else "raw", "system": style.system, "instruction": style.instruction,
                         "rendered_example": first.prompt_text if first is not None else None}
-    rates = [r["empty_rate"] for r in (report.get("greedy"), report.get("sampled")) if r]
+    empty, whitespace = max(((r["empty_rate"], r["whitespace_rate"]) for r in (report.get("greedy"), report.get("sampled")) if r),
+                            default=(0.0, 0.0))
     if beyond:  # said (and recorded), not clamped silently; a training run says it once (`Harness.log_report`)
         report["limit_beyond_split"] = beyond
-    report["warnings"] = [w for w in [beyond, empty_warning(max(rates, default=0.0), report["prompt"]["format"]),
+    report["warnings"] = [w for w in [beyond, empty_warning(empty, report["prompt"]["format"], whitespace),
                                       *(truncated_warning(name, report[name]) for name in ("greedy", "sampled") if name in report),
                                       *(cut_warning(name, report[name], settings.max_new_tokens) for name in ("greedy", "sampled") if name in report)]
                           if w]

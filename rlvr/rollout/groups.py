@@ -54,7 +54,7 @@ from rlvr.rollout.sync import ProbeResult, SyncProbe
 from rlvr.rollout.weights import payload_bytes
 from rlvr.rollout.tensors import generation_metrics
 from rlvr.rollout.reward_signal import reward_signal
-from rlvr.rollout.records import empty_warning
+from rlvr.rollout.records import empty_warning, whitespace_share
 from rlvr.rollout.sampling import GroupSampler, SamplingReport
 from rlvr.rollout.staleness import oldest_version, staleness_metrics, within_bound
 from rlvr.rollout.worker import ProcessEngine, WeightSlots, WorkerSettings
@@ -285,11 +285,12 @@ class GroupSource:
         engine = self._generating_engine()
         metrics |= engine.metrics() if engine is not None else {}
         metrics["rollout/staleness"] = float(self.policy.updates - report.weights_version)
-        warning = empty_warning(metrics.get("rollout/empty_frac", 0.0), "chat" if self.style.chat else "raw")
+        completions = [c for g in report.generated for c in g.completions]
+        warning = empty_warning(metrics.get("rollout/empty_frac", 0.0), "chat" if self.style.chat else "raw",
+                                whitespace_share(completions))
         if warning and not self.warned_empty:  # once a run: every step would say the same
             self.harness.print(f"warning: {warning}")
             self.warned_empty = True
-        completions = [c for g in report.generated for c in g.completions]
         verdicts = [v for g in report.generated for v in g.verdicts]
         metrics |= self._context_metrics(completions)
         metrics |= episode_metrics(completions, verdicts)

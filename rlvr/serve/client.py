@@ -134,6 +134,11 @@ Check = Callable[[dict[str, Any]], "str | None"]
 """Vets a JSON answer: None when it is sound, else what is wrong with it (the answer is junk)."""
 
 
+def _lower_scheme(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    return scheme.lower() + sep + rest if sep and scheme.lower() in ("http", "https") else url
+
+
 def normalize_urls(urls: str | Sequence[str], what: str = "url") -> tuple[str, ...]:
     """One URL or several (a list, or one string with commas) as a tuple of base URLs; one-line errors."""
     from urllib.parse import urlsplit
@@ -143,6 +148,7 @@ def normalize_urls(urls: str | Sequence[str], what: str = "url") -> tuple[str, .
     items = [u.strip() for u in urls.split(",")] if isinstance(urls, str) else list(urls)
     if not items or not all(isinstance(u, str) and u for u in items):
         raise ServerSetupError(f"{what} must be a URL or a non-empty list of URLs, got {_redacted(urls)!r}")
+    items = [_lower_scheme(u) for u in items]  # a scheme is case-insensitive (HTTP://h is http://h)
     for u in items:
         try:  # (reading the port refuses one that is no number or out of range; a broken IPv6 address is refused too)
             parts, port = urlsplit(u), urlsplit(u).port

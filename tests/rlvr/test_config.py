@@ -134,3 +134,25 @@ def test_out_of_range_settings_are_refused_in_one_line_naming_the_override(confi
         load_config(cls, config, ["log.progress=false", override])
     text = str(refused.value)
     assert text.startswith(f"command-line override {override}: ") and message in text and "\n" not in text, text
+
+
+def test_a_server_url_scheme_is_read_in_any_case():
+    """A URL's scheme is case-insensitive (HTTP://h is http://h: was refused as not starting with http://)."""
+    from rlvr.rollout.engines.vllm_server import server_urls
+
+    cfg = load_config(TrainConfig, "quickstart", ["rollout.vllm.server_urls=[HTTP://a:1, Https://b:2/]"])
+    assert server_urls(cfg.rollout.vllm) == ("http://a:1", "https://b:2")
+
+
+@pytest.mark.parametrize("override,name", [("name=-", "-"), ("name=2026-11-30", "2026-11-30"), ("name=123", "123"),
+                                           ("name=run-1", "run-1")])
+def test_a_text_setting_takes_an_override_as_written(override, name):
+    """`name=-` was refused as "must be str, got list" and `name=2026-11-30` as a date: YAML's reading, not the user's."""
+    assert load_config(TrainConfig, "quickstart", [override]).name == name
+
+
+def test_a_date_or_a_whole_number_in_a_yaml_file_is_text_where_a_setting_is_text(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("name: 2026-11-30\nmodel: {name_or_path: 7}\n")
+    cfg = load_config(TrainConfig, path, [])
+    assert (cfg.name, cfg.model.name_or_path) == ("2026-11-30", "7")

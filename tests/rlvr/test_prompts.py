@@ -115,6 +115,21 @@ def test_a_model_that_ends_its_turn_at_once_is_reported_loudly(tiny, tmp_path, c
     assert "**Warning: 100% of completions are empty" in (tmp_path / "report.md").read_text()
 
 
+def test_a_model_writing_only_whitespace_is_not_said_to_end_its_turn(tiny):
+    """Completions of spaces or newlines are empty answers, but the model did not end its turn: the warning says what it did
+    (was: "ended its turn at once", a chat-template hint)."""
+    model, tok = tiny
+    space = tok(" ", add_special_tokens=False).input_ids[0]
+    hook = model.lm_head.register_forward_hook(lambda m, i, out: out.index_fill(-1, torch.tensor([space]), 1e4))
+    try:
+        report = evaluate(HFGenerateEngine(model, tok), tasks.make("arithmetic-v1"), EvalSettings(limit=4, max_new_tokens=8), progress=False)
+    finally:
+        hook.remove()
+    assert report["greedy"]["empty_rate"] == 1.0 and report["greedy"]["whitespace_rate"] == 1.0
+    (warning,) = [w for w in report["warnings"] if "empty" in w]
+    assert "only whitespace" in warning and "ended its turn" not in warning and "chat template" not in warning, warning
+
+
 @pytest.mark.parametrize("decode", ["kv", "generate"])
 def test_generation_ends_at_the_chat_templates_end_of_turn_as_well_as_eos(tiny, decode):
     """Qwen-style: eos is one token, the assistant's turn ends with another (``<|im_end|>``)."""
