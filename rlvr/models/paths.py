@@ -38,6 +38,10 @@ def resolve_model(name_or_path: str) -> str:
     if local.exists():
         raise UserError(f"model {name_or_path!r} is a file but not a .gguf file: pass the directory that holds config.json, "
                         f"a .gguf file, or a built-in name ({', '.join(sources.BUILTINS)}; see `rlvr models list`)")
+    if name_or_path == "tiny":  # `rlvr sft` builds it before a model is looked up; everything else starts from a model
+        raise UserError("model 'tiny' (the embedded model) is built only by `rlvr sft`, from its `tiny.*` settings: train it "
+                        "first (`rlvr sft sft_quickstart`) and pass its model folder (runs/quickstart/sft/final), or pass a model "
+                        f"directory, a .gguf file or a built-in name ({', '.join(sources.BUILTINS)})")
     offline = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
     if name_or_path.startswith((".", "/", "~")) or not _HUB_ID.match(name_or_path) or offline:
         why = " and the hub is offline (HF_HUB_OFFLINE=1)" if offline and _HUB_ID.match(name_or_path) else ""

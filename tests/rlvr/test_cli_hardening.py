@@ -162,6 +162,7 @@ def test_a_run_folder_as_model_points_to_its_final_model(tiny_model, tmp_path, c
 @pytest.mark.parametrize("model,message", [
     ("runs/nothing/final", "model 'runs/nothing/final' not found: no such directory"),
     ("runs/nothing", "no such directory"),
+    ("tiny", "model 'tiny' (the embedded model) is built only by `rlvr sft`"),  # was "no such directory"
 ])
 def test_a_missing_relative_model_path_is_not_sent_to_the_hub(model, message, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
