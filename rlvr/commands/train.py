@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -32,15 +33,36 @@ def check_recipe(cfg, config: str, only_recipe: str | None) -> None:
         raise UserError(f"{config} configures the {cfg.recipe or 'policy_gradient'} recipe, not {only_recipe}: run it with `rlvr train {config}`")
 
 
-def check_run(cfg, config: str, only_recipe: str | None = None) -> None:
+def check_run(cfg, config: str, only_recipe: str | None = None, overrides: Sequence[str] = ()) -> None:
     """Every check of a loaded run config that needs neither torch nor a model (`rlvr train`'s and
     `rlvr sft`'s, and `rlvr.records`' check of a record's command): the recipe, then
     `rlvr.api.check_before_loading` (the engine and its settings, the reward, the task and environment
-    ids and settings, the recipe's own checks)."""
+    ids and settings, the recipe's own checks). A refusal naming a key that one of ``overrides`` set
+    names that override, as the config's own errors do."""
+    from rlvr import UserError
     from rlvr.api import check_before_loading
 
-    check_recipe(cfg, config, only_recipe)
-    check_before_loading(cfg)
+    try:
+        check_recipe(cfg, config, only_recipe)
+        check_before_loading(cfg)
+    except (UserError, LookupError, ValueError) as e:  # (a registry's unknown id, a task's refusal)
+        item = _override_named(str(e), overrides)
+        if item is None:
+            raise
+        raise type(e)(f"command-line override {item}: {e}") from None
+
+
+def _override_named(message: str, overrides: Sequence[str]) -> str | None:
+    """The last of ``overrides`` whose key ``message`` names (a dotted key anywhere, a plain one first), if any."""
+    import re
+
+    for item in reversed(overrides):
+        key = item.partition("=")[0].strip()
+        if not key:
+            continue
+        if re.match(rf"{re.escape(key)}[=: ]", message) or ("." in key and re.search(rf"(?<![\w.]){re.escape(key)}(?!\w)", message)):
+            return item
+    return None
 
 
 def run_training(args: argparse.Namespace, command: str, only_recipe: str | None = None) -> int:
@@ -64,7 +86,7 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
               f"'{'sft_quickstart' if only_recipe == 'sft' else 'quickstart'}'); `rlvr {command} --show-config` lists every key", file=sys.stderr)
         return 2
     cfg = load_run_config(args.config, args.overrides + (["resume=true"] if args.resume else []))
-    check_run(cfg, args.config, only_recipe)  # --show-config too: a config it prints is one `train` would run
+    check_run(cfg, args.config, only_recipe, args.overrides)  # --show-config too: a config it prints is one `train` would run
     if args.show_config:
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return 0

@@ -60,7 +60,7 @@ def test_unknown_environment_in_a_training_config_is_named(tmp_path, capsys):
     code = main(["train", "quickstart", f"output_dir={tmp_path}", "task.env=nope-v1", "model.name_or_path=/nonexistent"])
     assert code == 2
     # the environment is checked before the model (which does not exist) loads
-    assert "error: task.env: unknown environment 'nope-v1'" in capsys.readouterr().err
+    assert "error: command-line override task.env=nope-v1: task.env: unknown environment 'nope-v1'" in capsys.readouterr().err
 
 
 def test_show_config_lists_every_key(capsys):

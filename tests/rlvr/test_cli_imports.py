@@ -73,7 +73,9 @@ def test_help_and_listings_import_no_torch(argv, tmp_path):
     (["train", "quickstart", "recipe=preference"], "recipe=preference but algo.preset=grpo runs the policy_gradient recipe"),
     (["train", "quickstart", "eval.every=5", "eval.split=train"], "eval.split equals task.split ('train')"),
     (["train", "quickstart", "eval.every=0", "eval.at_start=true", "eval.split=train"], "eval.split equals task.split ('train')"),
-    (["sft", "sft_quickstart", "eval.split=train"], "eval.split equals task.split ('train')"),  # SFT evaluates its final model
+    (["sft", "sft_quickstart", "eval.split=train"],  # SFT evaluates its final model; the override is named (was the bare check)
+     "command-line override eval.split=train: eval.split equals task.split ('train')"),
+    (["train", "quickstart", "device=tpu"], "command-line override device=tpu: device='tpu'"),
     (["train", "quickstart", "task.config={max_digits: -1}"], "task arithmetic-v1: config {'max_digits': -1} refused: arithmetic: need"),
     (["train", "quickstart", "task.split=nosuch"], "task.split='nosuch': task arithmetic-v1 has no such split"),
     (["train", "quickstart", "task.split=test"], "task.split='test' is a held-out split of arithmetic-v1"),
