@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from envs.registry import Registry
-from rlvr.algos.parts import ALGOS_GROUP
+from rlvr.algos.parts import ALGOS_GROUP, argument_bounds
 from rlvr.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -168,6 +168,7 @@ def _broadcast(per_seq: Tensor, inp: AdvantageInputs) -> Tensor:
 
 
 @ADVANTAGES.register("grpo")
+@argument_bounds(eps={"gt": 0})
 def grpo_advantages(inp: AdvantageInputs, eps: float = 1e-6) -> Tensor:
     """GRPO: ``(r - mean_group) / (std_group + eps)`` on every token (DeepSeekMath, outcome supervision).
 
@@ -197,6 +198,7 @@ def rloo_advantages(inp: AdvantageInputs) -> Tensor:
 
 
 @ADVANTAGES.register("grpo_process")
+@argument_bounds(eps={"gt": 0})
 def grpo_process_advantages(inp: AdvantageInputs, eps: float = 1e-6, outcome_weight: float = 0.0, outcome_step: bool = False) -> Tensor:
     """GRPO with process supervision (DeepSeekMath, section 4.1.3).
 
@@ -227,6 +229,7 @@ def grpo_process_advantages(inp: AdvantageInputs, eps: float = 1e-6, outcome_wei
 
 
 @ADVANTAGES.register("reinforce_pp")
+@argument_bounds(gamma={"ge": 0, "le": 1}, eps={"gt": 0})
 def reinforce_pp_advantages(inp: AdvantageInputs, gamma: float = 1.0, eps: float = 1e-8) -> Tensor:
     """REINFORCE++ (Hu 2025): token rewards are the outcome at the last token minus the per-token
     KL penalty ``beta * KL_t`` (k1, ``algo.kl.mode=reward``); each token's return is the discounted sum
@@ -238,6 +241,7 @@ def reinforce_pp_advantages(inp: AdvantageInputs, gamma: float = 1.0, eps: float
 
 
 @ADVANTAGES.register("reinforce_pp_baseline")
+@argument_bounds(gamma={"ge": 0, "le": 1}, eps={"gt": 0})
 def reinforce_pp_baseline_advantages(inp: AdvantageInputs, gamma: float = 1.0, eps: float = 1e-8) -> Tensor:
     """REINFORCE++-baseline (Hu et al. 2025): the outcome minus its group's mean at the last token
     (a per-prompt baseline, so easy and hard prompts contribute alike), any per-token KL penalty
@@ -329,6 +333,7 @@ def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: 
 
 
 @ADVANTAGES.register("gae")
+@argument_bounds(gamma={"ge": 0, "le": 1}, lam={"ge": 0, "le": 1}, eps={"gt": 0})
 def gae_advantages(inp: AdvantageInputs, gamma: float = 1.0, lam: float = 0.95, whiten: bool = True, eps: float = 1e-8) -> Tensor:
     """PPO's advantages: `gae` over the token rewards (the outcome at the last token minus any
     per-token KL penalty) and the critic's ``values``, whitened over every valid token of the batch

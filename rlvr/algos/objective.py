@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from envs.registry import Registry
 from rlvr.algos.aggregation import AGGREGATIONS, Normalizer
 from rlvr.algos.kl import KL_ESTIMATORS
-from rlvr.algos.parts import ALGOS_GROUP, check_output
+from rlvr.algos.parts import ALGOS_GROUP, argument_bounds, check_output
 from rlvr.algos.ratio import RATIOS
 from rlvr.lazy import lazy_module
 
@@ -91,6 +91,7 @@ def _ratio_stats(r: Tensor, adv: Tensor, mask: Tensor, lo: float, hi: float) -> 
 
 
 @POLICY_LOSSES.register("clipped")
+@argument_bounds(clip_low={"ge": 0, "le": 1}, clip_high={"ge": 0}, dual_clip={"gt": 1})
 def clipped_surrogate(inp: PolicyLossInputs, clip_low: float | None = 0.2, clip_high: float | None = 0.2,
                       dual_clip: float | None = None) -> tuple[Tensor, dict[str, float]]:
     """PPO's clipped surrogate per token ``[B, T]`` and ``{clip_frac_low, clip_frac_high, ratio_mean,
@@ -105,6 +106,7 @@ def clipped_surrogate(inp: PolicyLossInputs, clip_low: float | None = 0.2, clip_
 
 
 @POLICY_LOSSES.register("pg")
+@argument_bounds(clip_low={"ge": 0, "le": 1}, clip_high={"ge": 0}, dual_clip={"gt": 1})
 def plain_policy_gradient(inp: PolicyLossInputs, clip_low: float | None = None, clip_high: float | None = None,
                           dual_clip: float | None = None) -> tuple[Tensor, dict[str, float]]:
     """GPG: ``-A log pi`` per token ``[B, T]``, no ratio and no clipping (a single on-policy step)."""
@@ -112,6 +114,7 @@ def plain_policy_gradient(inp: PolicyLossInputs, clip_low: float | None = None, 
 
 
 @POLICY_LOSSES.register("cispo")
+@argument_bounds(clip_low={"ge": 0, "le": 1}, clip_high={"ge": 0}, dual_clip={"gt": 1})
 def cispo(inp: PolicyLossInputs, clip_low: float | None = None, clip_high: float | None = 3.0,
           dual_clip: float | None = None) -> tuple[Tensor, dict[str, float]]:
     """CISPO: ``-sg(clip(r, 1 - eps_low, 1 + eps_high)) A log pi`` per token ``[B, T]``. The clipped
@@ -129,6 +132,7 @@ def cispo(inp: PolicyLossInputs, clip_low: float | None = None, clip_high: float
 
 
 @POLICY_LOSSES.register("decoupled")
+@argument_bounds(clip_low={"ge": 0, "le": 1}, clip_high={"ge": 0}, dual_clip={"gt": 1}, behaviour_cap={"gt": 0})
 def decoupled_clipped(inp: PolicyLossInputs, clip_low: float | None = 0.2, clip_high: float | None = 0.2,
                       dual_clip: float | None = None, behaviour_cap: float | None = None) -> tuple[Tensor, dict[str, float]]:
     """Decoupled PPO per token ``[B, T]``: the clipped surrogate of ``u = pi / pi_prox`` (``inp.ratio``,

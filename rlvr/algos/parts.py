@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from rlvr.config import ConfigError
+from rlvr.config import ConfigError, check_bounds
 
 ALGOS_GROUP = "rlvr.algos"  # the entry-point group third-party packages register algorithm parts and presets through
 
@@ -61,6 +61,20 @@ def check_output(kind: str, name: str, value: Any, shape: tuple[int, ...], with_
         raise TypeError(f"the {name} {kind} returned {got}; it must return {expected}")
 
 
+def argument_bounds(**bounds: dict[str, float]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare the ranges of a part's numeric arguments, checked when a config is read (a plugin's too):
+
+        @POLICY_LOSSES.register("mine")
+        @argument_bounds(clip_high={"ge": 0}, gamma={"ge": 0, "le": 1})
+        def my_loss(inp, clip_high=0.2, gamma=1.0): ...
+
+    Each value maps ``gt``/``ge``/``lt``/``le`` to a bound, as `rlvr.config.help_field` does; None passes."""
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.argument_bounds = {**getattr(fn, "argument_bounds", {}), **bounds}  # type: ignore[attr-defined]
+        return fn
+    return mark
+
+
 def part_parameters(fn: Callable[..., Any], leading: int) -> dict[str, inspect.Parameter]:
     """The keyword arguments of a registered function after its ``leading`` data arguments (the
     tensors every part of its kind receives), with their defaults."""
@@ -82,8 +96,14 @@ def complete(key: str, kind: str, part: Part, fn: Callable[..., Any], leading: i
     if missing:
         raise ConfigError(f"algo.{key}.{missing[0]}: the {part.name} {kind} needs a value for {missing[0]!r} (it has no default)")
     values = {k: part.params.get(k, p.default) for k, p in accepted.items()}
+    bounds = getattr(fn, "argument_bounds", {})
     for k in part.params.keys() & accepted.keys():
         values[k] = _check_number(f"algo.{key}.{k}", part.params[k], accepted[k])
+        try:
+            check_bounds(f"algo.{key}.{k}", values[k], bounds.get(k, {}))
+        except ConfigError as e:
+            raise ConfigError(f"{str(e).removeprefix('config: ').replace(repr(f'algo.{key}.{k}'), f'algo.{key}.{k}', 1)} "
+                              f"(the {part.name} {kind}'s range)") from None
     extra = {k: v for k, v in part.params.items() if k not in accepted and k in supplied} if takes_any else {}
     return Part(name=part.name, **values, **extra)
 
@@ -99,6 +119,13 @@ def _numeric(param: inspect.Parameter) -> tuple[bool, bool]:
     return numeric, default is None or "None" in words
 
 
+def _boolean(param: inspect.Parameter) -> bool:
+    """Whether an argument takes true or false (its default is a bool, or its annotation says bool)."""
+    annotation = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", str(param.annotation))
+    words = set(annotation.replace("|", " ").replace("Optional[", " ").replace("]", " ").split())
+    return isinstance(param.default, bool) or (bool(words) and words <= {"bool", "None"} and "bool" in words)
+
+
 def _check_number(setting: str, value: Any, param: inspect.Parameter) -> Any:
     """``value``, or a one-line `ConfigError` when an argument that takes a number is given something else (a string, a
     list, a bool, nan or infinity): said when the config is read, not as a traceback from the update. A number YAML read
@@ -106,6 +133,8 @@ def _check_number(setting: str, value: Any, param: inspect.Parameter) -> Any:
     import math
 
     numeric, optional = _numeric(param)
+    if _boolean(param) and not isinstance(value, bool) and not (value is None and optional):
+        raise ConfigError(f"{setting} must be true or false, got {value!r}")
     if not numeric or (value is None and optional):
         return value
     if isinstance(value, str):

@@ -25,9 +25,11 @@ LOSS_PLUGIN = {
 
         from rlvr.algos.objective import POLICY_LOSSES
         from rlvr.algos.config import register_preset
+        from rlvr.algos.parts import argument_bounds
 
 
         @POLICY_LOSSES.register("acme/tempered")
+        @argument_bounds(tau={"gt": 0})
         def tempered(inp, clip_high=0.2, tau=1.0):
             '''PPO's surrogate with the upper clip only, scaled by a temperature tau (a test loss).'''
             ratio = inp.ratio
@@ -69,6 +71,10 @@ def test_an_argument_the_plugins_loss_does_not_take_is_named(plugin_env, tmp_pat
     out = rlvr(plugin_env, "algos", "show", "grpo", "algo.policy_loss={name: acme/tempered, tauu: 2}", cwd=tmp_path)
     assert out.returncode != 0
     assert "algo.policy_loss.tauu: the acme/tempered policy loss takes no argument 'tauu' (it takes: clip_high, tau)" in out.stderr
+    # and an argument out of the range the plugin declared (argument_bounds), when the config is read
+    out = rlvr(plugin_env, "algos", "show", "grpo", "algo.policy_loss={name: acme/tempered, tau: -1}", cwd=tmp_path)
+    assert out.returncode != 0
+    assert "algo.policy_loss.tau must be > 0, got -1 (the acme/tempered policy loss's range)" in out.stderr, out.stderr
 
 
 @pytest.mark.slow

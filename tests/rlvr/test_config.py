@@ -120,6 +120,14 @@ def test_a_number_yaml_reads_as_a_string_is_a_number_in_a_parts_arguments():
     ("quickstart", "algo.correction={name: tis, cap: abc}", "algo.correction.cap must be a finite number"),
     ("quickstart", "algo.correction={name: mis, low: 5, high: 1}", "needs 0 <= low < high, got [5, 1]"),
     ("quickstart", "algo.correction={name: tis, level: nosuch}", "algo.correction.level must be one of token, sequence, geometric"),
+    # a part's declared ranges (rlvr.algos.parts.argument_bounds; were accepted, then nan or a reversed clip in the update)
+    ("quickstart", "algo.policy_loss.clip_high=-5", "algo.policy_loss.clip_high must be >= 0, got -5 (the clipped policy loss's range)"),
+    ("quickstart", "algo.policy_loss.clip_low=1.5", "algo.policy_loss.clip_low must be <= 1, got 1.5"),
+    ("quickstart", "algo.policy_loss.dual_clip=0.5", "algo.policy_loss.dual_clip must be > 1, got 0.5"),
+    ("quickstart", "algo.advantage.eps=0", "algo.advantage.eps must be > 0, got 0 (the grpo advantage estimator's range)"),
+    ("quickstart", "algo.advantage={name: gae, gamma: 2}", "algo.advantage.gamma must be <= 1, got 2"),
+    ("quickstart", "algo.advantage={name: gae, lam: -0.1}", "algo.advantage.lam must be >= 0, got -0.1"),
+    ("quickstart", "algo.correction={name: mis, reweight: maybe}", "algo.correction.reweight must be true or false, got 'maybe'"),
     ("quickstart", "rollout.vllm.server_url=abc", "rollout.vllm.server_url must start with http:// or https://, got 'abc'"),  # was refused only at start-up
     ("quickstart", "rollout.vllm.server_urls=[http://a:1, ftp://b]", "must start with http:// or https://, got 'ftp://b'"),
     ("quickstart", "algo.sampling_budget=0.5", "'algo.sampling_budget' must be >= 1"),
