@@ -298,6 +298,10 @@ def test_a_run_started_with_a_relative_model_path_resumes_from_another_folder(ti
     monkeypatch.chdir(tmp_path / "elsewhere")  # the relative path would name elsewhere/models/start here
     assert main(["train", "../runs/run", "--resume", "update.steps=2"]) == 0
     assert [json.loads(line)["step"] for line in (tmp_path / "runs" / "run" / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    # the resumed run's config.yaml records no resume: given to `rlvr train` it would start a run, not continue this one unasked
+    assert yaml.safe_load((tmp_path / "runs" / "run" / "config.yaml").read_text())["resume"] is False
+    assert main(["train", "../runs/run/config.yaml", "update.steps=3"]) == 2  # (the run's folder exists: --resume or overwrite)
+    assert len((tmp_path / "runs" / "run" / "metrics.jsonl").read_text().splitlines()) == 2
 
 
 def test_an_sft_report_of_the_built_model_says_what_built_it(tmp_path):
