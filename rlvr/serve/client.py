@@ -454,14 +454,25 @@ def _redacted(urls: Any) -> Any:
 
 
 def _detail(response: Any) -> str:
-    text = response.content[:300].decode("utf-8", "replace").strip()
+    """What an error answer says, on one short line: its JSON ``error``, an HTML page's title, or the start of its text."""
+    import re
+
+    text = response.content[:2000].decode("utf-8", "replace").strip()
     try:
         error = json.loads(text).get("error")
         if isinstance(error, str):
-            return error
+            return _one_line(error)
     except (ValueError, AttributeError, RecursionError):
         pass
-    return text or response.reason_phrase
+    if text.startswith("<") or "html" in response.headers.get("content-type", ""):  # a proxy's or another server's error page
+        title = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
+        return f"an HTML page: {_one_line(title.group(1))}" if title and title.group(1).strip() else "an HTML page"
+    return _one_line(text) or response.reason_phrase
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _retry_after(response: Any) -> float | None:

@@ -219,6 +219,39 @@ def test_junk_timeouts_and_dead_servers_are_failures_with_reasons():
         connect(f"http://127.0.0.1:{port}", TOKEN)
 
 
+class _ErrorPage(BaseHTTPRequestHandler):
+    """A proxy's error page: HTTP 404 with a long HTML body over many lines."""
+
+    def do_GET(self):  # noqa: N802
+        body = ("<!DOCTYPE html>\n<html>\n<head><title>404 Not Found</title></head>\n<body>\n" + "<p>nothing here</p>\n" * 50
+                + "</body>\n</html>\n").encode()
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_error_page_is_named_by_its_title_on_one_line():
+    """A server (or a proxy in front of it) answering with an HTML error page: its title, not the page (was the page's first
+    300 characters, over several lines)."""
+    from rlvr.serve.client import RemoteError, ServerPool
+
+    page = ThreadingHTTPServer(("127.0.0.1", 0), _ErrorPage)
+    threading.Thread(target=page.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{page.server_address[1]}"
+        with pytest.raises(RemoteError) as refused:
+            ServerPool(url).check()
+    finally:
+        page.shutdown()
+        page.server_close()
+    assert str(refused.value) == f"{url}/health answered HTTP 404 (an HTML page: 404 Not Found)"
+
+
 def test_multi_turn_episodes_over_http_match_local_ones():
     task = tasks.make("tool-products-v1")
     server, service = serve(task.env, task)
