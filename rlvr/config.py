@@ -105,25 +105,33 @@ def build_with_overrides(cls: type[C], data: dict[str, Any], where: str, overrid
             key = item.partition("=")[0].strip()
             prefix = f"{where}: '{key}'"
             if message.startswith(prefix):
-                raise ConfigError(f"command-line override {item}: '{key}'{message[len(prefix):]}") from None
+                raise ConfigError(f"command-line override {shown(item)}: '{key}'{message[len(prefix):]}") from None
             parts = key.split(".")
             named = {".".join(parts[i:j]) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)}
             if message.startswith(f"{where}: unknown key") and any(f"unknown key '{n}'" in message for n in named):
-                raise ConfigError(f"command-line override {item}: {message[len(where) + 2:]}") from None
+                raise ConfigError(f"command-line override {shown(item)}: {message[len(where) + 2:]}") from None
         setting = message.split(" ", 1)[0].rstrip(":")  # a section's own check names its setting first (algo.correction.cap must be ...)
         for item in reversed(overrides):
             key = item.partition("=")[0].strip()
             if "." in setting and (setting == key or setting.startswith(key + ".") or key.startswith(setting + ".")):
-                raise ConfigError(f"command-line override {item}: {message}") from None
-        if overrides and message.startswith(f"{where}: "):  # a check across keys (__post_init__): the first override that breaks it
+                raise ConfigError(f"command-line override {shown(item)}: {message}") from None
+        # a check across keys (__post_init__): the first override that breaks it, unless the file alone is refused (its error)
+        if overrides and message.startswith(f"{where}: ") and not _fails(cls, data, where):
             for i, item in enumerate(overrides):
+                if any(later.partition("=")[0].strip() == item.partition("=")[0].strip() for later in overrides[i + 1:]):
+                    continue  # a key given again: the later value is the one in effect
                 try:
                     from_dict(cls, apply_overrides(cls, data, overrides[: i + 1]), where=where)
                 except ConfigError as first:
-                    if i == 0 and _fails(cls, data, where):
-                        break  # the file alone is refused: the file's error
-                    raise ConfigError(f"command-line override {item}: {str(first)[len(where) + 2:]}") from None
+                    raise ConfigError(f"command-line override {shown(item)}: {str(first)[len(where) + 2:]}") from None
         raise
+
+
+def shown(text: str) -> str:
+    """``text`` (an override, a URL) as a message may show it: a ``user:password@`` in a URL replaced by ``***@``."""
+    import re
+
+    return re.sub(r"(://)[^/@\s]*@", r"\1***@", text)
 
 
 def _fails(cls: type, data: dict[str, Any], where: str) -> bool:
@@ -197,12 +205,16 @@ def apply_overrides(cls: type, data: dict[str, Any], overrides: list[str]) -> di
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {item!r} must look like key=value (e.g. optim.lr=1e-4)")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError as e:
-            raise ConfigError(f"override {item!r}: value is not valid YAML: {e}") from e
-        if not isinstance(value, str) and _field_type(cls, key.strip()) is str:
-            value = raw.strip()  # a text setting takes the text as written (name=- or name=2026-11-30 are not a list or a date)
+        text = _text_kind(_field_type(cls, key.strip()))
+        if text and not raw.strip().startswith(("'", '"', "[", "{")):
+            # a text setting takes the text as written: name=- is no list, name=0042 no number, 'name=run #1' no comment
+            value = None if text == "optional" and raw.strip() in ("", "null", "~", "Null", "NULL") else raw.strip()
+        else:
+            try:
+                value = yaml.safe_load(raw) if raw.strip() else ""
+            except yaml.YAMLError as e:
+                problem = " ".join(str(getattr(e, "problem", "") or "").split()) or "cannot be read"
+                raise ConfigError(f"override {shown(item)!r}: value is not valid YAML ({problem}); quote it if it is text") from None
         _set_dotted(data, key.strip(), value)
         keys.append(key.strip())
     for owner, dependent in _belongs(cls):
@@ -223,6 +235,15 @@ def _field_type(cls: type, key: str) -> Any:
             return None
         tp = get_type_hints(tp)[fields[part].name]
     return tp
+
+
+def _text_kind(tp: Any) -> str | None:
+    """"text" for a ``str`` setting, "optional" for ``str | None``, else None."""
+    if tp is str:
+        return "text"
+    if get_origin(tp) in (Union, types.UnionType) and set(get_args(tp)) == {str, type(None)}:
+        return "optional"
+    return None
 
 
 def _get_dotted(data: dict[str, Any], key: str) -> Any:
@@ -287,7 +308,8 @@ def from_dict(cls: type[C], data: Any, *, where: str = "config", prefix: str = "
     except TypeError as e:  # a required field is missing
         raise ConfigError(f"{where}: {prefix or 'config'}: {e}") from e
     except ValueError as e:  # __post_init__ validation (a message that names its keys needs no prefix)
-        named = bool(prefix) and str(e).startswith(prefix)
+        first = str(e).split(" ", 1)[0].rstrip(":")  # (a section read alone, e.g. `rlvr eval --rollout`, names itself rollout.vllm.)
+        named = bool(prefix) and (first.startswith(prefix) or f".{prefix}" in f".{first}")
         raise ConfigError(f"{where}: {e}" if named else f"{where}: {prefix or 'config'}: {e}") from e
 
 
@@ -337,8 +359,9 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
             return number
     if tp in (int, str, bool) and isinstance(value, tp) and not (tp is int and isinstance(value, bool)):
         return value
-    if tp is str and isinstance(value, (int, datetime.date)) and not isinstance(value, bool):
-        return value.isoformat() if isinstance(value, datetime.date) else str(value)  # YAML's `name: 2026-11-30` is a date
+    if tp is str and isinstance(value, (int, float, bool, datetime.date)):  # YAML 1.1 read unquoted text as something else
+        raise ConfigError(f"{where}: '{key}' must be text, got {type(value).__name__} {value!r}: YAML reads some unquoted text "
+                          f"(0042, 1.5, yes, 2026-11-30) as a number, bool or date: quote it ('...')")
     if tp in (int, float, str, bool):
         raise ConfigError(f"{where}: '{key}' must be {tp.__name__}, got {type(value).__name__} {value!r}")
     return value
@@ -365,7 +388,7 @@ def _plain(value: Any) -> Any:
 
 
 def dump_yaml(cfg: Any, path: Path) -> None:
-    path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True), encoding="utf-8")
 
 
 # mappings of a dict subclass (a `Part`) are written as plain mappings

@@ -70,9 +70,21 @@ def argument_bounds(**bounds: dict[str, float]) -> Callable[[Callable[..., Any]]
 
     Each value maps ``gt``/``ge``/``lt``/``le`` to a bound, as `rlvr.config.help_field` does; None passes."""
     def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        params = inspect.signature(fn).parameters
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        for name, limits in bounds.items():  # a misspelt bound or argument is said where the part is defined, not ignored
+            if name not in params and not takes_any:
+                raise TypeError(f"argument_bounds({name}=...) on {fn.__name__}: it takes no argument {name!r} (it takes: {', '.join(params)})")
+            if not isinstance(limits, dict) or not limits or set(limits) - set(_BOUND_NAMES) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in limits.values()):
+                raise TypeError(f"argument_bounds({name}=...) on {fn.__name__}: give a mapping of {', '.join(_BOUND_NAMES)} to numbers, "
+                                f"e.g. {{'gt': 0}}; got {limits!r}")
         fn.argument_bounds = {**getattr(fn, "argument_bounds", {}), **bounds}  # type: ignore[attr-defined]
         return fn
     return mark
+
+
+_BOUND_NAMES = ("gt", "ge", "lt", "le")
 
 
 def part_parameters(fn: Callable[..., Any], leading: int) -> dict[str, inspect.Parameter]:

@@ -41,6 +41,7 @@ def check_run(cfg, config: str, only_recipe: str | None = None, overrides: Seque
     names that override, as the config's own errors do."""
     from rlvr import UserError
     from rlvr.api import check_before_loading
+    from rlvr.config import shown
 
     try:
         check_recipe(cfg, config, only_recipe)
@@ -49,18 +50,17 @@ def check_run(cfg, config: str, only_recipe: str | None = None, overrides: Seque
         item = _override_named(str(e), overrides)
         if item is None:
             raise
-        raise type(e)(f"command-line override {item}: {e}") from None
+        raise type(e)(f"command-line override {shown(item)}: {e}") from None
 
 
 def _override_named(message: str, overrides: Sequence[str]) -> str | None:
-    """The last of ``overrides`` whose key ``message`` names (a dotted key anywhere, a plain one first), if any."""
+    """The last of ``overrides`` setting the key ``message`` is about (the key it starts with: a check names its setting
+    first; a key named later in the message, as a hint, is not what failed), if any."""
     import re
 
     for item in reversed(overrides):
         key = item.partition("=")[0].strip()
-        if not key:
-            continue
-        if re.match(rf"{re.escape(key)}[=: ]", message) or ("." in key and re.search(rf"(?<![\w.]){re.escape(key)}(?!\w)", message)):
+        if key and re.match(rf"{re.escape(key)}(?=[=: ']|$)", message):
             return item
     return None
 
@@ -88,7 +88,7 @@ def run_training(args: argparse.Namespace, command: str, only_recipe: str | None
     cfg = load_run_config(args.config, args.overrides + (["resume=true"] if args.resume else []))
     check_run(cfg, args.config, only_recipe, args.overrides)  # --show-config too: a config it prints is one `train` would run
     if args.show_config:
-        print(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        print(yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True))
         return 0
     # torch and transformers load from here on: every check above is refused without them
     from rlvr.rollout.base import EngineError

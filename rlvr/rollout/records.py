@@ -18,10 +18,10 @@ def empty_warning(rate: float, style: str, whitespace_rate: float = 0.0) -> str 
     spaces or newlines did not end it."""
     if rate <= EMPTY_ALARM:
         return None
-    if whitespace_rate > rate / 2:
-        return (f"{rate:.0%} of completions are empty, {whitespace_rate:.0%} of them only whitespace (the model wrote spaces or "
-                "newlines, not an answer): check the rendered prompt in the report, prompt.system / prompt.instruction and the "
-                "sampling settings")
+    if whitespace_rate >= rate / 2:
+        return (f"{rate:.0%} of completions are empty ({whitespace_rate:.0%} of all completions only whitespace: the model wrote "
+                "spaces or newlines, not an answer): check the rendered prompt in the report, prompt.system / prompt.instruction "
+                "and the sampling settings")
     hint = ("the prompts were raw text: a chat model needs its chat template (prompt.format=chat)" if style == "raw" else
             "check the rendered prompt in the report and prompt.system / prompt.instruction")
     return f"{rate:.0%} of completions are empty (the model ended its turn at once): {hint}"

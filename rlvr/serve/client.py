@@ -158,7 +158,7 @@ def normalize_urls(urls: str | Sequence[str], what: str = "url") -> tuple[str, .
             raise ServerSetupError(f"{what}: {_redacted(u)} carries a user name or password; servers take a bearer token instead")
         if not u.startswith(("http://", "https://")):
             raise ServerSetupError(f"{what} must start with http:// or https://, got {_redacted(u)!r}")
-        if parts is None or not parts.hostname or " " in u or port == 0:
+        if parts is None or not parts.hostname or " " in u or port == 0 or parts.netloc.endswith(":"):
             raise ServerSetupError(f"{what}: {_redacted(u)!r} is not an http(s) address of a server (e.g. http://127.0.0.1:8000)")
     out = tuple(dict.fromkeys(u.rstrip("/") for u in items))
     return out
@@ -432,8 +432,9 @@ class ServerPool:
             r = self._client.get(url + path, timeout=httpx.Timeout(timeout_s))
             if r.status_code == 401:
                 return url, None, f"{url} refused the token (HTTP 401)", True
-            if r.status_code != 200:
-                return url, None, f"{url}{path} answered HTTP {r.status_code} ({_detail(r)})", False
+            if r.status_code != 200:  # a 4xx other than "too early / too many" will not mend by waiting (a wrong address or path)
+                wrong = 400 <= r.status_code < 500 and r.status_code not in (408, 425, 429)
+                return url, None, f"{url}{path} answered HTTP {r.status_code} ({_detail(r)})", wrong
             answer = r.json()
             if not isinstance(answer, dict):
                 raise ValueError("not a JSON object")
@@ -454,24 +455,37 @@ def _redacted(urls: Any) -> Any:
 
 
 def _detail(response: Any) -> str:
-    """What an error answer says, on one short line: its JSON ``error``, an HTML page's title, or the start of its text."""
+    """What an error answer says, on one short line: its JSON error (rlvr's ``error``, OpenAI's and vLLM's
+    ``error.message``, FastAPI's ``detail``), an HTML page's title or text, or the start of its text."""
+    import html
     import re
 
-    text = response.content[:2000].decode("utf-8", "replace").strip()
+    text = response.content[:65536].decode("utf-8", "replace").strip()
     try:
-        error = json.loads(text).get("error")
-        if isinstance(error, str):
-            return _one_line(error)
-    except (ValueError, AttributeError, RecursionError):
-        pass
+        answer = json.loads(text)
+    except (ValueError, RecursionError):
+        answer = None
+    if isinstance(answer, dict):
+        error = answer.get("error", answer.get("detail"))
+        error = error.get("message", error) if isinstance(error, dict) else error
+        said = _one_line(error if isinstance(error, str) else json.dumps(error)) if error not in (None, "", [], {}) else ""
+        if said:
+            return said
     if text.startswith("<") or "html" in response.headers.get("content-type", ""):  # a proxy's or another server's error page
         title = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
-        return f"an HTML page: {_one_line(title.group(1))}" if title and title.group(1).strip() else "an HTML page"
-    return _one_line(text) or response.reason_phrase
+        said = _one_line(html.unescape(title.group(1))) if title else ""
+        if not said:
+            body = re.sub(r"<(script|style)\b.*?</\1\s*>", " ", text, flags=re.IGNORECASE | re.DOTALL)
+            said = _one_line(html.unescape(re.sub(r"<[^>]*>", " ", body)))
+        return f"an HTML page: {said}" if said else "an HTML page"
+    return _one_line(text) or response.reason_phrase or f"HTTP {response.status_code}"
 
 
 def _one_line(text: str, limit: int = 160) -> str:
-    line = " ".join(text.split())
+    """``text`` on one line of at most ``limit`` characters, without control characters (a terminal's escapes)."""
+    import re
+
+    line = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x1f\x7f-\x9f]", " ", text).split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 

@@ -512,15 +512,16 @@ LOCAL_PATH_KEYS = ("model.name_or_path", "algo.critic.init", "algo.prm.init", "p
 
 
 def with_local_paths_resolved(cfg: Any) -> dict[str, Any]:
-    """``cfg`` as the run's ``config.yaml`` holds it: ``resume`` false (`rlvr train RUN --resume` continues a run; its
-    config file given to `rlvr train` starts one, whether or not the run was ever resumed), and its relative paths to local files and folders (the model, the
+    """``cfg`` as the run's ``config.yaml`` holds it: ``resume`` and ``overwrite`` false (`rlvr train RUN --resume` continues
+    a run; its config file given to `rlvr train` starts one, and deletes no run, whatever started this one), and its relative paths to local files and folders (the model, the
     critic's and PRM's starting points, the pairs file) made absolute: `rlvr train RUN --resume` from another folder reads
     the run's config and would look for them there (a hub id is no local path and is kept as given)."""
     from rlvr.config import to_dict
 
     out = to_dict(cfg)
-    if "resume" in out:  # an action, not a setting: a copy of the file starts a run, as the run's first config.yaml did
-        out["resume"] = False
+    for action in ("resume", "overwrite"):  # actions, not settings: the file (or a copy) given to `rlvr train` starts a run and
+        if action in out:                   # deletes nothing, whatever the command that started or resumed this one asked
+            out[action] = False
     for key in LOCAL_PATH_KEYS:
         *parents, leaf = key.split(".")
         node = out

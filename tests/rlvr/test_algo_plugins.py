@@ -90,3 +90,13 @@ def test_a_plugins_loss_with_its_own_hyperparameter_trains_through_rlvr_train(pl
     assert trained and all(r["policy/tau"] == 0.25 for r in trained)  # the loss ran with the configured hyperparameter
     saved = (tmp_path / "run" / "config.yaml").read_text()
     assert "name: acme/tempered" in saved and "tau: 0.25" in saved
+
+
+@pytest.mark.parametrize("bounds,says", [({"tua": {"gt": 0}}, "it takes no argument 'tua'"), ({"tau": {"min": 0}}, "give a mapping of gt, ge, lt, le"),
+                                         ({"tau": {"gt": "0"}}, "give a mapping of gt, ge, lt, le")])
+def test_a_misspelt_bound_is_refused_where_the_part_is_defined(bounds, says):
+    """Was: a misspelt argument's bound ignored (tau=-1 accepted), a misspelt bound a KeyError at the first config using it."""
+    from rlvr.algos.parts import argument_bounds
+
+    with pytest.raises(TypeError, match=says):
+        argument_bounds(**bounds)(lambda inp, clip_high=0.2, tau=1.0: None)

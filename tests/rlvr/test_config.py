@@ -2,7 +2,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from rlvr.config import ConfigError, describe, help_field, load_config
+from rlvr.config import ConfigError, describe, help_field, load_config, shown
 from rlvr.train import TrainConfig
 from rlvr.train.sft import SFTConfig
 
@@ -134,6 +134,7 @@ def test_a_number_yaml_reads_as_a_string_is_a_number_in_a_parts_arguments():
     ("quickstart", "rollout.vllm.server_url=http://h:abc", "'http://h:abc' is not an http(s) address"),  # was http.client's traceback
     ("quickstart", "rollout.vllm.server_url=http://[::1", "'http://[::1' is not an http(s) address"),
     ("quickstart", "rollout.vllm.server_url=http://u:secret@[::1", "'http://***@[::1' is not an http(s) address"),  # no password said
+    ("quickstart", "rollout.vllm.server_url=http://h:", "'http://h:' is not an http(s) address"),  # an empty port
     ("quickstart", "name=" + "x" * 300, "name: a folder name of at most 255 bytes"),  # was an OSError traceback
 ])
 def test_out_of_range_settings_are_refused_in_one_line_naming_the_override(config, override, message):
@@ -141,7 +142,7 @@ def test_out_of_range_settings_are_refused_in_one_line_naming_the_override(confi
     with pytest.raises(ConfigError) as refused:
         load_config(cls, config, ["log.progress=false", override])
     text = str(refused.value)
-    assert text.startswith(f"command-line override {override}: ") and message in text and "\n" not in text, text
+    assert text.startswith(f"command-line override {shown(override)}: ") and message in text and "\n" not in text, text
 
 
 def test_a_server_url_scheme_is_read_in_any_case():
@@ -152,15 +153,42 @@ def test_a_server_url_scheme_is_read_in_any_case():
     assert server_urls(cfg.rollout.vllm) == ("http://a:1", "https://b:2")
 
 
-@pytest.mark.parametrize("override,name", [("name=-", "-"), ("name=2026-11-30", "2026-11-30"), ("name=123", "123"),
-                                           ("name=run-1", "run-1")])
-def test_a_text_setting_takes_an_override_as_written(override, name):
-    """`name=-` was refused as "must be str, got list" and `name=2026-11-30` as a date: YAML's reading, not the user's."""
-    assert load_config(TrainConfig, "quickstart", [override]).name == name
+@pytest.mark.parametrize("override,key,value", [
+    ("name=-", "name", "-"), ("name=2026-11-30", "name", "2026-11-30"), ("name=123", "name", "123"), ("name=run-1", "name", "run-1"),
+    ("name=0042", "name", "0042"),  # (YAML 1.1: the number 34)
+    ("name=run #1", "name", "run #1"), ("name=@home", "name", "@home"), ("name='quoted x'", "name", "quoted x"),
+    ("prompt.system=-", "prompt.system", "-"), ("prompt.system=null", "prompt.system", None),
+    ("prompt.instruction=Give the result as Answer: <n>", "prompt.instruction", "Give the result as Answer: <n>"),
+])
+def test_a_text_setting_takes_an_override_as_written(override, key, value):
+    """`name=-` was refused as "must be str, got list", `name=2026-11-30` as a date, `name=0042` became 34, a `#` started a
+    comment that cut the text short, `@` was a YAML error: YAML's reading, not the user's. `null` is still none where
+    a setting may be none; a quoted value is unquoted."""
+    cfg = load_config(TrainConfig, "quickstart", [override])
+    section, _, leaf = key.rpartition(".")
+    assert getattr(getattr(cfg, section) if section else cfg, leaf) == value
 
 
-def test_a_date_or_a_whole_number_in_a_yaml_file_is_text_where_a_setting_is_text(tmp_path):
+@pytest.mark.parametrize("line,shown", [("name: 0042", "int 34"), ("name: 2026-11-30", "date datetime.date(2026, 11, 30)"),
+                                        ("name: yes", "bool True"), ("model: {name_or_path: 7}", "int 7")])
+def test_text_that_yaml_reads_as_a_number_date_or_bool_in_a_file_is_refused_saying_to_quote_it(tmp_path, line, shown):
+    """Read as text, `name: 0042` would be the folder 34: what YAML read cannot give back what was written."""
     path = tmp_path / "run.yaml"
-    path.write_text("name: 2026-11-30\nmodel: {name_or_path: 7}\n")
-    cfg = load_config(TrainConfig, path, [])
-    assert (cfg.name, cfg.model.name_or_path) == ("2026-11-30", "7")
+    path.write_text(line + "\n")
+    with pytest.raises(ConfigError) as refused:
+        load_config(TrainConfig, path, [])
+    assert f"must be text, got {shown}" in str(refused.value) and "quote it" in str(refused.value), refused.value
+
+
+def test_a_password_in_an_override_is_never_shown():
+    for override in ("rollout.vllm.server_url=http://u:s3cr3t@h:1", "rollout.vllm.server_urls=[http://u:s3cr3t@a:1]",
+                     "rollout.vllm.server_url=[http://u:s3cr3t@h:1"):
+        with pytest.raises(ConfigError) as refused:
+            load_config(TrainConfig, "quickstart", [override])
+        assert "s3cr3t" not in str(refused.value) and "***@" in str(refused.value), refused.value
+
+
+def test_a_key_given_twice_is_blamed_for_the_value_in_effect():
+    with pytest.raises(ConfigError) as refused:
+        load_config(TrainConfig, "quickstart", ["name=..", "name=a/../b"])
+    assert str(refused.value).startswith("command-line override name=a/../b: ") and "got 'a/../b'" in str(refused.value)

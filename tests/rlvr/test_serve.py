@@ -238,7 +238,7 @@ class _ErrorPage(BaseHTTPRequestHandler):
 def test_an_error_page_is_named_by_its_title_on_one_line():
     """A server (or a proxy in front of it) answering with an HTML error page: its title, not the page (was the page's first
     300 characters, over several lines)."""
-    from rlvr.serve.client import RemoteError, ServerPool
+    from rlvr.serve.client import RemoteError, ServerPool, WrongAnswer
 
     page = ThreadingHTTPServer(("127.0.0.1", 0), _ErrorPage)
     threading.Thread(target=page.serve_forever, daemon=True).start()
@@ -250,6 +250,22 @@ def test_an_error_page_is_named_by_its_title_on_one_line():
         page.shutdown()
         page.server_close()
     assert str(refused.value) == f"{url}/health answered HTTP 404 (an HTML page: 404 Not Found)"
+    assert isinstance(refused.value, WrongAnswer)  # a wrong address or path: a trainer starting stops at once, not after its wait
+
+
+@pytest.mark.parametrize("body,says", [
+    (b'{"error": {"message": "max_tokens too large", "type": "BadRequest"}}', "max_tokens too large"),  # OpenAI's, vLLM's
+    (b'{"detail": "Not Found"}', "Not Found"),  # FastAPI's
+    (b"<html><title>Service &amp; Co</title></html>", "an HTML page: Service & Co"),
+    (b"<html><body>Internal <b>Server</b> Error</body></html>", "an HTML page: Internal Server Error"),
+    (b"\x1b[31mred\x1b[0m error\nline2", "red error line2"),  # no terminal escapes reach the console
+])
+def test_what_an_error_answer_says_is_one_clean_line(body, says):
+    import httpx
+
+    from rlvr.serve.client import _detail
+
+    assert _detail(httpx.Response(500, content=body)) == says
 
 
 def test_multi_turn_episodes_over_http_match_local_ones():

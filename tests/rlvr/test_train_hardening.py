@@ -292,14 +292,17 @@ def test_a_run_started_with_a_relative_model_path_resumes_from_another_folder(ti
     (tmp_path / "models" / "start").symlink_to(tiny_model)
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path)
-    assert main(["train", "quickstart", "output_dir=runs", "name=run", "model.name_or_path=models/start", *QUIET, *SMALL, "update.steps=1"]) == 0
+    assert main(["train", "quickstart", "output_dir=runs", "name=run", "model.name_or_path=models/start", *QUIET, *SMALL, "update.steps=1",
+                 "overwrite=true"]) == 0
     saved = yaml.safe_load((tmp_path / "runs" / "run" / "config.yaml").read_text())["model"]["name_or_path"]
     assert saved == str(tmp_path / "models" / "start")  # absolute, and still the path the user named (not the link's target)
     monkeypatch.chdir(tmp_path / "elsewhere")  # the relative path would name elsewhere/models/start here
     assert main(["train", "../runs/run", "--resume", "update.steps=2"]) == 0
     assert [json.loads(line)["step"] for line in (tmp_path / "runs" / "run" / "metrics.jsonl").read_text().splitlines()] == [1, 2]
-    # the resumed run's config.yaml records no resume: given to `rlvr train` it would start a run, not continue this one unasked
-    assert yaml.safe_load((tmp_path / "runs" / "run" / "config.yaml").read_text())["resume"] is False
+    # the resumed run's config.yaml records no resume and no overwrite (this run was started with overwrite=true): given to
+    # `rlvr train` it neither continues this run unasked nor deletes it
+    saved = yaml.safe_load((tmp_path / "runs" / "run" / "config.yaml").read_text())
+    assert (saved["resume"], saved["overwrite"]) == (False, False)
     assert main(["train", "../runs/run/config.yaml", "update.steps=3"]) == 2  # (the run's folder exists: --resume or overwrite)
     assert len((tmp_path / "runs" / "run" / "metrics.jsonl").read_text().splitlines()) == 2
 
