@@ -63,6 +63,18 @@ def test_unknown_environment_in_a_training_config_is_named(tmp_path, capsys):
     assert "error: command-line override task.env=nope-v1: task.env: unknown environment 'nope-v1'" in capsys.readouterr().err
 
 
+def test_a_files_own_error_is_not_blamed_on_an_override_its_message_names(tmp_path, capsys):
+    """The split check's hint names `eval.at_start=false`: the override of that key is not what failed (was named)."""
+    assert main(["train", "quickstart", "--show-config"]) == 0
+    config = tmp_path / "run.yaml"
+    config.write_text(capsys.readouterr().out.replace("  split: validation", "  split: nosuch"))
+    assert main(["train", str(config), "eval.at_start=false", "--show-config"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: eval.split='nosuch': task arithmetic-v1 has no such split") and "eval.at_start=false" in err, err
+    assert main(["train", str(config), "eval.split=nosuch2", "--show-config"]) == 2  # an override of the key itself is named
+    assert capsys.readouterr().err.startswith("error: command-line override eval.split=nosuch2: eval.split='nosuch2'")
+
+
 def test_show_config_lists_every_key(capsys):
     assert main(["train", "--show-config"]) == 0
     out = capsys.readouterr().out
