@@ -32,5 +32,6 @@ def test_train_refuses_a_bad_env_kwarg_before_the_model_loads(tmp_path, capsys):
             "task.env_kwargs={extraction: lenientt}", "update.steps=1"]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: task.env_kwargs: environment 'math-v1' refused its settings: extraction must be one of strict, lenient, got 'lenientt'")
+    assert err.startswith("error: command-line override task.env_kwargs={extraction: lenientt}: task.env_kwargs: environment 'math-v1' "
+                          "refused its settings: extraction must be one of strict, lenient, got 'lenientt'")
     assert len(err.splitlines()) == 1 and not list(tmp_path.iterdir())
