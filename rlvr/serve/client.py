@@ -446,12 +446,12 @@ class ServerPool:
 
 
 def _redacted(urls: Any) -> Any:
-    """``urls`` with any ``user:password@`` replaced by ``***@``, for messages."""
-    import re
+    """``urls`` with any ``user:password@`` replaced by ``***@``, for messages (`rlvr.config.shown`, item by item)."""
+    from rlvr.config import shown
 
     if isinstance(urls, (list, tuple)):
         return [_redacted(u) for u in urls]
-    return re.sub(r"(://)[^/@]*@", r"\1***@", urls) if isinstance(urls, str) else urls
+    return shown(urls) if isinstance(urls, str) else urls
 
 
 def _detail(response: Any) -> str:
