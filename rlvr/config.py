@@ -68,12 +68,20 @@ def help_field(default: Any = dataclasses.MISSING, help: str = "", *, gt: float 
 
 def check_bounds(key: str, value: Any, bounds: dict[str, float], where: str = "config") -> None:
     """Raise `ConfigError` naming ``key`` when a number breaks one of ``bounds``."""
+    broken = broken_bound(value, bounds)
+    if broken:
+        raise ConfigError(f"{where}: '{key}' {broken}")
+
+
+def broken_bound(value: Any, bounds: dict[str, float]) -> str | None:
+    """``"must be >= 0, got -5"`` when the number ``value`` breaks one of ``bounds`` (``gt``/``ge``/``lt``/``le``), else None."""
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return
+        return None
     for name, bound in bounds.items():
         ok, text = _BOUNDS[name]
         if not ok(value, bound):
-            raise ConfigError(f"{where}: '{key}' must be {text.format(bound)}, got {value}")
+            return f"must be {text.format(bound)}, got {value}"
+    return None
 
 
 def resolve_config_path(name_or_path: str | Path) -> Path:
@@ -422,5 +430,5 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
     return rows
 
 
-__all__ = ["ConfigError", "apply_overrides", "check_bounds", "config_key", "describe", "dump_yaml", "from_dict", "help_field", "load_config",
+__all__ = ["ConfigError", "apply_overrides", "broken_bound", "check_bounds", "config_key", "describe", "dump_yaml", "from_dict", "help_field", "load_config",
            "read_config", "renamed_keys", "resolve_config_path", "to_dict"]

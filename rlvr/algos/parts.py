@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from rlvr.config import ConfigError, check_bounds
+from rlvr.config import _BOUNDS, ConfigError, broken_bound
 
 ALGOS_GROUP = "rlvr.algos"  # the entry-point group third-party packages register algorithm parts and presets through
 
@@ -84,7 +84,7 @@ def argument_bounds(**bounds: dict[str, float]) -> Callable[[Callable[..., Any]]
     return mark
 
 
-_BOUND_NAMES = ("gt", "ge", "lt", "le")
+_BOUND_NAMES = tuple(_BOUNDS)
 
 
 def part_parameters(fn: Callable[..., Any], leading: int) -> dict[str, inspect.Parameter]:
@@ -111,20 +111,23 @@ def complete(key: str, kind: str, part: Part, fn: Callable[..., Any], leading: i
     bounds = getattr(fn, "argument_bounds", {})
     for k in part.params.keys() & accepted.keys():
         values[k] = _check_number(f"algo.{key}.{k}", part.params[k], accepted[k])
-        try:
-            check_bounds(f"algo.{key}.{k}", values[k], bounds.get(k, {}))
-        except ConfigError as e:
-            raise ConfigError(f"{str(e).removeprefix('config: ').replace(repr(f'algo.{key}.{k}'), f'algo.{key}.{k}', 1)} "
-                              f"(the {part.name} {kind}'s range)") from None
+        broken = broken_bound(values[k], bounds.get(k, {}))
+        if broken:
+            raise ConfigError(f"algo.{key}.{k} {broken} (the {part.name} {kind}'s range)")
     extra = {k: v for k, v in part.params.items() if k not in accepted and k in supplied} if takes_any else {}
     return Part(name=part.name, **values, **extra)
+
+
+def _annotation_words(param: inspect.Parameter) -> set[str]:
+    """The type names an argument's annotation joins (``float | None`` -> {float, None})."""
+    annotation = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", str(param.annotation))
+    return set(annotation.replace("|", " ").replace("Optional[", " ").replace("]", " ").split())
 
 
 def _numeric(param: inspect.Parameter) -> tuple[bool, bool]:
     """Whether an argument takes a number (its default is one, or its annotation says int or float), and whether None
     is allowed too (a default of None, or ``| None`` in the annotation)."""
-    annotation = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", str(param.annotation))
-    words = set(annotation.replace("|", " ").replace("Optional[", " ").replace("]", " ").split())
+    words = _annotation_words(param)
     default = param.default
     numeric = (isinstance(default, (int, float)) and not isinstance(default, bool)) or (bool(words) and words <= {"int", "float", "None"}
                                                                                        and bool(words & {"int", "float"}))
@@ -133,8 +136,7 @@ def _numeric(param: inspect.Parameter) -> tuple[bool, bool]:
 
 def _boolean(param: inspect.Parameter) -> bool:
     """Whether an argument takes true or false (its default is a bool, or its annotation says bool)."""
-    annotation = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", str(param.annotation))
-    words = set(annotation.replace("|", " ").replace("Optional[", " ").replace("]", " ").split())
+    words = _annotation_words(param)
     return isinstance(param.default, bool) or (bool(words) and words <= {"bool", "None"} and "bool" in words)
 
 
