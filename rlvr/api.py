@@ -148,7 +148,11 @@ def check_task_ids(cfg: RunConfig) -> None:
             raise UserError(f"{setting}={key}: this run was started from Python with a {what} object, which must be given again: "
                             f"rlvr.train(RUN_DIR, resume=True, {keyword}=...) (it cannot be resumed from the command line)")
     if not hubs.is_hub_id(cfg.task.id):
-        TASKS.spec(cfg.task.id)  # an unknown id, refused with the closest registered ones
+        from rlvr.train.config_checks import registered
+
+        registered("task.id", TASKS, cfg.task.id)  # an unknown id, refused with the closest registered ones
+        if cfg.task.env:
+            registered("task.env", envs.ENVS, cfg.task.env)
         if cfg.task.env or cfg.task.env_kwargs:  # a bad environment setting, refused as `rlvr eval --env-kwargs` refuses it
             TASKS.make(cfg.task.id, **cfg.task.config).set_env(cfg.task.env, cfg.task.env_kwargs)
 

@@ -198,7 +198,7 @@ def rloo_advantages(inp: AdvantageInputs) -> Tensor:
 
 
 @ADVANTAGES.register("grpo_process")
-@argument_bounds(eps={"gt": 0})
+@argument_bounds(eps={"gt": 0}, outcome_weight={"ge": 0})  # a negative weight would push away from right answers
 def grpo_process_advantages(inp: AdvantageInputs, eps: float = 1e-6, outcome_weight: float = 0.0, outcome_step: bool = False) -> Tensor:
     """GRPO with process supervision (DeepSeekMath, section 4.1.3).
 

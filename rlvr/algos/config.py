@@ -532,6 +532,11 @@ def _check_family(name: str, preset: dict[str, Any], user: dict[str, Any], spell
     """Settings the preset's recipe does not read are errors when the user changed them (a value
     equal to the preset's, as in a run directory's resolved config, is not a change)."""
     recipe = preset.get("recipe", _default(None, "recipe"))
+    if "recipe" in user and user["recipe"] != recipe:  # the recipe that runs a preset is the preset's, not a setting
+        others = ", ".join(n for n in preset_names() if preset_settings(n).get("recipe", _default(None, "recipe")) != recipe)
+        raise ConfigError(f"{spelled.get('recipe', 'algo.recipe')} cannot be {user['recipe']!r}: algo.preset={name} runs the "
+                          f"{recipe} recipe, which is part of the preset; leave algo.recipe out, or choose a preset of another "
+                          f"recipe ({others})")
     if recipe != "preference":
         pref = {k: v for k, v in (user.get("preference") or {}).items() if v != getattr(PreferenceConfig(), k, object())}
         if pref:

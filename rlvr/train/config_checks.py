@@ -32,11 +32,11 @@ def check_run(cfg: Any, evaluates: bool = True) -> None:
         raise UserError("model.lora with distributed=fsdp is not supported (rlvr's FSDP checkpoints and engine syncs gather "
                         "full weights; a frozen sharded base with adapters is untested): use distributed=ddp")
     if cfg.task.env:
-        envs.ENVS.spec(cfg.task.env)  # an unknown id, refused with the closest registered ones
+        registered("task.env", envs.ENVS, cfg.task.env)  # an unknown id, refused with the closest registered ones
     for entry in cfg.task.heldout:
         heldout_id = entry.split(":", 1)[0]
         if not hubs.is_hub_id(heldout_id):
-            tasks.TASKS.spec(heldout_id)
+            registered("task.heldout", tasks.TASKS, heldout_id)
     if not hubs.is_hub_id(cfg.task.id) and cfg.task.id in tasks.TASKS.registered_ids():
         check_splits(cfg.task.make(), cfg, evaluates)  # make: the split exists and shares no data set with task.heldout
 
@@ -104,4 +104,14 @@ def check_config(cfg: Any) -> None:
     RECIPE_CHECKS.get(name, check_run)(cfg)
 
 
-__all__ = ["RECIPE_CHECKS", "SOURCE_CHECKS", "check_config"]
+def registered(setting: str, registry: Any, key: str) -> Any:
+    """``registry``'s spec of ``key``; an unknown one refused naming ``setting`` first (so `rlvr train` names the
+    override that set it), with the registry's closest ids."""
+    try:
+        return registry.spec(key)
+    except LookupError as e:
+        raise type(e)(f"{setting}: {e}") from None
+
+
+__all__ = ["RECIPE_CHECKS", "SOURCE_CHECKS", "check_config", "registered"]
+

@@ -127,6 +127,7 @@ def test_a_number_yaml_reads_as_a_string_is_a_number_in_a_parts_arguments():
     ("quickstart", "algo.advantage.eps=0", "algo.advantage.eps must be > 0, got 0 (the grpo advantage estimator's range)"),
     ("quickstart", "algo.advantage={name: gae, gamma: 2}", "algo.advantage.gamma must be <= 1, got 2"),
     ("quickstart", "algo.advantage={name: gae, lam: -0.1}", "algo.advantage.lam must be >= 0, got -0.1"),
+    ("quickstart", "algo.advantage={name: grpo_process, outcome_weight: -1}", "algo.advantage.outcome_weight must be >= 0, got -1"),
     ("quickstart", "algo.correction={name: mis, reweight: maybe}", "algo.correction.reweight must be true or false, got 'maybe'"),
     ("quickstart", "rollout.vllm.server_url=abc", "rollout.vllm.server_url must start with http:// or https://, got 'abc'"),  # was refused only at start-up
     ("quickstart", "rollout.vllm.server_urls=[http://a:1, ftp://b]", "must start with http:// or https://, got 'ftp://b'"),

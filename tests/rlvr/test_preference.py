@@ -270,6 +270,8 @@ def test_preference_presets_name_their_recipe_and_settings():
     ({"preset": "kto", "kl_coef": 0.1}, "algo.kl_coef has no effect"),
     ({"preset": "kto", "kl": {"coef": 0.1}}, "algo.kl.coef has no effect"),
     ({"preset": "grpo", "preference": {"beta": 0.2}}, "algo.preference.beta is set but algo.preset=grpo runs the policy_gradient recipe"),
+    ({"preset": "dpo", "recipe": "policy_gradient"}, "algo.recipe cannot be 'policy_gradient': algo.preset=dpo runs the preference recipe"),
+    ({"preset": "grpo", "recipe": "bogus"}, "algo.recipe cannot be 'bogus': algo.preset=grpo runs the policy_gradient recipe"),
     ({"preset": "dpo", "preference": {"loss": "dpoo"}}, "algo.preference.loss 'dpoo' is not registered"),
     ({"preset": "kto", "preference": {"source": "pairs"}}, "learns from single labelled completions"),
     ({"preset": "dpo", "preference": {"loss": "robust", "label_smoothing": 0.5}}, "label_smoothing must be in [0, 0.5)"),
