@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from transformers import AutoModelForCausalLM
 
 import envs
 from envs.testing import FlakyEnv
@@ -25,30 +24,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 def metrics(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
-def test_grpo_raises_heldout_accuracy_and_writes_the_run_directory(sft_base, tmp_path, rl_overrides):
-    cfg = load_config(TrainConfig, "quickstart", rl_overrides(tmp_path, sft_base, "update.steps=6", "rollout.prompts_per_step=16", "eval.every=6",
-                                                              "log.checkpoint_every=3"))
-    result = train(cfg)
-    assert result.status == "completed" and result.steps == 6
-    rows = metrics(result.run_dir)
-    evals = {r["step"]: r["eval/accuracy"] for r in rows if "eval/accuracy" in r}
-    # learning, measured on the held-out validation split (200 problems), from the same base
-    # (seeds 0 and 1: 0.34 -> 0.66 and 0.645)
-    assert evals[6] >= evals[0] + 0.10, evals
-    run = result.run_dir
-    assert (run / "config.yaml").read_text().count("arithmetic-v1") == 1
-    assert [r["step"] for r in rows if "reward/mean" in r] == list(range(1, 7))
-    for key in ("reward/mean", "policy/kl", "policy/entropy", "groups/zero_variance_frac", "time/generate", "time/train", "verify/errors"):
-        assert key in rows[-1], key
-    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
-    assert samples and {"completion", "reward", "status", "extracted"} <= set(samples[0])
-    assert list((run / "tb").glob("events.out.tfevents.*"))
-    assert (run / "curves.png").stat().st_size > 10_000
-    assert json.loads((run / "run_state.json").read_text())["status"] == "completed"
-    for model_dir in (run / "checkpoints" / "step-6" / "policy", run / "final"):  # Hugging Face format, loadable
-        assert AutoModelForCausalLM.from_pretrained(model_dir).num_parameters() > 0
 
 
 def test_ppo_learns_and_its_critic_explains_the_returns(sft_base, tmp_path, rl_overrides):
