@@ -71,10 +71,10 @@ def main() -> int:
 
     at = commit()
     with tempfile.TemporaryDirectory() as tmp:
-        costs, cov_json = Path(tmp) / "costs.json", Path(tmp) / "coverage.json"
+        costs, cov_json, cpu_json = Path(tmp) / "costs.json", Path(tmp) / "coverage.json", Path(tmp) / "cpu.json"
         cmd = LANE + ([f"--cov={p}" for p in PACKAGES] + ["--cov-report=", f"--cov-report=json:{cov_json}"] if args.coverage else [])
         t0, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "RLVR_TEST_COSTS": str(costs)}, capture_output=True, text=True)
+        proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "RLVR_TEST_COSTS": str(costs), "RLVR_TEST_CPU": str(cpu_json)}, capture_output=True, text=True)
         wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
         # CPU of every process the lane ran and waited for (test processes, trainers, servers, sandboxed programs)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -85,6 +85,13 @@ def main() -> int:
             print(f"the lane failed ({summary!r}): nothing recorded", file=sys.stderr)
             return 1
         file_costs = json.loads(costs.read_text())
+        if cpu_json.is_file():  # where the CPU goes, test by test (the next cut's shortlist)
+            per_test = json.loads(cpu_json.read_text())
+            (ROOT / "bench_results").mkdir(exist_ok=True)
+            (ROOT / "bench_results" / "test_cpu.json").write_text(json.dumps(per_test, indent=1) + "\n")
+            print("the costliest tests, CPU-seconds with their processes' (all: bench_results/test_cpu.json):")
+            for test, seconds in list(per_test.items())[:25]:
+                print(f"{seconds:8.1f}  {test}")
         if args.coverage:
             figures = coverage_figures(json.loads(cov_json.read_text())) | {"passed": counts["passed"]}
             name, command = "test-coverage", "python3 scripts/record_suite.py --coverage"

@@ -207,15 +207,52 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: -costs.get(item.nodeid.split("::")[0], 0.0))  # stable: the order within a file stays
 
 
+# RLVR_TEST_CPU=PATH writes each test's CPU-seconds there: its process's, and those of the processes it started and
+# waited for (trainers, ranks, servers, sandboxed programs), which a loaded machine does not inflate as it does the
+# durations (scripts/record_suite.py prints the costliest).
+_cpu_seen: dict[str, float] = {}
+_cpu_mark = [0.0]
+
+
+def _cpu_now() -> float:
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if os.environ.get("RLVR_TEST_CPU"):
+        _cpu_mark[0] = _cpu_now()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if os.environ.get("RLVR_TEST_CPU"):  # each phase's CPU, carried to the controller with its report
+        now = _cpu_now()
+        outcome.get_result().user_properties.append(("cpu_s", now - _cpu_mark[0]))
+        _cpu_mark[0] = now
+
+
 def pytest_runtest_logreport(report):
-    if os.environ.get("RLVR_TEST_COSTS") and not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller sees every worker's reports
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller sees every worker's reports
+    if os.environ.get("RLVR_TEST_COSTS"):
         file = report.nodeid.split("::")[0]
         _costs_seen[file] = _costs_seen.get(file, 0.0) + report.duration
+    if os.environ.get("RLVR_TEST_CPU"):
+        _cpu_seen[report.nodeid] = _cpu_seen.get(report.nodeid, 0.0) + sum(v for k, v in report.user_properties if k == "cpu_s")
 
 
 def pytest_sessionfinish(session):
-    out = os.environ.get("RLVR_TEST_COSTS")
-    if out and _costs_seen and not os.environ.get("PYTEST_XDIST_WORKER"):
-        import json
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import json
 
-        Path(out).write_text(json.dumps({f: round(s, 1) for f, s in sorted(_costs_seen.items(), key=lambda kv: -kv[1])}, indent=1) + "\n")
+    for variable, seen in (("RLVR_TEST_COSTS", _costs_seen), ("RLVR_TEST_CPU", _cpu_seen)):
+        if os.environ.get(variable) and seen:
+            Path(os.environ[variable]).write_text(
+                json.dumps({k: round(v, 1) for k, v in sorted(seen.items(), key=lambda kv: -kv[1])}, indent=1) + "\n")

@@ -209,3 +209,31 @@ def test_ci_builds_each_warm_up_as_the_tests_fixture_would(config, overrides, va
     built = [w for w in arguments if not w.startswith("output_dir=") and w not in ("name=base", "overwrite=true")]
     assert sorted(built) == sorted(getattr(module, overrides)), (built, getattr(module, overrides))
     assert any(line.strip() == f"export {variable}={folder}/base/final" for line in script.splitlines()), f"{variable} must name {folder}/base/final"
+
+
+def test_the_per_test_cpu_table_counts_each_tests_own_cpu_and_its_childrens(tmp_path):
+    """RLVR_TEST_CPU (tests/conftest.py): under xdist, as the lanes run, a test that waits for a child burning the CPU is
+    charged the child's seconds; one doing nothing is charged almost none (CPU-seconds, which load does not inflate)."""
+    import subprocess
+    import textwrap
+
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from tests.conftest import pytest_runtest_logreport, pytest_runtest_makereport, pytest_runtest_protocol, pytest_sessionfinish
+    """))
+    (tmp_path / "test_burn.py").write_text(textwrap.dedent("""
+        import subprocess, sys
+        def test_child():
+            subprocess.run([sys.executable, "-c", "sum(i * i for i in range(4_000_000))"], check=True)
+        def test_nothing():
+            pass
+    """))
+    table = tmp_path / "cpu.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--rootdir", str(tmp_path),
+                           str(tmp_path / "test_burn.py")], cwd=tmp_path, env={**os.environ, "RLVR_TEST_CPU": str(table)},
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    cpu = json.loads(table.read_text())
+    assert set(cpu) == {"test_burn.py::test_child", "test_burn.py::test_nothing"}, cpu
+    assert cpu["test_burn.py::test_child"] >= cpu["test_burn.py::test_nothing"] + 0.1, cpu
