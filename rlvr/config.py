@@ -30,6 +30,7 @@ import difflib
 import math
 import types
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import yaml
@@ -133,6 +134,18 @@ def build_with_overrides(cls: type[C], data: dict[str, Any], where: str, overrid
                 except ConfigError as first:
                     raise ConfigError(f"command-line override {shown(item)}: {str(first)[len(where) + 2:]}") from None
         raise
+
+
+def override_named(message: str, overrides: Sequence[str]) -> str | None:
+    """The last of ``overrides`` setting the key ``message`` is about (the key it starts with: a check names its setting
+    first; a key named later in the message, as a hint, is not what failed), if any."""
+    import re
+
+    for item in reversed(overrides):
+        key = item.partition("=")[0].strip()
+        if key and re.match(rf"{re.escape(key)}(?=[=: '.]|$)", message):  # (task={id: x} set task.id)
+            return item
+    return None
 
 
 def shown(text: str) -> str:
@@ -286,7 +299,9 @@ def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
     node = data
     parts = key.split(".")
     for part in parts[:-1]:
-        if not isinstance(node.get(part), dict):
+        if isinstance(node.get(part), str):  # a part chosen by name (algo.advantage=rloo): its argument keeps the name
+            node[part] = {"name": node[part]}
+        elif not isinstance(node.get(part), dict):
             node[part] = {}
         node = node[part]
     node[parts[-1]] = value
@@ -430,5 +445,5 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
     return rows
 
 
-__all__ = ["ConfigError", "apply_overrides", "broken_bound", "check_bounds", "config_key", "describe", "dump_yaml", "from_dict", "help_field", "load_config",
+__all__ = ["ConfigError", "apply_overrides", "broken_bound", "check_bounds", "config_key", "describe", "dump_yaml", "from_dict", "help_field", "load_config", "override_named",
            "read_config", "renamed_keys", "resolve_config_path", "to_dict"]

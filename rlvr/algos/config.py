@@ -145,7 +145,7 @@ class AlgoConfig:
     """Which algorithm: a preset, and the settings that differ from it. The defaults are GRPO's."""
 
     preset: str = help_field("grpo", "Named algorithm whose settings are the defaults (rlvr/algos/presets/NAME.yaml; `rlvr algos list` shows them)")
-    recipe: str = help_field("policy_gradient", "The training procedure that runs it (rlvr.train.recipes): policy_gradient, or preference (dpo, online_dpo, kto)")
+    recipe: str = help_field("policy_gradient", "The training procedure that runs it (rlvr.train.recipes): the preset's own (policy_gradient, or preference for dpo, online_dpo, kto); another value is refused")
     advantage: Part | None = _part("grpo")
     ratio: Part | None = _part("token")
     policy_loss: Part | None = _part("clipped")
@@ -186,6 +186,8 @@ class AlgoConfig:
 
     @classmethod
     def _resolve(cls, user: dict[str, Any], spelled: dict[str, str], inherit: set[str], where: str, key: str) -> AlgoConfig:
+        if "recipe" in user and user["recipe"] is None:  # null: the preset's, as when the key is left out
+            user = {k: v for k, v in user.items() if k != "recipe"}
         name = user.get("preset", "grpo")
         preset = preset_settings(name)
         merged, supplied = _merge(preset, user, inherit)
@@ -396,7 +398,7 @@ def preset_settings(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
     """The settings a preset's YAML file states (its ``extends`` chain merged), not yet completed."""
     files = preset_files()
     if name not in files:
-        raise ConfigError(f"unknown algo.preset {name!r}; presets: {', '.join(preset_names())}")
+        raise ConfigError(f"algo.preset {name!r} is unknown; presets: {', '.join(preset_names())}")
     try:
         data = yaml.safe_load(files[name].read_text()) or {}
     except yaml.YAMLError as e:
@@ -532,11 +534,12 @@ def _check_family(name: str, preset: dict[str, Any], user: dict[str, Any], spell
     """Settings the preset's recipe does not read are errors when the user changed them (a value
     equal to the preset's, as in a run directory's resolved config, is not a change)."""
     recipe = preset.get("recipe", _default(None, "recipe"))
-    if "recipe" in user and user["recipe"] != recipe:  # the recipe that runs a preset is the preset's, not a setting
+    if user.get("recipe") is not None and user["recipe"] != recipe:  # the recipe that runs a preset is the preset's (null: it)
         others = ", ".join(n for n in preset_names() if preset_settings(n).get("recipe", _default(None, "recipe")) != recipe)
         raise ConfigError(f"{spelled.get('recipe', 'algo.recipe')} cannot be {user['recipe']!r}: algo.preset={name} runs the "
                           f"{recipe} recipe, which is part of the preset; leave algo.recipe out, or choose a preset of another "
-                          f"recipe ({others})")
+                          f"recipe ({others}). A run's config.yaml records its preset's recipe and settings: to train another "
+                          f"algorithm, start from a built-in config (e.g. rlvr train quickstart algo.preset={name})")
     if recipe != "preference":
         pref = {k: v for k, v in (user.get("preference") or {}).items() if v != getattr(PreferenceConfig(), k, object())}
         if pref:

@@ -41,28 +41,16 @@ def check_run(cfg, config: str, only_recipe: str | None = None, overrides: Seque
     names that override, as the config's own errors do."""
     from rlvr import UserError
     from rlvr.api import check_before_loading
-    from rlvr.config import shown
+    from rlvr.config import override_named, shown
 
     try:
         check_recipe(cfg, config, only_recipe)
         check_before_loading(cfg)
     except (UserError, LookupError, ValueError) as e:  # (a registry's unknown id, a task's refusal)
-        item = _override_named(str(e), overrides)
+        item = override_named(str(e), overrides)
         if item is None:
             raise
         raise type(e)(f"command-line override {shown(item)}: {e}") from None
-
-
-def _override_named(message: str, overrides: Sequence[str]) -> str | None:
-    """The last of ``overrides`` setting the key ``message`` is about (the key it starts with: a check names its setting
-    first; a key named later in the message, as a hint, is not what failed), if any."""
-    import re
-
-    for item in reversed(overrides):
-        key = item.partition("=")[0].strip()
-        if key and re.match(rf"{re.escape(key)}(?=[=: ']|$)", message):
-            return item
-    return None
 
 
 def run_training(args: argparse.Namespace, command: str, only_recipe: str | None = None) -> int:

@@ -49,7 +49,7 @@ class TaskConfig:
     leakage: Literal["warn", "refuse", "off"] = help_field("warn", "Before training, compare the training split's questions with the task's held-out splits "
                                                            "(a prefix of an unbounded stream: what the run can draw): warn on a shared question, refuse "
                                                            "to train (refuse), or skip the check (off)")
-    heldout: list[str] = help_field([], "Other tasks held out for evaluation, as ID or ID:SPLIT (default split: test); training refuses a split that may share problems with any (e.g. hendrycks-math-v1:test with math500-v1)")
+    heldout: list[str] = help_field([], "Other tasks held out for evaluation, as ID or ID:SPLIT (default split: test; a hub's or file's id, which holds a colon, as file:rows.jsonl or file:rows.jsonl:SPLIT); training refuses a split that may share problems with any (e.g. hendrycks-math-v1:test with math500-v1)")
 
     def make(self):
         """The configured task, with its environment changed by ``env``/``env_kwargs`` (`Task.set_env`); refuses a
@@ -60,9 +60,23 @@ class TaskConfig:
         task.set_env(self.env, self.env_kwargs)  # as rlvr eval's --env/--env-kwargs: a bad setting fails here
         if self.split not in task.splits:
             raise tasks.TaskError(f"task.split={self.split!r}: task {task.id} has no such split (its splits: {', '.join(task.splits)})")
-        heldout = [(entry.split(":", 1)[0], entry.split(":", 1)[1] if ":" in entry else "test") for entry in self.heldout]
-        tasks.assert_disjoint((task, self.split), heldout)
+        tasks.assert_disjoint((task, self.split), self.heldout_pairs())
         return task
+
+    def heldout_pairs(self) -> list[tuple[str, str]]:
+        """``heldout`` as (task id, split) pairs: ``ID`` (split test) or ``ID:SPLIT``; a hub's or file's id holds a colon of
+        its own (``file:rows/qa.jsonl``, ``verifiers:NAME``), so its split, if any, follows one more
+        (``file:rows/qa.jsonl:validation``)."""
+        from tasks import hubs
+
+        pairs = []
+        for entry in self.heldout:
+            head, _, tail = entry.rpartition(":")
+            if hubs.is_hub_id(entry):
+                pairs.append((head, tail) if hubs.is_hub_id(head) else (entry, "test"))
+            else:
+                pairs.append((entry.split(":", 1)[0], entry.split(":", 1)[1]) if ":" in entry else (entry, "test"))
+        return pairs
 
 
 @dataclass

@@ -33,10 +33,13 @@ def check_run(cfg: Any, evaluates: bool = True) -> None:
                         "full weights; a frozen sharded base with adapters is untested): use distributed=ddp")
     if cfg.task.env:
         registered("task.env", envs.ENVS, cfg.task.env)  # an unknown id, refused with the closest registered ones
-    for entry in cfg.task.heldout:
-        heldout_id = entry.split(":", 1)[0]
-        if not hubs.is_hub_id(heldout_id):
+    for heldout_id, split in cfg.task.heldout_pairs():
+        if not hubs.is_hub_id(heldout_id):  # (a hub's or file's task is checked when it is made)
             registered("task.heldout", tasks.TASKS, heldout_id)
+            try:
+                tasks.TASKS.make(heldout_id).check_split(split)
+            except tasks.TaskError as e:
+                raise UserError(f"task.heldout: {e}") from None
     if not hubs.is_hub_id(cfg.task.id) and cfg.task.id in tasks.TASKS.registered_ids():
         check_splits(cfg.task.make(), cfg, evaluates)  # make: the split exists and shares no data set with task.heldout
 
@@ -107,10 +110,12 @@ def check_config(cfg: Any) -> None:
 def registered(setting: str, registry: Any, key: str) -> Any:
     """``registry``'s spec of ``key``; an unknown one refused naming ``setting`` first (so `rlvr train` names the
     override that set it), with the registry's closest ids."""
+    from rlvr.config import ConfigError
+
     try:
         return registry.spec(key)
-    except LookupError as e:
-        raise type(e)(f"{setting}: {e}") from None
+    except LookupError as e:  # (a UserError, as every refused setting is, for the Python API's callers too)
+        raise ConfigError(f"{setting}: {e}") from None
 
 
 __all__ = ["RECIPE_CHECKS", "SOURCE_CHECKS", "check_config", "registered"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envs.registry import Registry
-from rlvr.config import CONFIG_DIR, ConfigError, apply_overrides, build_with_overrides, read_config
+from rlvr.config import CONFIG_DIR, ConfigError, apply_overrides, build_with_overrides, override_named, read_config, shown
 from rlvr.rollout.server_health import require_servers
 from rlvr.train.config import RunConfig
 
@@ -61,7 +61,7 @@ def legacy_keys() -> dict[str, str]:
 def config_class(name: str) -> type:
     """The config class of recipe ``name`` (the recipe's ``config_class``, without importing the recipe)."""
     if name not in RECIPES:
-        raise ConfigError(f"unknown recipe {name!r}; recipes: {', '.join(RECIPES.ids())}")
+        raise ConfigError(f"recipe {name!r} is unknown; recipes: {', '.join(RECIPES.ids())}")
     return RECIPE_CONFIGS.get(name) if name in RECIPE_CONFIGS else RECIPES.get(name).config_class
 
 
@@ -88,8 +88,13 @@ def load_run_config(source: str | Path, overrides: list[str]) -> RunConfig:
 
 
 def _build(data: dict[str, Any], where: str, overrides: list[str]) -> RunConfig:
-    name = recipe_name(apply_overrides(RunConfig, data, overrides))
-    cls = config_class(name)
+    try:
+        cls = config_class(recipe_name(apply_overrides(RunConfig, data, overrides)))
+    except ConfigError as e:  # an unknown recipe or preset: named as the override that set it, as the config's own errors are
+        item = override_named(str(e), overrides)
+        if item is None:
+            raise
+        raise ConfigError(f"command-line override {shown(item)}: {e}") from None
     return build_with_overrides(cls, data, where, overrides)
 
 

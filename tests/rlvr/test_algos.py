@@ -134,7 +134,7 @@ def test_presets_fill_unset_fields_and_overrides_win():
 
 
 def test_preset_errors_and_warnings():
-    with pytest.raises(ConfigError, match="unknown algo.preset 'ppo2'"):
+    with pytest.raises(ConfigError, match="algo.preset 'ppo2' is unknown"):
         resolve_algorithm({"preset": "ppo2"})
     with pytest.raises(ConfigError, match="algo.policy_loss 'ppo' is not registered"):
         resolve_algorithm({"policy_loss": "ppo"})

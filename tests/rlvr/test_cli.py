@@ -112,7 +112,7 @@ def test_eval_writes_reproducible_reports(sft_base, tmp_path, capsys):
     (["train", "quickstart", "algo.critic.lr_scale=0"], "'algo.critic.lr_scale' must be > 0, got 0"),
     (["sft", "sft_quickstart", "batch_size=-2"], "'batch_size' must be > 0, got -2"),
     (["sft", "quickstart"], "configures the policy_gradient recipe, not sft: run it with `rlvr train quickstart`"),
-    (["train", "quickstart", "recipe=dpo"], "unknown recipe 'dpo'"),
+    (["train", "quickstart", "recipe=dpo"], "recipe 'dpo' is unknown"),
 ])
 def test_settings_out_of_range_are_one_line_errors_before_anything_loads(argv, message, capsys):
     # model.name_or_path points nowhere: the setting must be refused before any model is looked up

@@ -193,3 +193,36 @@ def test_a_key_given_twice_is_blamed_for_the_value_in_effect():
     with pytest.raises(ConfigError) as refused:
         load_config(TrainConfig, "quickstart", ["name=..", "name=a/../b"])
     assert str(refused.value).startswith("command-line override name=a/../b: ") and "got 'a/../b'" in str(refused.value)
+
+
+@pytest.mark.parametrize("overrides, name, arguments", [
+    (["algo.policy_loss=cispo", "algo.policy_loss.clip_high=5"], "cispo", {"clip_high": 5}),
+    (["algo.advantage=reinforce_pp", "algo.advantage.eps=0.01"], "reinforce_pp", {"eps": 0.01}),
+])
+def test_a_part_chosen_by_name_keeps_it_when_an_argument_is_set(overrides, name, arguments):
+    """`algo.advantage=NAME algo.advantage.ARG=V` is the part NAME with ARG (the name was dropped: the preset's part
+    took the argument); an argument NAME does not take is refused, naming it."""
+    section = overrides[0].partition("=")[0].split(".")[1]
+    part = getattr(load_config(TrainConfig, "quickstart", overrides).algo, section)
+    assert part.name == name and all(part.params[k] == v for k, v in arguments.items())
+    with pytest.raises(ConfigError, match="the rloo advantage estimator takes no argument 'eps'"):
+        load_config(TrainConfig, "quickstart", ["algo.advantage=rloo", "algo.advantage.eps=0.01"])
+
+
+def test_a_null_algo_recipe_is_the_presets_and_another_is_refused():
+    assert load_config(TrainConfig, "quickstart", ["algo.preset=kto", "algo={recipe: null, preset: kto}"]).algo.recipe == "preference"
+    with pytest.raises(ConfigError, match=r"algo.recipe cannot be 'policy_gradient': algo.preset=kto runs the preference recipe"):
+        load_config(TrainConfig, "quickstart", ["algo.preset=kto", "algo.recipe=policy_gradient"])
+
+
+@pytest.mark.parametrize("entry, pair", [
+    ("math500-v1", ("math500-v1", "test")),
+    ("gsm8k-v1:validation", ("gsm8k-v1", "validation")),
+    ("file:rows/qa.jsonl", ("file:rows/qa.jsonl", "test")),  # a file's or hub's id holds a colon of its own
+    ("file:rows/qa.jsonl:validation", ("file:rows/qa.jsonl", "validation")),
+    ("verifiers:reverse_text", ("verifiers:reverse_text", "test")),
+])
+def test_a_heldout_entry_is_an_id_and_a_split(entry, pair):
+    from rlvr.train.config import TaskConfig
+
+    assert TaskConfig(heldout=[entry]).heldout_pairs() == [pair]

@@ -4,6 +4,7 @@ kept stable."""
 
 from __future__ import annotations
 
+import re
 import inspect
 import random
 from pathlib import Path
@@ -56,6 +57,13 @@ def test_a_bad_config_raises_a_user_error_instead_of_exiting():
         rlvr.train("quickstart", task=3.5)
     with pytest.raises(rlvr.UserError, match="--threads must be in 0..4096"):
         rlvr.evaluate("tiny", "arithmetic-v1", threads=-1)
+    # unknown ids and splits are UserErrors too (a registry's LookupError and a task's TaskError were not)
+    for override, message in (("task.id=nosuch-v1", "task.id: unknown task 'nosuch-v1'"),
+                              ("task.env=nosuch-v1", "task.env: unknown environment 'nosuch-v1'"),
+                              ("task.heldout=[nosuch-v1]", "task.heldout: unknown task 'nosuch-v1'"),
+                              ("task.heldout=[gsm8k-v1:nosplit]", "task.heldout: task 'gsm8k-v1' has no split 'nosplit'")):
+        with pytest.raises(rlvr.UserError, match=re.escape(message)):
+            rlvr.train("quickstart", [override], update={"steps": 1})
 
 
 def rlvr_way(base, pairs):
