@@ -230,8 +230,9 @@ def test_the_per_test_cpu_table_counts_each_tests_own_cpu_and_its_childrens(tmp_
             pass
     """))
     table = tmp_path / "cpu.json"
+    outside_pytest = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # (a worker's PYTEST_XDIST_WORKER: not the controller)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--rootdir", str(tmp_path),
-                           str(tmp_path / "test_burn.py")], cwd=tmp_path, env={**os.environ, "RLVR_TEST_CPU": str(table)},
+                           str(tmp_path / "test_burn.py")], cwd=tmp_path, env={**outside_pytest, "RLVR_TEST_CPU": str(table)},
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     cpu = json.loads(table.read_text())
