@@ -29,8 +29,8 @@ import datetime
 import difflib
 import math
 import types
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import yaml

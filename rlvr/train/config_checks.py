@@ -119,4 +119,3 @@ def registered(setting: str, registry: Any, key: str) -> Any:
 
 
 __all__ = ["RECIPE_CHECKS", "SOURCE_CHECKS", "check_config", "registered"]
-
