@@ -138,6 +138,7 @@ def test_a_dataset_task_without_data_or_hub_fails_fast_saying_what_to_set(tmp_pa
     (["--threads", "-2"], "--threads must be in 0..4096, got -2"),
     (["--no-greedy"], "--no-greedy with --n 0 measures nothing"),
     (["--env", "nope-v1"], "unknown environment 'nope-v1'"),
+    (["--task", "nope-v1"], "--task: unknown task 'nope-v1'"),  # (named as --env is)
     (["--env-kwargs", "[1, 2]"], "--env-kwargs must be a mapping"),
     (["--env-kwargs", "{nope: 1}"], "--env-kwargs: environment 'math-v1' does not accept {'nope': 1}"),
     (["--split", "train"], "split 'train' of arithmetic-v1 is unbounded: pass --limit N"),
