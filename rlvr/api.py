@@ -352,13 +352,11 @@ def _eval_task(registry: Any, task: Any, config: dict[str, Any], split: str, env
     import envs
 
     if isinstance(task, str):
+        from rlvr.train.config_checks import registered
         from tasks import hubs
 
-        try:
-            if not hubs.is_hub_id(task):
-                registry.TASKS.spec(task)
-        except LookupError as e:  # named as --env is (`Task.set_env`'s names); a UserError, for Python's callers too
-            raise UserError(f"--task: {e}") from None
+        if not hubs.is_hub_id(task):
+            registered("--task", registry.TASKS, task)  # named as --env is (`Task.set_env`'s names)
         the_task = registry.make(task, **config)
     elif isinstance(task, registry.Task):
         if config:
