@@ -28,6 +28,8 @@ import signal
 import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
+from typing import Iterator
 
 POINTS = ("generate", "verify", "optimizer_step", "checkpoint_write")
 ASYNC_POINTS = ("queued", "generate_call")
@@ -83,6 +85,19 @@ def reached(point: str) -> None:
     """Mark that this process is at fault point ``point`` (see the module docstring)."""
     if _FAULTS.active:
         _FAULTS.reached(point)
+
+
+@contextmanager
+def counting() -> Iterator[Counter[str]]:
+    """Within the block, count the points this process reaches (what ``RLVR_FAULT_COUNTS`` writes for a
+    whole process), injecting no fault: a test that only needs the counts runs the code in its own process."""
+    global _FAULTS
+    outer, _FAULTS = _FAULTS, _Faults(None)
+    _FAULTS.active = True
+    try:
+        yield _FAULTS.counts
+    finally:
+        _FAULTS = outer
 
 
 def configure_worker(first_start: bool) -> None:

@@ -91,13 +91,20 @@ def _train_here(*args):
     assert code == 0 and console.getvalue().count(f"completed: {STEPS} steps") == 1, console.getvalue()[-4000:]
 
 
-@pytest.mark.slow
-def test_two_processes_asynchronous_train_what_one_process_trains_with_the_same_global_batch_and_resume_exactly(sft_base, tmp_path):
+@pytest.fixture(scope="module")
+def served(sft_base):
+    """One rollout server for the runs that do not kill theirs (each run pushes its own weights before it
+    generates: test_two_processes_asynchronous_... runs three on it and compares their batches exactly)."""
     with rollout_server(sft_base, "hf.decode=kv", engine="hf", device="cpu") as url:
-        _train_here(*_args(tmp_path, "one", sft_base, url, 8))
-        _train(tmp_path, "two", 2, *_args(tmp_path, "two", sft_base, url, 4))
-        _seeded_with(tmp_path / "two", tmp_path / "resumed", 2)  # the 2-process run as if stopped after step 2
-        said = _train(tmp_path, "resumed", 2, *_args(tmp_path, "resumed", sft_base, url, 4, "resume=true"))
+        yield url
+
+
+@pytest.mark.slow
+def test_two_processes_asynchronous_train_what_one_process_trains_with_the_same_global_batch_and_resume_exactly(sft_base, served, tmp_path):
+    _train_here(*_args(tmp_path, "one", sft_base, served, 8))
+    _train(tmp_path, "two", 2, *_args(tmp_path, "two", sft_base, served, 4))
+    _seeded_with(tmp_path / "two", tmp_path / "resumed", 2)  # the 2-process run as if stopped after step 2
+    said = _train(tmp_path, "resumed", 2, *_args(tmp_path, "resumed", sft_base, served, 4, "resume=true"))
     assert "resumed from" in said
     rows = {name: metrics(tmp_path / name) for name in ("one", "two", "resumed")}
     # the same global batches: rank 0's producer makes them as one process does, whatever the process count
@@ -150,7 +157,7 @@ def test_a_generation_side_that_fails_stops_every_rank_naming_it_and_keeps_the_l
 
 
 @pytest.mark.slow
-def test_two_processes_stopped_by_an_environment_server_outage_keep_the_checkpoint_from_before_and_resume(sft_base, tmp_path):
+def test_two_processes_stopped_by_an_environment_server_outage_keep_the_checkpoint_from_before_and_resume(sft_base, served, tmp_path):
     """The environment server (``remote-v1``) is killed after step 2 of 8: the batches verified from then
     on fail, two steps in a row, and every rank stops. No checkpoint is written for a failed step (the
     rotation keeps the state from before the outage) and a resume by both processes on a new server
@@ -158,26 +165,25 @@ def test_two_processes_stopped_by_an_environment_server_outage_keep_the_checkpoi
     import time
 
     fails = ("verify.max_failed_steps=2", "update.steps=8", "log.checkpoint_every=1", "log.keep_checkpoints=2", "task.env=remote-v1")
-    with rollout_server(sft_base, "hf.decode=kv", engine="hf", device="cpu") as url:
-        args = _args(tmp_path, "run", sft_base, url, 2, *fails)
-        server = env_server("math-v1", "--task", "arithmetic-v1", token="outage-token")
-        with server as env_url, Trainers(tmp_path / "run.log", *args, f"task.env_kwargs={{url: [{env_url}]}}", processes=2,
-                                         env={"RLVR_ENV_TOKEN": "outage-token"}) as run:
-            while len(metrics(tmp_path / "run")) < 2 and run.proc.poll() is None:
-                time.sleep(0.1)
-            server.kill()
-            code = run.wait(900)
-            said = run.output()
-        assert code != 0 and "every verification failed for 2 consecutive steps" in said, said[-3000:]
-        rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-        failed = [r["step"] for r in rows if r.get("verify/errors", 0) == r.get("sampling/completions", -1)]
-        kept = sorted(int(p.name.split("-")[1]) for p in (tmp_path / "run" / "checkpoints").iterdir())
-        assert failed and kept and kept[-1] < failed[0], (kept, failed, said[-3000:])  # none written for a failed step
-        with env_server("math-v1", "--task", "arithmetic-v1", token="outage-token") as env_url, \
-                Trainers(tmp_path / "resumed.log", *args, f"task.env_kwargs={{url: [{env_url}]}}", "resume=true", processes=2,
-                         env={"RLVR_ENV_TOKEN": "outage-token"}) as run:
-            code = run.wait(900)
-            said = run.output()
+    args = _args(tmp_path, "run", sft_base, served, 2, *fails)
+    server = env_server("math-v1", "--task", "arithmetic-v1", token="outage-token")
+    with server as env_url, Trainers(tmp_path / "run.log", *args, f"task.env_kwargs={{url: [{env_url}]}}", processes=2,
+                                     env={"RLVR_ENV_TOKEN": "outage-token"}) as run:
+        while len(metrics(tmp_path / "run")) < 2 and run.proc.poll() is None:
+            time.sleep(0.1)
+        server.kill()
+        code = run.wait(900)
+        said = run.output()
+    assert code != 0 and "every verification failed for 2 consecutive steps" in said, said[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    failed = [r["step"] for r in rows if r.get("verify/errors", 0) == r.get("sampling/completions", -1)]
+    kept = sorted(int(p.name.split("-")[1]) for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert failed and kept and kept[-1] < failed[0], (kept, failed, said[-3000:])  # none written for a failed step
+    with env_server("math-v1", "--task", "arithmetic-v1", token="outage-token") as env_url, \
+            Trainers(tmp_path / "resumed.log", *args, f"task.env_kwargs={{url: [{env_url}]}}", "resume=true", processes=2,
+                     env={"RLVR_ENV_TOKEN": "outage-token"}) as run:
+        code = run.wait(900)
+        said = run.output()
     assert code == 0 and f"step-{kept[-1]}" in said and said.count("completed: 8 steps") == 1, said[-3000:]
     tail = metrics(tmp_path / "run")[-(8 - kept[-1]):]
     assert [r["step"] for r in tail] == list(range(kept[-1] + 1, 9)) and all(r["verify/errors"] == 0 for r in tail), tail

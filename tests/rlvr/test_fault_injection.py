@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from envs import faults
 from envs.faults import POINTS
 from rlvr.train.recipes import load_run_config, train
 from tests.rlvr.test_resume import _rows, _tensors
@@ -38,15 +39,19 @@ def _resume(run: Path) -> None:
     assert train(load_run_config(str(run), ["resume=true"])).status == "completed"
 
 
+def _straight(out: Path, sft_base: Path, *args: str) -> tuple[Path, dict[str, int]]:
+    """The uninterrupted run of ``args`` in this process (only the killed runs need processes of their own):
+    its run folder and how often it reached each fault point."""
+    with faults.counting() as counts:
+        assert train(load_run_config("quickstart", [f"output_dir={out}", "name=run", f"model.name_or_path={sft_base}", "log.progress=false",
+                                                    "threads=1", *args])).status == "completed"
+    return out / "run", dict(counts)
+
+
 @pytest.fixture(scope="module")
 def straight(sft_base, tmp_path_factory) -> tuple[Path, dict[str, int]]:
     """The uninterrupted run of ARGS (its run folder) and how often it reached each fault point."""
-    out = tmp_path_factory.mktemp("straight")
-    counts_file = out / "counts.json"
-    done = _rlvr("train", "quickstart", f"output_dir={out}", "name=run", f"model.name_or_path={sft_base}", "log.progress=false", "threads=1",
-                 *ARGS, RLVR_FAULT_COUNTS=str(counts_file))
-    assert done.returncode == 0, done.stderr[-2000:]
-    return out / "run", json.loads(counts_file.read_text())
+    return _straight(tmp_path_factory.mktemp("straight"), sft_base, *ARGS)
 
 
 @pytest.mark.slow
@@ -106,14 +111,11 @@ def test_sigkill_with_samples_in_flight_then_resume_ends_as_an_uninterrupted_run
     steps = 3
     args = (*(a for a in ARGS if not a.startswith("update.steps=")), f"update.steps={steps}", "rollout.async.max_staleness=2",
             "rollout.hf.decode=kv")
-    counts_file = tmp_path / "counts.json"
-    straight = _rlvr("train", "quickstart", *rl_overrides(tmp_path / "straight", sft_base, *args), RLVR_FAULT_COUNTS=str(counts_file))
-    assert straight.returncode == 0, straight.stderr[-2000:]
-    counts = json.loads(counts_file.read_text())
+    straight_run, counts = _straight(tmp_path / "straight", sft_base, *args)
     # from the second step on a checkpoint left a batch behind the one taken, but none behind the last (no batch past it is generated)
     assert counts.get("queued") == steps - 2, counts
-    reference = _tensors(tmp_path / "straight" / "run" / "checkpoints" / f"step-{steps}")
-    curve = [r["reward/mean"] for r in _rows(tmp_path / "straight" / "run")]
+    reference = _tensors(straight_run / "checkpoints" / f"step-{steps}")
+    curve = [r["reward/mean"] for r in _rows(straight_run)]
     for kill in ("queued:1", "checkpoint_write:2"):
         out = tmp_path / f"killed-{kill.replace(':', '-')}"
         killed = _rlvr("train", "quickstart", *rl_overrides(out, sft_base, *args), RLVR_KILL_AT=kill)
