@@ -8,8 +8,6 @@ others wait for it, so it is built once per run, not once per worker."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Callable
 
@@ -112,11 +110,17 @@ def verified_pairs(sft_base, tmp_path_factory) -> Path:
 
 
 def _build_pairs(sft_base: Path, out: Path) -> Path:
-    cmd = [sys.executable, "-m", "rlvr.cli", "pairs", "build", "--model", str(sft_base), "--task", "arithmetic-v1",
-           "--task-config", "{direct_frac: 0.5}", "--prompts", "48", "--n", "8", "--max-new-tokens", "64", "--pairs-per-group", "2",
-           "--threads", "1", "--out", str(out)]
-    proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    """`rlvr pairs build` by the CLI's `main` in this process (a process of its own would pay the imports again)."""
+    import contextlib
+    import io
+
+    from rlvr.cli import main
+
+    console = io.StringIO()
+    with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):
+        code = main(["pairs", "build", "--model", str(sft_base), "--task", "arithmetic-v1", "--task-config", "{direct_frac: 0.5}",
+                     "--prompts", "48", "--n", "8", "--max-new-tokens", "64", "--pairs-per-group", "2", "--threads", "1", "--out", str(out)])
+    assert code == 0, console.getvalue()[-3000:]
     return out
 
 
