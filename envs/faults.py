@@ -90,7 +90,8 @@ def reached(point: str) -> None:
 @contextmanager
 def counting() -> Iterator[Counter[str]]:
     """Within the block, count the points this process reaches (what ``RLVR_FAULT_COUNTS`` writes for a
-    whole process), injecting no fault: a test that only needs the counts runs the code in its own process."""
+    whole process) and inject no fault: a test that needs only the counts runs the code in the test's
+    process instead of starting one."""
     global _FAULTS
     outer, _FAULTS = _FAULTS, _Faults(None)
     _FAULTS.active = True
