@@ -4,14 +4,13 @@ warned about and reflected in the exit code, a full disk during a checkpoint.
 
 Runs use tiny random models built here in a second: these tests check containment and reporting,
 not learning. Where the exit code or the console is the point, `rlvr` runs as a real subprocess;
-where what a stopped run leaves and its resume are, in this process (`rlvr_here`: the imports of a
-process of its own cost far more than such a run).
+where what a stopped run leaves and its resume are, in this process (`cli`, with the ``testing/*``
+environments of the ``testing_envs`` fixture): the imports of a process of its own cost far more
+than such a run.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import shutil
@@ -26,6 +25,7 @@ from envs.types import Problem
 from rlvr.cli import main
 from tasks.dataset import DataSource, DatasetTask
 from tests.rlvr.test_cli_hardening import _tiny, rlvr, testing_envs  # noqa: F401 (a fixture, requested by name)
+from tests.rlvr.test_multinode import cli
 
 QUIET = ("log.progress=false", "log.plot=false", "log.tensorboard=false", "threads=1")
 SMALL = ("update.steps=2", "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8",
@@ -35,15 +35,6 @@ SMALL = ("update.steps=2", "rollout.prompts_per_step=2", "rollout.group_size=2",
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
     return _tiny(tmp_path_factory.mktemp("tiny") / "final")
-
-
-def rlvr_here(*argv: str) -> tuple[int, str]:
-    """``rlvr ARGV`` by the CLI's `main` in this process (the ``testing/*`` environments registered by
-    the ``testing_envs`` fixture); its exit code and console."""
-    console = io.StringIO()
-    with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):
-        code = main(list(argv))
-    return code, console.getvalue()
 
 
 # -- task checks come before the model loads; a failed start leaves no run directory -----------------
@@ -375,9 +366,9 @@ def test_a_step_that_failed_and_is_run_again_on_resume_is_tallied_once(tiny_mode
     args = ["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
             "update.steps=3", "task.env=testing/raise-v1", "verify.max_failed_steps=1"]
     # the verifier dies after step 1: step 2 fails, the run stops with a checkpoint of step 1
-    code, console = rlvr_here(*args, "task.env_kwargs={always_raise: false, raise_every: 0, raise_after: 4}")
+    code, console = cli([*args, "task.env_kwargs={always_raise: false, raise_every: 0, raise_after: 4}"])
     assert code != 0 and (tmp_path / "run" / "checkpoints" / "step-1").is_dir(), console[-2000:]
-    code, console = rlvr_here(*args, "task.env_kwargs={always_raise: false, raise_every: 0}", "resume=true")
+    code, console = cli([*args, "task.env_kwargs={always_raise: false, raise_every: 0}", "resume=true"])
     assert code == 0, console[-2000:]
     assert "verifications failed over the run" not in console, console[-2000:]  # step 2's failures were rolled back with it
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -398,11 +389,11 @@ def test_an_asynchronous_run_stopped_by_an_outage_keeps_its_checkpoint_from_befo
     args = ["train", "quickstart", f"output_dir={tmp_path}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
             "update.steps=8", "rollout.async.max_staleness=2", "rollout.async.timeout_s=60", f"log.checkpoint_every={every}",
             "log.keep_checkpoints=2", "task.env=testing/raise-v1", "verify.max_failed_steps=2"]
-    code, said = rlvr_here(*args, f"task.env_kwargs={{always_raise: false, raise_every: 0, raise_after: {calls}}}")
+    code, said = cli([*args, f"task.env_kwargs={{always_raise: false, raise_every: 0, raise_after: {calls}}}"])
     assert code != 0 and "every verification failed for 2 consecutive steps" in said, said[-2000:]
     run = tmp_path / "run"
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == kept, said[-2000:]
-    code, said = rlvr_here(*args, "task.env_kwargs={always_raise: false, raise_every: 0}", "resume=true")
+    code, said = cli([*args, "task.env_kwargs={always_raise: false, raise_every: 0}", "resume=true"])
     assert code == 0 and f"resumed from {run / 'checkpoints' / kept[-1]}" in said, said[-2000:]
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     tail = rows[-len(resumed):]
