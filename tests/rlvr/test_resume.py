@@ -1,7 +1,14 @@
-"""Resume equivalence: N steps straight, and N/2 steps + SIGKILL + resume + N/2 steps, end with the
+"""Resume equivalence: N steps straight, and N/2 steps + a stop + resume + N/2 steps, end with the
 same parameters — of the policy and of every learned component (critic, PRM) and optimizer, for
 policy-gradient (full and LoRA) and preference (offline DPO, online KTO) presets —
-with fixed threads and seeds. Also the run-folder rules a resume relies on."""
+with fixed threads and seeds. Also the run-folder rules a resume relies on.
+
+The stop is a real SIGKILL of a real run for GRPO with overlap and for SFT (and at every fault point
+for plain GRPO: test_fault_injection.py). For the other presets the point is what their checkpoint
+restores, not the kill, so the stopped run is the straight run's own folder as a kill after step 3
+leaves it (`_stopped_after`): its config, its step-2 checkpoint, its first 3 metrics rows. The run
+is deterministic, so that checkpoint is the one a killed run would have written, and no process
+is started to kill it."""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -66,6 +74,20 @@ def _kill_after(run: Path, rows: int, proc: subprocess.Popen, timeout: float = 6
     assert proc.returncode == -9
 
 
+def _stopped_after(straight: Path, run: Path, step: int, logged: int) -> Path:
+    """``run``: ``straight``'s run folder as a kill after ``logged`` logged steps leaves it, its last
+    checkpoint ``step``'s: the config, that checkpoint, the cached reference log-probs (written at
+    the start), and the first ``logged`` metrics rows."""
+    (run / "checkpoints").mkdir(parents=True)
+    shutil.copytree(straight / "checkpoints" / f"step-{step}", run / "checkpoints" / f"step-{step}")
+    for name in ("config.yaml", "reference_logps.pt"):
+        if (straight / name).exists():
+            shutil.copy2(straight / name, run / name)
+    rows = (straight / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (run / "metrics.jsonl").write_text("".join(rows[:logged]))
+    return run
+
+
 def _tensors(folder: Path) -> dict[str, torch.Tensor]:
     out = {}
     for f in sorted(folder.rglob("*.safetensors")):
@@ -74,6 +96,9 @@ def _tensors(folder: Path) -> dict[str, torch.Tensor]:
         state = torch.load(f, weights_only=False)["optimizer"]["state"]
         out |= {f"{f.relative_to(folder)}:{i}:{k}": v for i, s in state.items() for k, v in s.items() if torch.is_tensor(v)}
     return out
+
+
+KILLED = {"grpo+overlap"}  # the presets whose stopped run is a real process, SIGKILLed after its step 3 (the module's docstring)
 
 
 @pytest.mark.slow
@@ -90,7 +115,10 @@ def test_killed_and_resumed_run_ends_with_the_same_parameters(preset, sft_base, 
     assert straight.status == "completed"
 
     run = tmp_path / "killed" / "run"
-    _kill_after(run, 3, _start("train", "quickstart", *rl_overrides(tmp_path / "killed", sft_base, *args)))
+    if preset in KILLED:
+        _kill_after(run, 3, _start("train", "quickstart", *rl_overrides(tmp_path / "killed", sft_base, *args)))
+    else:
+        _stopped_after(straight.run_dir, run, step=2, logged=3)
     out = _here("train", str(run), "--resume")  # only the run directory: its own config.yaml has the rest
     assert f"resumed from {run / 'checkpoints' / 'step-2'}" in out
     if preset == "dpo":  # the reference log-probs come from the run's cache, not from a reference model
