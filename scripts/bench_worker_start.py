@@ -2,7 +2,8 @@
 """How long the asynchronous run's generation worker (`rlvr.rollout.worker.ProcessEngine`, ``rollout.engine=hf``)
 takes to start and to restart after a death: forked from the fork server that imported torch and
 transformers once (`worker_context`, what rlvr does), against a spawned process that imports them again
-each time (what rlvr did before 2026-12-01).
+each time (what rlvr did before 2026-12-01; the slots are `FlatSlot`s both ways, which rlvr's spawned
+workers did not have: they received one file descriptor per tensor, passed at the start).
 
 Each way runs in a fresh Python process of its own, alternately, ``--repeats`` times: load the model,
 stage its weights in shared memory (the run's slots), start the worker, restart it ``--restarts``

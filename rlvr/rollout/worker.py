@@ -43,6 +43,51 @@ class WorkerDied(EngineError):
     """The generation worker's process ended while work was asked of it; the message names it."""
 
 
+class FlatSlot(dict):
+    """One slot: its tensors by name, each a view into one shared-memory buffer per dtype. Pickled (to
+    the worker) as those buffers and each view's place: one file descriptor a buffer rather than one
+    a tensor (a model's few hundred tensors each cost a descriptor and a round trip to send)."""
+
+    ALIGN_BYTES = 64  # each view starts on a 64-byte boundary, as an allocation of its own would
+
+    def __init__(self, views: Mapping[str, torch.Tensor], buffers: list[torch.Tensor], places: list[tuple]):
+        super().__init__(views)
+        self.buffers = buffers
+        self.places = places  # (name, buffer index, offset, shape) per view
+
+    @classmethod
+    def copy_of(cls, tensors: Mapping[str, torch.Tensor]) -> "FlatSlot":
+        """A copy of ``tensors`` (on the CPU, detached) in fresh shared buffers."""
+        sizes: dict[torch.dtype, int] = {}
+        placed = []
+        for name, t in tensors.items():
+            step = max(1, cls.ALIGN_BYTES // t.element_size())
+            offset = -(-sizes.get(t.dtype, 0) // step) * step
+            sizes[t.dtype] = offset + t.numel()
+            placed.append((name, t.dtype, offset, tuple(t.shape)))
+        order = list(sizes)
+        buffers = [torch.empty(sizes[d], dtype=d).share_memory_() for d in order]
+        places = [(name, order.index(d), offset, shape) for name, d, offset, shape in placed]
+        slot = cls._build(buffers, places)
+        with torch.no_grad():
+            for name, t in tensors.items():
+                slot[name].copy_(t.detach())
+        return slot
+
+    @classmethod
+    def _build(cls, buffers: list[torch.Tensor], places: list[tuple]) -> "FlatSlot":
+        views = {}
+        for name, index, offset, shape in places:
+            numel = 1
+            for size in shape:
+                numel *= size
+            views[name] = buffers[index][offset:offset + numel].view(shape)
+        return cls(views, buffers, places)
+
+    def __reduce__(self):
+        return (FlatSlot._build, (self.buffers, self.places))
+
+
 class WeightSlots:
     """``n`` copies of the policy's weights in shared memory, by name.
 
@@ -57,8 +102,7 @@ class WeightSlots:
     def __init__(self, weights: Weights, n: int, full_state: bool = True):
         first = self._read(weights, full_state)
         self.full_state = full_state
-        self.slots: list[dict[str, torch.Tensor]] = [
-            {name: t.detach().to("cpu", copy=True).share_memory_() for name, t in first.items()} for _ in range(n)]
+        self.slots: list[dict[str, torch.Tensor]] = [FlatSlot.copy_of(first) for _ in range(n)]
 
     @staticmethod
     def _read(weights: Weights, full_state: bool) -> Mapping[str, torch.Tensor]:
