@@ -83,7 +83,7 @@ class TaskConfig:
 class OptimConfig:
     """AdamW and the learning-rate schedule."""
 
-    lr: float = help_field(1e-5, "Peak learning rate", gt=0)
+    lr: float = help_field(1e-5, "Peak learning rate", gt=0, le=1.0)  # above 1 every step diverges
     weight_decay: float = help_field(0.0, "AdamW weight decay", ge=0)
     betas: list[float] = help_field([0.9, 0.999], "AdamW betas: two numbers in [0, 1)")
     schedule: Literal["cosine", "linear", "constant"] = help_field("cosine", "Decay after warm-up")

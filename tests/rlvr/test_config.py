@@ -91,6 +91,7 @@ def test_a_number_yaml_reads_as_a_string_is_a_number_in_a_parts_arguments():
     ("quickstart", "optim.betas=[0.9]", "optim.betas must be two numbers in [0, 1)"),
     ("quickstart", "rollout.max_new_tokens=99999999999999999999", "'rollout.max_new_tokens' must be <= 1048576"),  # a C++ frame dump
     ("quickstart", "verify.timeout_s=1e308", "'verify.timeout_s' must be <= 86400"),  # every verdict an OverflowError
+    ("quickstart", "optim.lr=1e308", "'optim.lr' must be <= 1"),  # was accepted: the first step made every weight inf
     ("quickstart", "rollout.async.partial=true", "set rollout.async.max_staleness >= 2"),  # a check across keys: still the override's
     ("sft_quickstart", "tiny.heads=3", "tiny.hidden_size (128) must be a multiple of tiny.heads (3)"),  # a transformers traceback
     ("sft_quickstart", "tiny.hidden_size=-5", "'tiny.hidden_size' must be > 0"),
