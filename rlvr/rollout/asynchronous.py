@@ -384,7 +384,8 @@ class AsyncRollouts:
         self.trainer_probe = dict(state.get("trainer_probe", {}))
         self.proofs = dict(state.get("proofs", {}))
         self.updates_of = dict(state.get("updates_of", {}))
-        self.restarts_left = int(state.get("restarts_left", self.restarts_left))
+        # (the saved "restarts_left" is not restored: each run, a resume too, has rollout.async.restarts of its own;
+        # a run stopped for want of them would otherwise stop again at the resume's first death, whatever it set)
         self.sampler.yield_estimate = self.state.yield_estimate
         if self.partial is not None:
             self.partial.restore(self.state.parked)

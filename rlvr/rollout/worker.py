@@ -12,8 +12,10 @@ same way.
 The worker is forked from a fork server (Python's ``forkserver`` start method) that imported torch,
 transformers and rlvr's engine once, when the first worker started: a restarted worker, or the next
 run's in the same Python process, starts in a fraction of a second instead of importing them again
-(8-10 s of CPU on a 2-core machine). The server never runs torch, so the fork is as safe as a fresh
-process; each worker takes the trainer's environment variables and working directory as they are
+(about 6 s on a 2-core machine: `scripts/bench_worker_start.py`). The server imports torch but runs
+nothing (no thread pool, no CUDA context), so a fork of it is as clean as a fresh process; the
+weight slots are `FlatSlot`s, a few file descriptors to send rather than one per tensor. Each worker
+takes the trainer's environment variables and working directory as they are
 when it starts (`_take_the_trainers_context`), as a spawned one would. Where there is no fork server
 (Windows), workers are spawned.
 
@@ -232,7 +234,7 @@ def _worker_main(conn: Any, settings: WorkerSettings, first_start: bool, decoder
     engine = HFGenerateEngine(model, tokenizer, settings.max_batch_sequences, decode=settings.decode, sync_every=settings.sync_every)
     if decoder_choice:
         engine.restore_choice(decoder_choice)
-    conn.send(("ready", os.getpid()))
+    conn.send(("ready", (os.getpid(), os.getppid())))  # (the parent: the fork server, or the trainer where workers are spawned)
     while True:
         try:
             command, args = conn.recv()
@@ -258,6 +260,17 @@ def _worker_main(conn: Any, settings: WorkerSettings, first_start: bool, decoder
             conn.send(("ok", answer))
         except Exception as e:  # reported to the trainer, which raises it
             conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # no /proc here: not known to be dead
 
 
 def _exit_reason(code: int | None) -> str:
@@ -323,8 +336,7 @@ class ProcessEngine(RolloutEngine):
             self._conn.send((self._model, self.tokenizer, self.slots.slots))
         except (BrokenPipeError, OSError):
             raise self._died() from None
-        kind, pid = self._receive()
-        self.pid = pid
+        kind, (self.pid, self._parent_pid) = self._receive()
 
     def _choice_dict(self) -> dict | None:
         return self.choice.as_dict() if self.choice is not None else self._saved_choice
@@ -342,7 +354,12 @@ class ProcessEngine(RolloutEngine):
 
     def _died(self) -> WorkerDied:
         self._process.join(timeout=5)
-        return WorkerDied(f"the generation worker (pid {self._process.pid}, hf engine) died: {_exit_reason(self._process.exitcode)}")
+        reason = _exit_reason(self._process.exitcode)
+        parent = getattr(self, "_parent_pid", None)
+        if self._process.exitcode == 255 and parent not in (None, os.getpid()) and not _running(parent):
+            # a fork server that dies takes its workers with it (they die with their parent), and cannot report how they ended
+            reason = f"its fork server (pid {parent}) died, and the worker with it (a new server starts with the next worker)"
+        return WorkerDied(f"the generation worker (pid {self._process.pid}, hf engine) died: {reason}")
 
     def _receive(self) -> tuple[str, Any]:
         while not self._conn.poll(0.5):

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -337,6 +338,17 @@ def test_the_worker_process_generates_like_the_engine_takes_pushed_weights_and_i
         worker.restart()
         worker.load_weights(slots[2])
         assert worker.pid != pid and probe.check(worker, model, tok.pad_token_id).mean_gap < 1e-6
+        # the fork server the worker was forked from dies (killed): the worker dies with it, and the error says so
+        server, pid = worker._parent_pid, worker.pid
+        assert server != os.getpid()  # a fork server's child, not this process's
+        os.kill(server, signal.SIGKILL)
+        with pytest.raises(WorkerDied, match=rf"generation worker \(pid {pid}, hf engine\) died: its fork server \(pid {server}\) died"):
+            for _ in range(100):  # (its death reaches the worker a moment later)
+                worker.generate(["2+3="], 1, sampling)
+                time.sleep(0.1)
+        worker.restart()  # a new fork server
+        worker.load_weights(slots[2])
+        assert worker._parent_pid != server and probe.check(worker, model, tok.pad_token_id).mean_gap < 1e-6
     finally:
         worker.close()
     assert not worker.alive

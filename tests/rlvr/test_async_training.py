@@ -166,7 +166,7 @@ def test_a_worker_that_dies_is_started_again_and_the_run_ends_as_an_uninterrupte
     assert a.keys() == b.keys() and not [k for k in a if not torch.equal(a[k], b[k])]
 
 
-def test_a_worker_that_dies_past_its_restarts_stops_the_run_naming_it(sft_base, tmp_path, rl_overrides):
+def test_a_worker_that_dies_past_its_restarts_stops_the_run_naming_it(sft_base, tmp_path, rl_overrides, monkeypatch):
     # token 90 is in batch 3 or 4 (of 4): a checkpoint or two are written before (the one after step s waits for batch s + 1)
     out = _cli("train", "quickstart", *rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=1", "rollout.async.restarts=0", *ARGS),
                RLVR_WORKER_KILL_AT="generate:90")
@@ -181,8 +181,12 @@ def test_a_worker_that_dies_past_its_restarts_stops_the_run_naming_it(sft_base, 
     assert not list((run / "checkpoints").glob("*.tmp"))
     # the checkpoint after step last + 1 waited for batch last + 2, whose worker died: nothing was written after the death
     assert f"died: killed by SIGKILL in round {last + 2}" in errors[0] and len(_rows(run)) == last + 1
-    assert train(load_run_config(str(run), ["resume=true"])).status == "completed"  # as `rlvr train RUN --resume` does, in this process
+    # the resume has restarts of its own (the stopped run's were spent): its worker dies as well, once, and is started again
+    monkeypatch.setenv("RLVR_WORKER_KILL_AT", "generate:10")
+    resumed = train(load_run_config(str(run), ["resume=true", "rollout.async.restarts=1"]))  # as `rlvr train RUN --resume` does, here
+    assert resumed.status == "completed"
     assert [r["step"] for r in _rows(run)] == [1, 2, 3, 4]
+    assert sum(r.get("async/worker_restarts", 0) for r in _rows(run)[last:]) == 1
 
 
 def test_a_worker_that_would_die_after_the_last_batch_leaves_a_completed_run(sft_base, tmp_path, rl_overrides):
