@@ -68,7 +68,7 @@ class FlatSlot(dict):
             sizes[t.dtype] = offset + t.numel()
             placed.append((name, t.dtype, offset, tuple(t.shape)))
         order = list(sizes)
-        buffers = [torch.empty(sizes[d], dtype=d).share_memory_() for d in order]
+        buffers = [torch.empty(max(1, sizes[d]), dtype=d).share_memory_() for d in order]  # (an empty storage cannot be shared)
         places = [(name, order.index(d), offset, shape) for name, d, offset, shape in placed]
         slot = cls._build(buffers, places)
         with torch.no_grad():

@@ -305,6 +305,28 @@ def test_the_sampler_verifies_carried_groups_first_and_parks_unfinished_ones(sft
 
 # -- the generation worker process ------------------------------------------------------------------
 
+def test_a_flat_slot_holds_a_copy_of_every_tensor_and_pickles_as_one_buffer_per_dtype():
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401 - its reductions share storages by file descriptor
+
+    from rlvr.rollout.worker import FlatSlot
+
+    tensors = {"w": torch.randn(3, 5), "empty": torch.empty(0), "scalar": torch.tensor(2.0), "half": torch.randn(7, dtype=torch.bfloat16),
+               "ids": torch.arange(4), "w2": torch.randn(2, 3)}
+    slot = FlatSlot.copy_of(tensors)
+    assert list(slot) == list(tensors) and all(torch.equal(slot[k], t) and slot[k].is_shared() for k, t in tensors.items())
+    assert len(slot.buffers) == 3  # float32, bfloat16, int64
+    assert all(v.data_ptr() % 64 == 0 for v in slot.values() if v.numel())  # each view on a 64-byte boundary
+    slot["w"].add_(1)  # a view: writing it writes the buffer, and leaves its neighbours alone
+    assert torch.equal(slot["w"], tensors["w"] + 1) and torch.equal(slot["w2"], tensors["w2"])
+    again = pickle.loads(ForkingPickler.dumps(slot))
+    assert isinstance(again, FlatSlot) and all(torch.equal(again[k], slot[k]) for k in slot)
+    again["ids"].fill_(9)  # the same shared memory, not a copy
+    assert slot["ids"].tolist() == [9] * 4
+
+
 def test_the_worker_process_generates_like_the_engine_takes_pushed_weights_and_is_named_when_it_dies(sft_base):
     model, tok = load_model(str(sft_base))
     slots = WeightSlots(model, 3)
