@@ -17,9 +17,18 @@ from pathlib import Path
 
 from tests.rlvr.gloo import free_port
 from tests.rlvr.nodes import REPO, one_process_env
-from tests.rlvr.rollout_server import ServerProcess, rollout_server
+from tests.rlvr.rollout_server import ServerProcess
+from tests.rlvr.rollout_server import rollout_server as _rollout_server
 
 __all__ = ["Trainers", "env_server", "metrics", "rollout_server"]
+
+
+class rollout_server(_rollout_server):
+    """`tests.rlvr.rollout_server.rollout_server` as the command a user types (``python -m rlvr.cli
+    rollout serve``), not forked from the test process: the commands are this lane's point."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, command=True, **kwargs)
 
 
 class env_server(ServerProcess):
