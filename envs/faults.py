@@ -81,6 +81,13 @@ class _Faults:
 _FAULTS = _Faults()
 
 
+def configure() -> None:
+    """Read the ``RLVR_*`` fault variables again: in a process forked from one that imported this
+    module before they were set (a fork server's child)."""
+    global _FAULTS
+    _FAULTS = _Faults()
+
+
 def reached(point: str) -> None:
     """Mark that this process is at fault point ``point`` (see the module docstring)."""
     if _FAULTS.active:

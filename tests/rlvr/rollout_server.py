@@ -2,7 +2,7 @@
 Hugging Face engine (``engine="hf"``) anywhere.
 
 A server of rlvr's own engine is `rlvr.cli.main` with the same arguments in a process forked from the
-fork server the generation worker uses (`ForkedCLI`; `rlvr.rollout.worker.worker_context`), which
+fork server the generation worker uses (`tests.forked.ForkedCLI`; `rlvr.rollout.worker.worker_context`), which
 imported torch and transformers once for the test process, instead of ``python -m rlvr.cli``, which
 imports them again for every server (about 9 s of CPU each on a 2-core machine, and these tests start
 about twenty). It is a process of its own all the same: killed, stopped and signalled as one, with
@@ -13,95 +13,11 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
-from typing import Any
 
-
-class _Inherited:
-    """A file descriptor a forked child is given with its start (pickled as a duplicate of it)."""
-
-    def __init__(self, fd: int):
-        self.fd = fd
-
-    def __reduce__(self):
-        from multiprocessing import reduction
-
-        return (_Inherited._detach, (reduction.DupFd(self.fd),))
-
-    @staticmethod
-    def _detach(dup: Any) -> int:
-        return dup.detach()
-
-
-def _run_cli(argv: list[str], environ: dict[str, str], cwd: str, out: int) -> None:
-    """In the forked child: become ``python -m rlvr.cli ARGV`` with ``environ``, its console on ``out``."""
-    signal.pthread_sigmask(signal.SIG_SETMASK, set())  # (the fork server holds the trainer's shutdown signals)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    from rlvr.rollout.worker import _die_with_parent
-
-    _die_with_parent()  # with the fork server, i.e. with the test process
-    os.environ.clear()
-    os.environ.update(environ)
-    os.chdir(cwd)
-    os.dup2(out, 1)
-    os.close(out)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
-    sys.stdout.reconfigure(line_buffering=True)
-    from rlvr.cli import main
-
-    sys.exit(main(argv))
-
-
-class ForkedCLI:
-    """``rlvr ARGV`` in a process forked from the fork server: the parts of `subprocess.Popen` the
-    tests use (``pid``, ``stdout`` as text, ``poll``, ``wait``, ``returncode``, signals)."""
-
-    def __init__(self, argv: list[str], env: dict[str, str]):
-        from multiprocessing import resource_tracker
-
-        from rlvr.rollout.worker import SHUTDOWN_SIGNALS, worker_context
-
-        ctx = worker_context("rlvr.rollout.engines.serve")
-        read, write = os.pipe()
-        self._process = ctx.Process(target=_run_cli, args=(argv, env, os.getcwd(), _Inherited(write)), name="rlvr-test-server", daemon=True)
-        resource_tracker.ensure_running()
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)  # (a fork server started here holds them, as the worker's does)
-        try:
-            self._process.start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-            os.close(write)
-        self.pid = self._process.pid
-        self.stdout = open(read, encoding="utf-8", errors="replace")
-
-    @property
-    def returncode(self) -> int | None:
-        return self._process.exitcode
-
-    def poll(self) -> int | None:
-        return None if self._process.is_alive() else self._process.exitcode
-
-    def wait(self, timeout: float | None = None) -> int:
-        self._process.join(timeout)
-        if self._process.is_alive():
-            raise subprocess.TimeoutExpired("rlvr (forked)", timeout)
-        return self._process.exitcode
-
-    def send_signal(self, sig: int) -> None:
-        if self._process.is_alive():
-            os.kill(self.pid, sig)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
+from tests.forked import ForkedCLI
 
 
 class ServerProcess:

@@ -10,7 +10,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import torch
 from envs import faults
 from envs.faults import POINTS
 from rlvr.train.recipes import load_run_config, train
+from tests.forked import run_forked
 from tests.rlvr.test_resume import _rows, _tensors
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,9 +28,10 @@ ARGS = (f"update.steps={STEPS}", "log.checkpoint_every=1", "rollout.prompts_per_
 
 
 def _rlvr(*argv: str, **env: str) -> subprocess.CompletedProcess:
+    """``rlvr ARGV`` in a process of its own (it kills itself, or fails, at the fault point), forked
+    without a new interpreter's imports (`tests.forked`)."""
     environ = {k: v for k, v in os.environ.items() if k not in ("RLVR_KILL_AT", "RLVR_FAULT_COUNTS")}
-    return subprocess.run([sys.executable, "-m", "rlvr.cli", *argv], cwd=REPO, env={**environ, "OMP_NUM_THREADS": "1", **env},
-                          capture_output=True, text=True, timeout=900)
+    return run_forked(list(argv), {**environ, "OMP_NUM_THREADS": "1", **env}, timeout=900, cwd=REPO)
 
 
 def _resume(run: Path) -> None:

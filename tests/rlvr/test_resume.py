@@ -17,8 +17,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,6 +29,7 @@ from rlvr.cli import main
 from rlvr.config import load_config
 from rlvr.train import TrainConfig, train
 from rlvr.train.recipes import load_run_config
+from tests.forked import ForkedCLI
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ("update.steps=4", "log.checkpoint_every=2", "rollout.prompts_per_step=8", "rollout.group_size=4", "rollout.chunk_prompts=8",
@@ -42,11 +41,9 @@ def _rows(run: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def _start(*argv: str) -> subprocess.Popen:
-    """``rlvr ARGV...`` in a subprocess."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "rlvr.cli", *argv], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def _start(*argv: str) -> ForkedCLI:
+    """``rlvr ARGV...`` in a process of its own, to be killed (forked without a new interpreter's imports: `tests.forked`)."""
+    return ForkedCLI(list(argv), {**os.environ, "OMP_NUM_THREADS": "1"}, stderr="stdout", cwd=REPO)
 
 
 def _here(*argv: str) -> str:
@@ -59,7 +56,7 @@ def _here(*argv: str) -> str:
     return console.getvalue()
 
 
-def _kill_after(run: Path, rows: int, proc: subprocess.Popen, timeout: float = 600) -> None:
+def _kill_after(run: Path, rows: int, proc: ForkedCLI, timeout: float = 600) -> None:
     """SIGKILL ``proc`` once ``rows`` steps are logged (so the checkpoint before them is on disk)."""
     deadline = time.monotonic() + timeout
     while len(_rows(run)) < rows:

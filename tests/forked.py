@@ -1,0 +1,136 @@
+"""``rlvr ARGV`` in a process of its own without a new interpreter's imports, for tests.
+
+A test that needs a real process (to kill it, signal it, read its exit status and console) but not a
+fresh interpreter runs `rlvr.cli.main` in a process forked from the fork server the generation worker
+uses (`rlvr.rollout.worker.worker_context`): that server imported torch and transformers once for the
+test process, where ``python -m rlvr.cli`` imports them again for every run (about 9 s of CPU on a
+2-core machine). The child takes the environment and working directory it is given, its console goes
+to pipes, and it dies with the test process.
+
+What stays a command (``python -m rlvr.cli``): a test of what a fresh interpreter does (its exit with
+threads still running, imports hidden or made to fail, the console script), and the cluster lane,
+whose point is the commands a user types.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+
+class _Inherited:
+    """A file descriptor a forked child is given with its start (pickled as a duplicate of it)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __reduce__(self):
+        from multiprocessing import reduction
+
+        return (_Inherited._detach, (reduction.DupFd(self.fd),))
+
+    @staticmethod
+    def _detach(dup: Any) -> int:
+        return dup.detach()
+
+
+def _run_cli(argv: list[str], environ: dict[str, str], cwd: str, out: _Inherited, err: _Inherited | None) -> None:
+    """In the forked child: become ``python -m rlvr.cli ARGV`` with ``environ``, its console on ``out`` and ``err``
+    (None: /dev/null)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())  # (the fork server holds the trainer's shutdown signals)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    from rlvr.rollout.worker import _die_with_parent
+
+    _die_with_parent()  # with the fork server, i.e. with the test process
+    os.environ.clear()
+    os.environ.update(environ)
+    os.chdir(cwd)
+    from envs import faults
+
+    faults.configure()  # (imported by the fork server before this environment was set)
+    os.dup2(out, 1)
+    os.dup2(err if err is not None else os.open(os.devnull, os.O_WRONLY), 2)
+    for fd in {out, err} - {None}:
+        os.close(fd)
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.stderr.reconfigure(line_buffering=True)
+    from rlvr.cli import main
+
+    sys.exit(main(argv))
+
+
+class ForkedCLI:
+    """``rlvr ARGV`` in a process forked from the fork server: the parts of `subprocess.Popen` the
+    tests use (``pid``, ``stdout`` and ``stderr`` as text, ``poll``, ``wait``, ``returncode``, signals).
+
+    ``stderr``: "devnull", "pipe" (its own pipe) or "stdout" (into ``stdout``'s)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], stderr: str = "devnull", cwd: str | os.PathLike | None = None):
+        from multiprocessing import resource_tracker
+
+        from rlvr.rollout.worker import SHUTDOWN_SIGNALS, worker_context
+
+        ctx = worker_context("rlvr.rollout.engines.serve", "rlvr.cli")
+        read, write = os.pipe()
+        err_read, err_write = os.pipe() if stderr == "pipe" else (None, write if stderr == "stdout" else None)
+        self._process = ctx.Process(target=_run_cli, name="rlvr-test-cli", daemon=False,  # (a daemon could not start workers)
+                                    args=(argv, env, str(cwd or os.getcwd()), _Inherited(write),
+                                          None if err_write is None else _Inherited(err_write)))
+        resource_tracker.ensure_running()
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)  # (a fork server started here holds them, as the worker's does)
+        try:
+            self._process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            for fd in {write, err_write} - {None}:
+                os.close(fd)
+        self.pid = self._process.pid
+        self.stdout = open(read, encoding="utf-8", errors="replace")
+        self.stderr = open(err_read, encoding="utf-8", errors="replace") if err_read is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        return None if self._process.is_alive() else self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self._process.is_alive():
+            raise subprocess.TimeoutExpired("rlvr (forked)", timeout)
+        return self._process.exitcode
+
+    def send_signal(self, sig: int) -> None:
+        if self._process.is_alive():
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def run_forked(argv: list[str], env: dict[str, str], timeout: float, cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
+    """`subprocess.run` of ``rlvr ARGV`` (output captured as text) in a `ForkedCLI`; killed past ``timeout``."""
+    import concurrent.futures as cf
+
+    proc = ForkedCLI(argv, env, stderr="pipe", cwd=cwd)
+    with cf.ThreadPoolExecutor(2) as pool:  # both pipes read at once: a full one would stall the child
+        out, err = pool.submit(proc.stdout.read), pool.submit(proc.stderr.read)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(60)
+            raise
+        stdout, stderr = out.result(), err.result()
+    proc.stdout.close()
+    proc.stderr.close()
+    return subprocess.CompletedProcess(["rlvr", *argv], proc.returncode, stdout, stderr)
