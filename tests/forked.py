@@ -37,9 +37,12 @@ class _Inherited:
         return dup.detach()
 
 
-def _run_cli(argv: list[str], environ: dict[str, str], cwd: str, out: _Inherited, err: _Inherited | None) -> None:
+def _run_cli(argv: list[str], environ: dict[str, str], cwd: str, out: _Inherited, err: _Inherited | None, new_session: bool,
+             testing_envs: bool) -> None:
     """In the forked child: become ``python -m rlvr.cli ARGV`` with ``environ``, its console on ``out`` and ``err``
-    (None: /dev/null)."""
+    (None: /dev/null), in a session of its own if ``new_session``, with the ``testing/*`` environments if ``testing_envs``."""
+    if new_session:
+        os.setsid()
     signal.pthread_sigmask(signal.SIG_SETMASK, set())  # (the fork server holds the trainer's shutdown signals)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
@@ -59,6 +62,10 @@ def _run_cli(argv: list[str], environ: dict[str, str], cwd: str, out: _Inherited
         os.close(fd)
     sys.stdout.reconfigure(line_buffering=True)
     sys.stderr.reconfigure(line_buffering=True)
+    if testing_envs:
+        import envs.testing
+
+        envs.testing.register_testing_envs()
     from rlvr.cli import main
 
     sys.exit(main(argv))
@@ -68,9 +75,12 @@ class ForkedCLI:
     """``rlvr ARGV`` in a process forked from the fork server: the parts of `subprocess.Popen` the
     tests use (``pid``, ``stdout`` and ``stderr`` as text, ``poll``, ``wait``, ``returncode``, signals).
 
-    ``stderr``: "devnull", "pipe" (its own pipe) or "stdout" (into ``stdout``'s)."""
+    ``stderr``: "devnull", "pipe" (its own pipe) or "stdout" (into ``stdout``'s); ``new_session``: as
+    ``start_new_session`` (its own process group, for a signal to the whole group); ``testing_envs``:
+    with the ``testing/*`` environments registered (`envs.testing`)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], stderr: str = "devnull", cwd: str | os.PathLike | None = None):
+    def __init__(self, argv: list[str], env: dict[str, str], stderr: str = "devnull", cwd: str | os.PathLike | None = None,
+                 new_session: bool = False, testing_envs: bool = False):
         from multiprocessing import resource_tracker
 
         from rlvr.rollout.worker import SHUTDOWN_SIGNALS, worker_context
@@ -80,7 +90,7 @@ class ForkedCLI:
         err_read, err_write = os.pipe() if stderr == "pipe" else (None, write if stderr == "stdout" else None)
         self._process = ctx.Process(target=_run_cli, name="rlvr-test-cli", daemon=False,  # (a daemon could not start workers)
                                     args=(argv, env, str(cwd or os.getcwd()), _Inherited(write),
-                                          None if err_write is None else _Inherited(err_write)))
+                                          None if err_write is None else _Inherited(err_write), new_session, testing_envs))
         resource_tracker.ensure_running()
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)  # (a fork server started here holds them, as the worker's does)
         try:
@@ -117,11 +127,12 @@ class ForkedCLI:
         self.send_signal(signal.SIGKILL)
 
 
-def run_forked(argv: list[str], env: dict[str, str], timeout: float, cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
+def run_forked(argv: list[str], env: dict[str, str], timeout: float, cwd: str | os.PathLike | None = None,
+               testing_envs: bool = False) -> subprocess.CompletedProcess:
     """`subprocess.run` of ``rlvr ARGV`` (output captured as text) in a `ForkedCLI`; killed past ``timeout``."""
     import concurrent.futures as cf
 
-    proc = ForkedCLI(argv, env, stderr="pipe", cwd=cwd)
+    proc = ForkedCLI(argv, env, stderr="pipe", cwd=cwd, testing_envs=testing_envs)
     with cf.ThreadPoolExecutor(2) as pool:  # both pipes read at once: a full one would stall the child
         out, err = pool.submit(proc.stdout.read), pool.submit(proc.stderr.read)
         try:

@@ -38,6 +38,14 @@ def rlvr(*argv: str, cwd: Path, env: dict[str, str | None] | None = None, timeou
                           timeout=timeout, cwd=cwd, env=environ)
 
 
+def rlvr_forked(*argv: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`rlvr` in a process of its own forked without a new interpreter's imports (`tests.forked`), for a
+    test of its exit status and console that is not about how a fresh interpreter exits."""
+    from tests.forked import run_forked
+
+    return run_forked(list(argv), {**os.environ, **(env or {})}, timeout=timeout, cwd=cwd, testing_envs=True)
+
+
 def _tiny(out: Path, seed: int = 0, max_positions: int = 256) -> Path:
     from rlvr.models.tiny import TinyModelConfig, build_tiny_model
 
@@ -291,9 +299,10 @@ def test_eval_flags_completions_that_run_past_the_models_context(tmp_path, capsy
 # -- rlvr train: a hung verifier cannot keep the process alive -------------------------------------
 
 
-def _train_tiny(model: Path, out: Path, name: str, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """A tiny `rlvr train quickstart` run of 2 prompts x 2 completions of 8 tokens a step, in a child process."""
-    return rlvr("train", "quickstart", f"output_dir={out}", f"name={name}", f"model.name_or_path={model}", "rollout.prompts_per_step=2",
+def _train_tiny(model: Path, out: Path, name: str, *extra: str, timeout: float = 300, forked: bool = False) -> subprocess.CompletedProcess:
+    """A tiny `rlvr train quickstart` run of 2 prompts x 2 completions of 8 tokens a step, in a child process
+    (``forked``: `rlvr_forked`; else a fresh interpreter, for the tests of how it exits)."""
+    return (rlvr_forked if forked else rlvr)("train", "quickstart", f"output_dir={out}", f"name={name}", f"model.name_or_path={model}", "rollout.prompts_per_step=2",
                 "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.at_start=false", "eval.every=0", "log.progress=false",
                 "log.plot=false", "log.tensorboard=false", "threads=1", *extra, cwd=out, timeout=timeout)
 
@@ -308,7 +317,7 @@ def test_train_with_a_verifier_that_never_returns_finishes_and_counts_the_hang(t
 
 
 def test_train_with_a_verifier_worker_that_segfaults_counts_errors_and_goes_on(tiny_model, tmp_path):
-    out = _train_tiny(tiny_model, tmp_path, "segv", "task.env=testing/segfault-v1", "verify.kind=process", "update.steps=2")
+    out = _train_tiny(tiny_model, tmp_path, "segv", "task.env=testing/segfault-v1", "verify.kind=process", "update.steps=2", forked=True)
     # both steps ran; as every verdict of the run failed, it ends with status 1 naming the signal
     assert out.returncode == 1, out.stderr[-2000:]
     assert "failed: every verification of the run failed" in out.stdout and "killed by SIGSEGV" in out.stdout

@@ -3,10 +3,11 @@ run directory left by a failed start, leakage checked when training starts, fail
 warned about and reflected in the exit code, a full disk during a checkpoint.
 
 Runs use tiny random models built here in a second: these tests check containment and reporting,
-not learning. Where the exit code or the console is the point, `rlvr` runs as a real subprocess;
-where what a stopped run leaves and its resume are, in this process (`cli`, with the ``testing/*``
-environments of the ``testing_envs`` fixture): the imports of a process of its own cost far more
-than such a run.
+not learning. Where the exit code or the console is the point, `rlvr` runs in a process of its own
+(`rlvr_forked`: forked from the test process's fork server, without a new interpreter's imports;
+torchrun's ranks are real commands); where what a stopped run leaves and its resume are, in this
+process (`cli`, with the ``testing/*`` environments of the ``testing_envs`` fixture): the imports of
+a new interpreter cost far more than such a run.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import tasks
 from envs.types import Problem
 from rlvr.cli import main
 from tasks.dataset import DataSource, DatasetTask
-from tests.rlvr.test_cli_hardening import _tiny, rlvr, testing_envs  # noqa: F401 (a fixture, requested by name)
+from tests.rlvr.test_cli_hardening import _tiny, rlvr_forked, testing_envs  # noqa: F401 (a fixture, requested by name)
 from tests.rlvr.test_multinode import cli
 
 QUIET = ("log.progress=false", "log.plot=false", "log.tensorboard=false", "threads=1")
@@ -117,7 +118,7 @@ def test_training_on_a_split_that_leaks_into_held_out_data_warns_or_is_refused(t
 
 
 def test_a_run_whose_every_verification_failed_warns_each_step_and_exits_non_zero(tiny_model, tmp_path):
-    out = rlvr("train", "quickstart", f"output_dir={tmp_path}", "name=fail", f"model.name_or_path={tiny_model}",
+    out = rlvr_forked("train", "quickstart", f"output_dir={tmp_path}", "name=fail", f"model.name_or_path={tiny_model}",
                "task.env=testing/raise-v1", *QUIET, *SMALL, cwd=tmp_path, timeout=300)
     console = out.stdout + out.stderr
     assert out.returncode == 1, console[-2000:]
@@ -130,7 +131,7 @@ def test_a_run_whose_every_verification_failed_warns_each_step_and_exits_non_zer
 
 
 def test_a_run_with_some_failed_verifications_completes_and_summarises_them(tiny_model, tmp_path):
-    out = rlvr("train", "quickstart", f"output_dir={tmp_path}", "name=flaky", f"model.name_or_path={tiny_model}",
+    out = rlvr_forked("train", "quickstart", f"output_dir={tmp_path}", "name=flaky", f"model.name_or_path={tiny_model}",
                "task.env=testing/raise-v1", "task.env_kwargs={always_raise: false, raise_every: 2}", *QUIET, *SMALL,
                cwd=tmp_path, timeout=300)
     console = out.stdout + out.stderr
@@ -162,7 +163,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_run_resumes_once_sp
     try:
         args = ("train", "quickstart", f"output_dir={disk}", "name=run", f"model.name_or_path={tiny_model}", *QUIET, *SMALL,
                 "update.steps=6", "log.checkpoint_every=1", "log.keep_checkpoints=6")
-        full = rlvr(*args, cwd=tmp_path, timeout=300)
+        full = rlvr_forked(*args, cwd=tmp_path, timeout=300)
         assert full.returncode == 1, (full.stdout + full.stderr)[-2000:]
         errors = [line for line in full.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and "Traceback" not in full.stderr, full.stderr[-2000:]
@@ -171,7 +172,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_run_resumes_once_sp
         assert not list((disk / "run" / "checkpoints").glob("*.tmp"))  # the partial write is gone
 
         subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)  # space freed
-        resumed = rlvr("train", str(disk / "run"), "--resume", cwd=tmp_path, timeout=300)
+        resumed = rlvr_forked("train", str(disk / "run"), "--resume", cwd=tmp_path, timeout=300)
         assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-2000:]
         assert "completed: 6 steps" in resumed.stdout
     finally:
