@@ -116,6 +116,24 @@ class ForkedCLI:
             raise subprocess.TimeoutExpired("rlvr (forked)", timeout)
         return self._process.exitcode
 
+    def communicate(self, timeout: float | None = None) -> tuple[str, str | None]:
+        """Its whole console (stdout, stderr) once it exits; killed past ``timeout``."""
+        import concurrent.futures as cf
+
+        streams = [s for s in (self.stdout, self.stderr) if s is not None]
+        with cf.ThreadPoolExecutor(len(streams)) as pool:  # both pipes read at once: a full one would stall the child
+            reads = [pool.submit(s.read) for s in streams]
+            try:
+                self.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                self.wait(60)
+                raise
+            texts = [r.result() for r in reads]
+        for stream in streams:
+            stream.close()
+        return texts[0], texts[1] if len(texts) > 1 else None
+
     def send_signal(self, sig: int) -> None:
         if self._process.is_alive():
             os.kill(self.pid, sig)
@@ -130,18 +148,6 @@ class ForkedCLI:
 def run_forked(argv: list[str], env: dict[str, str], timeout: float, cwd: str | os.PathLike | None = None,
                testing_envs: bool = False) -> subprocess.CompletedProcess:
     """`subprocess.run` of ``rlvr ARGV`` (output captured as text) in a `ForkedCLI`; killed past ``timeout``."""
-    import concurrent.futures as cf
-
     proc = ForkedCLI(argv, env, stderr="pipe", cwd=cwd, testing_envs=testing_envs)
-    with cf.ThreadPoolExecutor(2) as pool:  # both pipes read at once: a full one would stall the child
-        out, err = pool.submit(proc.stdout.read), pool.submit(proc.stderr.read)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(60)
-            raise
-        stdout, stderr = out.result(), err.result()
-    proc.stdout.close()
-    proc.stderr.close()
+    stdout, stderr = proc.communicate(timeout)
     return subprocess.CompletedProcess(["rlvr", *argv], proc.returncode, stdout, stderr)

@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from rlvr.config import load_config
 from rlvr.rollout.sync import WeightSyncError
 from rlvr.train import TrainConfig, train
 from rlvr.train.recipes import load_run_config
+from tests.forked import ForkedCLI
 from tests.rlvr.test_resume import _rows, _tensors
 
 REPO = Path(__file__).resolve().parents[2]
@@ -227,11 +227,9 @@ def test_a_stuck_trainer_is_named_by_the_waiting_worker(sft_base, tmp_path, rl_o
     On a loaded machine a slow first step may outlast the timeout as well and be named (version 1):
     the test waits for the warning about version 2, which only the hang can cause. The timeout is
     many times what a round takes on a loaded machine (a fraction of a second here)."""
-    argv = [sys.executable, "-m", "rlvr.cli", "train", "quickstart",
-            *rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=1", "rollout.async.timeout_s=6", *ARGS)]
+    argv = ["train", "quickstart", *rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=1", "rollout.async.timeout_s=6", *ARGS)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RLVR_KILL_AT", "RLVR_WORKER_"))}
-    proc = subprocess.Popen(argv, cwd=REPO, env={**env, "OMP_NUM_THREADS": "1", "RLVR_STALL_AT": "optimizer_step:2"},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = ForkedCLI(argv, {**env, "OMP_NUM_THREADS": "1", "RLVR_STALL_AT": "optimizer_step:2"}, stderr="stdout", cwd=REPO)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
     reader.start()
@@ -261,8 +259,7 @@ def test_a_signal_to_the_whole_process_group_checkpoints_and_leaves_the_worker_a
     argv = rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=1", "rollout.async.restarts=1", "update.steps=40",
                         "log.checkpoint_every=1", "rollout.hf.decode=kv", *SMALL)
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("RLVR_KILL_AT", "RLVR_WORKER_", "RLVR_STALL_AT"))}
-    proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "train", "quickstart", *argv], cwd=REPO, start_new_session=True,
-                            env={**environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = ForkedCLI(["train", "quickstart", *argv], {**environ, "OMP_NUM_THREADS": "1"}, stderr="stdout", cwd=REPO, new_session=True)
     try:
         while len(_rows(run)) < 1 and proc.poll() is None:  # a step logged: the worker is generating ahead
             time.sleep(0.1)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import envs
 from envs.testing import FlakyEnv
 from rlvr.config import load_config
 from rlvr.train import TrainConfig, TrainingError, train
+from tests.forked import ForkedCLI
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -48,15 +47,14 @@ def test_ppo_learns_and_its_critic_explains_the_returns(sft_base, tmp_path, rl_o
     assert set(resources["optimizer_state_bytes"]) == {"policy", "critic"}
 
 
-def _train_process(rl_overrides, tmp_path: Path, base: Path, *extra: str) -> subprocess.Popen:
+def _train_process(rl_overrides, tmp_path: Path, base: Path, *extra: str) -> ForkedCLI:
+    """`rlvr train` in a process of its own, to be signalled (forked without a new interpreter's imports: `tests.forked`)."""
     args = rl_overrides(tmp_path, base, "update.steps=6", "log.checkpoint_every=2", "eval.every=0", "eval.at_start=false",
                         "rollout.prompts_per_step=8", "rollout.group_size=4", "log.tensorboard=false", *extra)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "rlvr.cli", "train", "quickstart", *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return ForkedCLI(["train", "quickstart", *args], {**os.environ, "OMP_NUM_THREADS": "1"}, stderr="stdout", cwd=REPO)
 
 
-def _wait_for_rows(run: Path, n: int, proc: subprocess.Popen, timeout: float = 300) -> None:
+def _wait_for_rows(run: Path, n: int, proc: ForkedCLI, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if (run / "metrics.jsonl").exists() and len((run / "metrics.jsonl").read_text().splitlines()) >= n:
