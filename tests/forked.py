@@ -14,6 +14,7 @@ whose point is the commands a user types.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -100,6 +101,7 @@ class ForkedCLI:
             for fd in {write, err_write} - {None}:
                 os.close(fd)
         self.pid = self._process.pid
+        atexit.register(self.kill)  # one a test left running must not keep the test process waiting for it at its exit
         self.stdout = open(read, encoding="utf-8", errors="replace")
         self.stderr = open(err_read, encoding="utf-8", errors="replace") if err_read is not None else None
 
