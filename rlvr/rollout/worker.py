@@ -315,6 +315,7 @@ class ProcessEngine(RolloutEngine):
 
     def _start(self) -> None:
         ctx = worker_context(type(self._model).__module__, type(self.tokenizer).__module__)
+        self._parent_pid = None  # (known once this worker is ready: a worker that dies before names no fork server)
         self._conn, child_conn = ctx.Pipe()
         # (the model and the slots go over the pipe once it runs, not with the start: a fork server takes
         # at most 252 file descriptors with a start, and each shared tensor is one)
@@ -355,7 +356,7 @@ class ProcessEngine(RolloutEngine):
     def _died(self) -> WorkerDied:
         self._process.join(timeout=5)
         reason = _exit_reason(self._process.exitcode)
-        parent = getattr(self, "_parent_pid", None)
+        parent = self._parent_pid
         if self._process.exitcode == 255 and parent not in (None, os.getpid()) and not _running(parent):
             # a fork server that dies takes its workers with it (they die with their parent), and cannot report how they ended
             reason = f"its fork server (pid {parent}) died, and the worker with it (a new server starts with the next worker)"
