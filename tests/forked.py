@@ -82,9 +82,7 @@ class ForkedCLI:
 
     def __init__(self, argv: list[str], env: dict[str, str], stderr: str = "devnull", cwd: str | os.PathLike | None = None,
                  new_session: bool = False, testing_envs: bool = False):
-        from multiprocessing import resource_tracker
-
-        from rlvr.rollout.worker import SHUTDOWN_SIGNALS, worker_context
+        from rlvr.rollout.worker import start_holding_shutdown_signals, worker_context
 
         ctx = worker_context("rlvr.rollout.engines.serve", "rlvr.cli")
         read, write = os.pipe()
@@ -92,12 +90,9 @@ class ForkedCLI:
         self._process = ctx.Process(target=_run_cli, name="rlvr-test-cli", daemon=False,  # (a daemon could not start workers)
                                     args=(argv, env, str(cwd or os.getcwd()), _Inherited(write),
                                           None if err_write is None else _Inherited(err_write), new_session, testing_envs))
-        resource_tracker.ensure_running()
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)  # (a fork server started here holds them, as the worker's does)
         try:
-            self._process.start()
+            start_holding_shutdown_signals(self._process)  # (a fork server started here holds them, as the worker's does)
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             for fd in {write, err_write} - {None}:
                 os.close(fd)
         self.pid = self._process.pid

@@ -198,6 +198,19 @@ def worker_context(*modules: str) -> Any:
     return ctx
 
 
+def start_holding_shutdown_signals(process: Any) -> None:
+    """Start ``process`` with `SHUTDOWN_SIGNALS` blocked, which it inherits (and so does the fork server
+    a first start launches, with every child it forks) until it decides what they do."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()  # its own start unblocks them in this thread: it must run before they are blocked
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 def _take_the_trainers_context(environ: Mapping[str, str], cwd: str) -> None:
     """In the worker: the trainer's environment variables and working directory as they were when it
     started this worker (the fork server's are those of the first start), as a spawned process has them."""
@@ -321,16 +334,7 @@ class ProcessEngine(RolloutEngine):
         # at most 252 file descriptors with a start, and each shared tensor is one)
         self._process = ctx.Process(target=_worker_main, name="rlvr-generation-worker", daemon=False,
                                     args=(child_conn, self.settings, self.starts == 0, self._choice_dict(), dict(os.environ), os.getcwd()))
-        # multiprocessing's resource tracker unblocks them in this thread when it starts: it must run before they are blocked
-        from multiprocessing import resource_tracker
-
-        resource_tracker.ensure_running()
-        # inherited: the child (and the fork server, started by the first start, with every child it forks) starts with them held
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)
-        try:
-            self._process.start()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        start_holding_shutdown_signals(self._process)
         child_conn.close()
         self.starts += 1
         try:
