@@ -15,6 +15,7 @@ whose point is the commands a user types.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import subprocess
@@ -38,10 +39,11 @@ class _Inherited:
         return dup.detach()
 
 
-def _run_cli(argv: list[str], environ: dict[str, str], cwd: str, out: _Inherited, err: _Inherited | None, new_session: bool,
-             testing_envs: bool) -> None:
-    """In the forked child: become ``python -m rlvr.cli ARGV`` with ``environ``, its console on ``out`` and ``err``
-    (None: /dev/null), in a session of its own if ``new_session``, with the ``testing/*`` environments if ``testing_envs``."""
+def _become(environ: dict[str, str], cwd: str, out: _Inherited, err: _Inherited | None, new_session: bool,
+            testing_envs: bool) -> None:
+    """In the forked child: take ``environ`` and ``cwd``, the console on ``out`` and ``err`` (None: /dev/null), a
+    session of its own if ``new_session``, the ``testing/*`` environments if ``testing_envs``, and the signals a
+    fresh interpreter has."""
     if new_session:
         os.setsid()
     signal.pthread_sigmask(signal.SIG_SETMASK, set())  # (the fork server holds the trainer's shutdown signals)
@@ -67,37 +69,54 @@ def _run_cli(argv: list[str], environ: dict[str, str], cwd: str, out: _Inherited
         import envs.testing
 
         envs.testing.register_testing_envs()
-    from rlvr.cli import main
 
-    sys.exit(main(argv))
+
+def _run_cli(argv: list[str], torchrun: list[str] | None, *become: Any) -> None:
+    """In the forked child: ``python -m rlvr.cli ARGV``, or with ``torchrun`` (its flags) ``torchrun FLAGS -m rlvr.cli
+    ARGV`` as torchrun's own ``--run-path`` runs it: each rank forked from this launcher (``--start-method fork``),
+    which imported the training modules once for all of them, running ``rlvr/cli.py`` as ``__main__``."""
+    _become(*become)
+    if torchrun is None:
+        from rlvr.cli import main
+
+        sys.exit(main(argv))
+    import rlvr.cli
+    import rlvr.train.harness  # noqa: F401  (what every rank imports first, imported once here)
+    import rlvr.train.policy_gradient  # noqa: F401
+    from torch.distributed.run import main as torchrun_main
+
+    torchrun_main([*torchrun, "--start-method", "fork", "--run-path", rlvr.cli.__file__, *argv])
 
 
 class ForkedCLI:
     """``rlvr ARGV`` in a process forked from the fork server: the parts of `subprocess.Popen` the
     tests use (``pid``, ``stdout`` and ``stderr`` as text, ``poll``, ``wait``, ``returncode``, signals).
 
-    ``stderr``: "devnull", "pipe" (its own pipe) or "stdout" (into ``stdout``'s); ``new_session``: as
-    ``start_new_session`` (its own process group, for a signal to the whole group); ``testing_envs``:
-    with the ``testing/*`` environments registered (`envs.testing`)."""
+    ``stderr``: "devnull", "pipe" (its own pipe) or "stdout" (into ``stdout``'s); ``log``: ``stdout`` into this
+    file instead of a pipe (``self.stdout`` is then None); ``new_session``: as ``start_new_session`` (its own
+    process group, for a signal to the whole group); ``testing_envs``: with the ``testing/*`` environments
+    registered (`envs.testing`); ``torchrun``: torchrun's flags (``["--nproc-per-node", "2"]``), to run
+    ``torchrun FLAGS -m rlvr.cli ARGV`` with its ranks forked (`_run_cli`)."""
 
     def __init__(self, argv: list[str], env: dict[str, str], stderr: str = "devnull", cwd: str | os.PathLike | None = None,
-                 new_session: bool = False, testing_envs: bool = False):
+                 new_session: bool = False, testing_envs: bool = False, torchrun: list[str] | None = None,
+                 log: str | os.PathLike | None = None):
         from rlvr.rollout.worker import start_holding_shutdown_signals, worker_context
 
         ctx = worker_context("rlvr.rollout.engines.serve", "rlvr.cli")
-        read, write = os.pipe()
+        read, write = (None, os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)) if log is not None else os.pipe()
         err_read, err_write = os.pipe() if stderr == "pipe" else (None, write if stderr == "stdout" else None)
         self._process = ctx.Process(target=_run_cli, name="rlvr-test-cli", daemon=False,  # (a daemon could not start workers)
-                                    args=(argv, env, str(cwd or os.getcwd()), _Inherited(write),
+                                    args=(argv, torchrun, env, str(cwd or os.getcwd()), _Inherited(write),
                                           None if err_write is None else _Inherited(err_write), new_session, testing_envs))
         try:
             start_holding_shutdown_signals(self._process)  # (a fork server started here holds them, as the worker's does)
         finally:
             for fd in {write, err_write} - {None}:
                 os.close(fd)
-        self.pid = self._process.pid
+        self.pid, self._torchrun = self._process.pid, torchrun is not None
         atexit.register(self.kill)  # one a test left running must not keep the test process waiting for it at its exit
-        self.stdout = open(read, encoding="utf-8", errors="replace")
+        self.stdout = open(read, encoding="utf-8", errors="replace") if read is not None else None
         self.stderr = open(err_read, encoding="utf-8", errors="replace") if err_read is not None else None
 
     @property
@@ -139,12 +158,22 @@ class ForkedCLI:
         self.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
+        """SIGKILL it, and with ``torchrun`` every rank under it (killed with their launcher, as a user's kill of
+        the session would; an rlvr process's own children are left to notice their parent's death)."""
+        if self._torchrun and self._process.is_alive():
+            import psutil
+
+            with contextlib.suppress(psutil.NoSuchProcess):
+                for rank in psutil.Process(self.pid).children(recursive=True):
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        rank.kill()
         self.send_signal(signal.SIGKILL)
 
 
 def run_forked(argv: list[str], env: dict[str, str], timeout: float, cwd: str | os.PathLike | None = None,
-               testing_envs: bool = False) -> subprocess.CompletedProcess:
+               testing_envs: bool = False, torchrun: list[str] | None = None) -> subprocess.CompletedProcess:
     """`subprocess.run` of ``rlvr ARGV`` (output captured as text) in a `ForkedCLI`; killed past ``timeout``."""
-    proc = ForkedCLI(argv, env, stderr="pipe", cwd=cwd, testing_envs=testing_envs)
+    proc = ForkedCLI(argv, env, stderr="pipe", cwd=cwd, testing_envs=testing_envs, torchrun=torchrun)
     stdout, stderr = proc.communicate(timeout)
-    return subprocess.CompletedProcess(["rlvr", *argv], proc.returncode, stdout, stderr)
+    return subprocess.CompletedProcess([*(["torchrun", *torchrun, "-m", "rlvr.cli"] if torchrun else ["rlvr"]), *argv],
+                                       proc.returncode, stdout, stderr)

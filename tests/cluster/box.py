@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.forked import ForkedCLI
 from tests.rlvr.gloo import free_port
 from tests.rlvr.nodes import REPO, one_process_env
 from tests.rlvr.rollout_server import ServerProcess
@@ -47,17 +48,24 @@ class env_server(ServerProcess):
 
 class Trainers:
     """``rlvr train ARGS...`` in ``processes`` processes under one torchrun (a free rendezvous port on
-    127.0.0.1, one thread each; one process: plain ``python -m rlvr.cli``), output in ``log``."""
+    127.0.0.1, one thread each; one process: plain ``python -m rlvr.cli``), output in ``log``. ``forked``:
+    the launcher and its ranks forked instead of started (`tests.forked.ForkedCLI`: the same torchrun and
+    ``rlvr.cli``, without each process importing torch again), for the tests whose point is not the command."""
 
-    def __init__(self, log: Path, *args: str, processes: int = 2, env: dict[str, str] | None = None):
-        launcher = ([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(processes), "--master-addr", "127.0.0.1",
-                     "--master-port", str(free_port()), "-m", "rlvr.cli"] if processes > 1 else [sys.executable, "-m", "rlvr.cli"])
+    def __init__(self, log: Path, *args: str, processes: int = 2, env: dict[str, str] | None = None, forked: bool = False):
+        flags = ["--nproc-per-node", str(processes), "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+        launcher = [sys.executable, "-m", "torch.distributed.run", *flags, "-m", "rlvr.cli"] if processes > 1 else [sys.executable, "-m", "rlvr.cli"]
         self.command = [*launcher, "train", *args]
+        self.torchrun = flags if processes > 1 else None
+        self.args, self.forked = ["train", *args], forked
         self.log, self.env = log, {**one_process_env(), **(env or {})}
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | ForkedCLI | None = None
 
     def __enter__(self) -> Trainers:
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        if self.forked:
+            self.proc = ForkedCLI(self.args, self.env, stderr="stdout", cwd=REPO, new_session=True, torchrun=self.torchrun, log=self.log)
+            return self
         with open(self.log, "w") as out:  # a file: a full pipe would stall the launcher
             self.proc = subprocess.Popen(self.command, cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         return self

@@ -76,7 +76,7 @@ def _seeded_with(source, run, step):
 
 
 def _train(tmp_path, name, processes, *args):
-    with Trainers(tmp_path / f"{name}.log", *args, processes=processes) as run:
+    with Trainers(tmp_path / f"{name}.log", *args, processes=processes, forked=True) as run:
         code = run.wait(900)
         assert code == 0, run.output()[-4000:]
         assert run.output().count(f"completed: {STEPS} steps") == 1  # one summary line: rank 0 logs
@@ -140,7 +140,7 @@ def test_a_generation_side_that_fails_stops_every_rank_naming_it_and_keeps_the_l
     with server as url:
         args = _args(tmp_path, "run", sft_base, url, 4, "update.steps=8", "log.checkpoint_every=1", "rollout.async.restarts=0",
                      "rollout.vllm.server_wait_s=2")
-        with Trainers(tmp_path / "run.log", *args, processes=2) as run:
+        with Trainers(tmp_path / "run.log", *args, processes=2, forked=True) as run:
             deadline = time.monotonic() + 600
             while not (tmp_path / "run" / "checkpoints" / "step-2").is_dir() and run.proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
@@ -168,7 +168,7 @@ def test_two_processes_stopped_by_an_environment_server_outage_keep_the_checkpoi
     args = _args(tmp_path, "run", sft_base, served, 2, *fails)
     server = env_server("math-v1", "--task", "arithmetic-v1", token="outage-token")
     with server as env_url, Trainers(tmp_path / "run.log", *args, f"task.env_kwargs={{url: [{env_url}]}}", processes=2,
-                                     env={"RLVR_ENV_TOKEN": "outage-token"}) as run:
+                                     env={"RLVR_ENV_TOKEN": "outage-token"}, forked=True) as run:
         while len(metrics(tmp_path / "run")) < 2 and run.proc.poll() is None:
             time.sleep(0.1)
         server.kill()
@@ -181,7 +181,7 @@ def test_two_processes_stopped_by_an_environment_server_outage_keep_the_checkpoi
     assert failed and kept and kept[-1] < failed[0], (kept, failed, said[-3000:])  # none written for a failed step
     with env_server("math-v1", "--task", "arithmetic-v1", token="outage-token") as env_url, \
             Trainers(tmp_path / "resumed.log", *args, f"task.env_kwargs={{url: [{env_url}]}}", "resume=true", processes=2,
-                     env={"RLVR_ENV_TOKEN": "outage-token"}) as run:
+                     env={"RLVR_ENV_TOKEN": "outage-token"}, forked=True) as run:
         code = run.wait(900)
         said = run.output()
     assert code == 0 and f"step-{kept[-1]}" in said and said.count("completed: 8 steps") == 1, said[-3000:]

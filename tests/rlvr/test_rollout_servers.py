@@ -145,7 +145,7 @@ def test_a_server_that_starts_after_the_trainer_is_waited_for_and_used(sft_base,
             "rollout.engine=vllm_server", f"rollout.vllm.server_urls=[{url}]", "rollout.vllm.server_wait_s=600",
             "rollout.prompts_per_step=4", "rollout.max_new_tokens=16", "update.steps=1", "optim.warmup_steps=0", "eval.every=0",
             "eval.at_start=false", "log.checkpoint_every=0", "log.progress=false", "log.tensorboard=false", "log.plot=false"]
-    with Trainers(tmp_path / "trainer.log", *args, processes=1) as trainer:
+    with Trainers(tmp_path / "trainer.log", *args, processes=1, forked=True) as trainer:
         while f"for the rollout server at {url}" not in trainer.output():
             assert trainer.proc.poll() is None, trainer.output()[-3000:]  # refused instead of waiting
             time.sleep(0.2)

@@ -45,7 +45,7 @@ def test_two_processes_on_shared_servers_push_once_per_update_and_train_what_one
             if processes == 1:  # in this process: one process needs no launcher, and no imports paid again
                 code, said = cli(["train", *args])
             else:
-                with Trainers(tmp_path / f"{name}.log", *args, processes=processes) as run:
+                with Trainers(tmp_path / f"{name}.log", *args, processes=processes, forked=True) as run:
                     code = run.wait(600)
                     said = run.output()
             assert code == 0, said[-4000:]

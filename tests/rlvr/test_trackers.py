@@ -15,6 +15,7 @@ import pytest
 
 from rlvr.trackers import TRACKERS, TrackedRun, Tracker, TrackerError, Trackers, register
 from rlvr.train.recipes import load_run_config
+from tests.forked import run_forked
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -221,8 +222,7 @@ def test_one_run_reports_metrics_config_provenance_and_eval_reports_to_every_tra
     args = rl_overrides(tmp_path, sft_base, "update.steps=2", "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=24",
                         "eval.every=2", "eval.at_start=false", "eval.limit=8", "log.checkpoint_every=0", "log.plot=false",
                         "log.project=rlvr-test", "log.report_to=[tensorboard,wandb,mlflow,trackio]")
-    proc = subprocess.run([sys.executable, "-m", "rlvr.cli", "train", "quickstart", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=1200)
+    proc = run_forked(["train", "quickstart", *args], env, timeout=1200, cwd=REPO)  # (a process of its own, without a new interpreter's imports)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "warning: tracker" not in proc.stdout + proc.stderr
     run = tmp_path / "run"

@@ -5,9 +5,6 @@ checkpoints its implicit PRM, and the per-step metrics every run promises are lo
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -195,15 +192,10 @@ def test_two_processes_shard_the_policy_with_fsdp_and_match_ddp(sft_base, tmp_pa
     generates with `generate` (every forward is a collective, stepped in lockstep), so DDP does too
     here: the same sampler draws the same tokens. (Resuming such a checkpoint is test_async_ranks.py's
     first test, by two processes, to the same weights exactly; and test_multinode.py's, by one.)"""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-    def run(name: str, *extra: str) -> subprocess.CompletedProcess:
+    def run(name: str, *extra: str) -> None:
         args = rl_overrides(tmp_path, sft_base, f"name={name}", "update.steps=1", "update.minibatches=2", "rollout.prompts_per_step=4",
                             "rollout.group_size=4", "optim.warmup_steps=0", "rollout.hf.decode=generate", *SMALL, *extra)
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "rlvr.cli", "train", "quickstart", *args]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-        return proc
+        train_in_two_processes("quickstart", *args, steps=1)
 
     run("ddp", "distributed=ddp")
     run("fsdp", "distributed=fsdp")
