@@ -6,13 +6,15 @@ the cores, the costliest files first) and records its wall time, the tests passe
 the slowest file's seconds, and the CPU-seconds of every process it ran (``cpu_s``; over the cores,
 ``cpu_floor_min``: the lane's time were nothing ever waited); it refreshes ``tests/file_costs.json`` (the order the files start in) from
 the same run. With ``--coverage`` the lane runs under pytest-cov (slower: time it without) and the
-record is ``test-coverage``: line coverage of rlvr/, envs/, tasks/ and sandboxes/, each and together.
+record is ``test-coverage``: line coverage of rlvr/, envs/, tasks/ and sandboxes/, each and together, in
+every process the tests start as well as in theirs (`COVERAGE_RC`: spawned and forked ones, torchrun's ranks,
+servers, the fork server's children).
 The SFT bases are the caller's, as in CI (``RLVR_TEST_SFT_BASE``, ``RLVR_TEST_CODE_SFT_BASE``, ``RLVR_TEST_TOOL_SFT_BASE``): the
 lane's time does not include building them.
 
     python3 scripts/record_suite.py                 # on a quiet machine
     python3 scripts/record_suite.py --name test-suite-avx2   # another kind of CPU (beside records/test-suite.json)
-    python3 scripts/record_suite.py --coverage      # needs pytest-cov in .venv
+    python3 scripts/record_suite.py --coverage      # pytest-cov and coverage come with the test extra
 """
 
 from __future__ import annotations
@@ -32,6 +34,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PACKAGES = ("rlvr", "envs", "tasks", "sandboxes")
 LANE = ["bash", "scripts/test.sh", "-q", "-p", "no:cacheprovider", "--ignore=tests/rlvr/test_smoke.py"]
+# coverage.py's settings for --coverage: the processes the tests start are measured too (``patch``: a started
+# Python process starts coverage, a forked one keeps it and an os._exit saves its data), each into a file of its own
+# beside DATA_FILE (an absolute path: they run in folders of their own), combined at the end by pytest-cov
+COVERAGE_RC = """[run]
+source = {packages}
+parallel = true
+patch = subprocess, _exit, fork
+data_file = {data_file}
+disable_warnings = no-data-collected, module-not-measured, module-not-imported
+"""
 
 
 def outcome_counts(summary: str) -> dict[str, float]:
@@ -72,7 +84,9 @@ def main() -> int:
     at = commit()
     with tempfile.TemporaryDirectory() as tmp:
         costs, cov_json, cpu_json = Path(tmp) / "costs.json", Path(tmp) / "coverage.json", Path(tmp) / "cpu.json"
-        cmd = LANE + ([f"--cov={p}" for p in PACKAGES] + ["--cov-report=", f"--cov-report=json:{cov_json}"] if args.coverage else [])
+        rc = Path(tmp) / "coveragerc"
+        rc.write_text(COVERAGE_RC.format(packages=", ".join(PACKAGES), data_file=Path(tmp) / ".coverage"))
+        cmd = LANE + (["--cov", f"--cov-config={rc}", "--cov-report=", f"--cov-report=json:{cov_json}"] if args.coverage else [])
         t0, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "RLVR_TEST_COSTS": str(costs), "RLVR_TEST_CPU": str(cpu_json)}, capture_output=True, text=True)
         wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
