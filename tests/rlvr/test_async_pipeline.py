@@ -167,8 +167,9 @@ def test_a_checkpoint_that_stalls_names_its_step_and_keeps_it(pipelines):
 
 
 def test_a_slow_worker_start_is_not_a_stall(pipelines):
-    """The stall clock runs from when the worker is ready: a start-up longer than timeout_s is waited for."""
-    run = pipelines(k=1, last_round=2, timeout_s=1.0, start_delay_s=4.0)
+    """The stall clock runs from when the worker is ready: a start-up longer than timeout_s is waited for. (timeout_s
+    also bounds the first round's generation once the worker is ready: 1 s was too little beside a second test lane.)"""
+    run = pipelines(k=1, last_round=2, timeout_s=10.0, start_delay_s=12.0)
     run.pipe.start(0)
     assert run.step()["async/round"] == 1.0
 
