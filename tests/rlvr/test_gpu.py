@@ -13,8 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from rlvr.models.batch import build_token_batch, scatter_completion_values, toke
 from rlvr.rollout.base import SamplingParams
 from rlvr.rollout.engines.hf import HFGenerateEngine
 from rlvr.rollout.text import encode_prompt
+from tests.forked import ForkedCLI
 
 REPO = Path(__file__).resolve().parents[2]
 DEVICE = os.environ.get("RLVR_GPU_CHECK_DEVICE") or ("cuda" if torch.cuda.is_available() else None)
@@ -140,10 +139,11 @@ SMALL = ("update.steps=4", "log.checkpoint_every=2", "rollout.prompts_per_step=2
          "log.plot=false", "log.progress=false", "optim.warmup_steps=0", "verify.workers=0")
 
 
-def _rlvr(*argv: str, wait: bool = True):
+def _rlvr(*argv: str, wait: bool = True) -> ForkedCLI:
+    """``rlvr ARGV`` in a process of its own, forked from the fork server (`tests.forked`: no new interpreter's imports of
+    torch and transformers; the server itself never touches the device, so each run initialises CUDA afresh)."""
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"), "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", *argv], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = ForkedCLI(list(argv), env, stderr="stdout", cwd=REPO)
     if wait:
         out, _ = proc.communicate(timeout=900)
         assert proc.returncode == 0, out[-3000:]
