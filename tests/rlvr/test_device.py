@@ -6,8 +6,8 @@ torch's view of the machine replaced where a test says so; scripts/gpu_check.sh 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ import torch
 from rlvr import UserError
 from rlvr.models import device as device_rule
 from rlvr.models.tiny import TinyModelConfig, build_tiny_model
+from tests.forked import run_forked
 
 REPO = Path(__file__).resolve().parents[2]
 NO_CUDA = not torch.cuda.is_available()
@@ -28,8 +29,8 @@ def tiny(tmp_path_factory):
 
 
 def _rlvr(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rlvr.cli", *argv], cwd=cwd, capture_output=True, text=True, timeout=600,
-                          env={**__import__("os").environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"})
+    """``rlvr ARGV`` in a process of its own, forked from the fork server (`tests.forked`): its exit status and console."""
+    return run_forked(list(argv), {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}, timeout=600, cwd=cwd)
 
 
 def test_auto_is_the_accelerator_when_there_is_one_else_the_cpu():
