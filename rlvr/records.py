@@ -158,6 +158,20 @@ def machine() -> dict[str, Any]:
             "memory_gb": memory_gb, "cpu": cpu, "kernels": cpu_kernels(cpuinfo) if cpuinfo is not None else "", "python": platform.python_version(), "gpu": None}
 
 
+def machine_cpu_s() -> float | None:
+    """CPU-seconds every core of this machine has been busy since boot (``/proc/stat``; None where there is none).
+    Around a run on a quiet machine, the difference is the run's work, including processes it never waits for
+    (servers, the Docker engine, processes forked from a fork server), which its ``RUSAGE_CHILDREN`` leaves out."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    except OSError:
+        return None
+    # user nice system idle iowait irq softirq steal ...: busy is user, nice, system, irq and softirq (steal is time
+    # the hypervisor gave to others; guest time is inside user already)
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def commit() -> tuple[str, bool]:
     """The checkout's commit and whether it has uncommitted changes ("unknown" outside git)."""
     try:

@@ -30,24 +30,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from rlvr.records import machine_cpu_s  # noqa: E402 - after the checkout is on the path
+
 LANE = re.compile(r"^\[ci\] lane (?P<name>[\w-]+): (?P<min>\d+) min (?P<s>\d+) s$", re.M)
 
 
 def lane_minutes(log: str) -> dict[str, float]:
     """{"main_min": 15.03, ...}: each lane's minutes from ``.ci/run``'s ``[ci] lane NAME: M min S s`` lines."""
     return {f"{m['name'].replace('-', '_')}_min": int(m["min"]) + int(m["s"]) / 60 for m in LANE.finditer(log)}
-
-
-def machine_cpu_s() -> float | None:
-    """CPU-seconds every core of this machine has been busy since boot (``/proc/stat``; None where there is none)."""
-    try:
-        fields = Path("/proc/stat").read_text().splitlines()[0].split()
-    except OSError:
-        return None
-    # user nice system idle iowait irq softirq steal ...: busy is user, nice, system, irq and softirq (steal is time
-    # the hypervisor gave to others; guest time is inside user already)
-    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:

@@ -3,8 +3,10 @@
 
 Runs the lane as CI does (``scripts/test.sh --ignore=tests/rlvr/test_smoke.py``: one test process more than
 the cores, the costliest files first) and records its wall time, the tests passed, skipped and failed, and
-the slowest file's seconds, and the CPU-seconds of every process it ran (``cpu_s``; over the cores,
-``cpu_floor_min``: the lane's time were nothing ever waited); it refreshes ``tests/file_costs.json`` (the order the files start in) from
+the slowest file's seconds, and the CPU-seconds of every process it ran and waited for (``cpu_s``; over the cores,
+``cpu_floor_min``: the lane's time were nothing ever waited) and, where ``/proc/stat`` exists, those the whole machine
+spent meanwhile (``machine_cpu_s``: also what the lane never waits for, the fork servers' children, servers, the Docker
+engine; on a quiet machine that is the lane's work, and the figure to compare since tests fork their runs); it refreshes ``tests/file_costs.json`` (the order the files start in) from
 the same run. With ``--coverage`` the lane runs under pytest-cov (slower: time it without) and the
 record is ``test-coverage``: line coverage of rlvr/, envs/, tasks/ and sandboxes/, each and together, in
 every process the tests start as well as in theirs (`COVERAGE_RC`: spawned and forked ones, torchrun's ranks,
@@ -74,7 +76,7 @@ def main() -> int:
     ap.add_argument("--name", default="test-suite",
                     help="the record's name: test-suite, or test-suite-KIND on another kind of CPU (records/test-suite-avx2.json)")
     args = ap.parse_args()
-    from rlvr.records import commit, kind_name_problem, script_command, write_record
+    from rlvr.records import commit, kind_name_problem, machine_cpu_s, script_command, write_record
 
     if problem := kind_name_problem("test-suite", args.name):
         ap.error(problem)
@@ -87,9 +89,9 @@ def main() -> int:
         rc = Path(tmp) / "coveragerc"
         rc.write_text(COVERAGE_RC.format(packages=", ".join(PACKAGES), data_file=Path(tmp) / ".coverage"))
         cmd = LANE + (["--cov", f"--cov-config={rc}", "--cov-report=", f"--cov-report=json:{cov_json}"] if args.coverage else [])
-        t0, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0, before, machine_before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN), machine_cpu_s()
         proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "RLVR_TEST_COSTS": str(costs), "RLVR_TEST_CPU": str(cpu_json)}, capture_output=True, text=True)
-        wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall, after, machine_after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN), machine_cpu_s()
         # CPU of every process the lane ran and waited for (test processes, trainers, servers, sandboxed programs)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         summary = (proc.stdout.strip().splitlines() or [""])[-1]
@@ -115,6 +117,8 @@ def main() -> int:
             figures = {"main_lane_s": wall, "main_lane_min": wall / 60, **{k: v for k, v in counts.items() if k != "errors"},
                        "slowest_file_s": max(file_costs.values()), "test_seconds_total": sum(file_costs.values()),
                        "cpu_s": cpu, "cpu_percent": 100.0 * cpu / wall, "cpu_floor_min": cpu / cores / 60}
+            if machine_before is not None and machine_after is not None:  # (no /proc/stat: left out)
+                figures["machine_cpu_s"] = machine_after - machine_before
             name, command = args.name, script_command("record_suite", "test-suite", args.name)
     path = write_record(name, command, figures, note=args.note, at=at)
     print(json.dumps(figures, indent=1))
