@@ -10,6 +10,7 @@ Everything that cannot work here raises `EngineUnavailable` with the reason, for
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import os
 import shutil
@@ -77,6 +78,9 @@ def rootfs_tar(python: str = "/usr/bin/python3") -> bytes:
     return buf.getvalue()
 
 
+GUARD_PREFIX = "rlvr-docker-guard"
+
+
 class RootGuard:
     """The outer guard for containers: a cgroup (memory, pids) at the top of each v1 hierarchy,
     used as dockerd's ``--cgroup-parent`` so every container lives inside it."""
@@ -105,17 +109,29 @@ class RootGuard:
         return guard_procs(self.dirs.values())
 
     def close(self) -> None:
-        for d in self.dirs.values():
-            for sub in sorted(d.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-                if sub.is_dir():
-                    try:
-                        sub.rmdir()
-                    except OSError:
-                        pass
-            try:
-                d.rmdir()
-            except OSError:
-                pass
+        """Remove the guard in every v1 hierarchy: dockerd makes its containers' cgroups under the parent in each one
+        (cpu, cpuacct, blkio, ...), not only in the two the guard limits."""
+        if self.dirs:
+            _remove_cgroups(self.name)
+
+    @staticmethod
+    def remove_stale(prefix: str) -> None:
+        """Remove the guards named ``PREFIX-PID`` of test processes that are gone (a killed run's leave them)."""
+        for d in Path("/sys/fs/cgroup").glob(f"*/{prefix}-*"):
+            pid = d.name.rsplit("-", 1)[1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                _remove_cgroups(d.name)
+
+
+def _remove_cgroups(name: str) -> None:
+    """``rmdir`` the cgroup ``name`` and its children in every v1 hierarchy, deepest first (one that still holds a
+    process stays)."""
+    for d in Path("/sys/fs/cgroup").glob(f"*/{name}"):
+        for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                sub.rmdir()
+        with contextlib.suppress(OSError):
+            d.rmdir()
 
 
 class Engine:
@@ -130,7 +146,8 @@ class Engine:
         dockerd = shutil.which("dockerd")
         if dockerd is None:
             raise EngineUnavailable("dockerd not installed (apt-get install docker.io)")
-        self.guard = RootGuard(f"rlvr-docker-guard-{os.getpid()}", guard_memory_bytes, guard_pids)
+        RootGuard.remove_stale(GUARD_PREFIX)
+        self.guard = RootGuard(f"{GUARD_PREFIX}-{os.getpid()}", guard_memory_bytes, guard_pids)
         if not self.guard.available:
             raise EngineUnavailable("no cgroup v1 memory/pids hierarchies to put the containers under an outer guard")
         self.log = open(self.dir / "dockerd.log", "wb")
