@@ -211,18 +211,38 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: -costs.get(item.nodeid.split("::")[0], 0.0))  # stable: the order within a file stays
 
 
-# RLVR_TEST_CPU=PATH writes each test's CPU-seconds there: its process's, and those of the processes it started and
-# waited for (trainers, ranks, servers, sandboxed programs), which a loaded machine does not inflate as it does the
-# durations (scripts/record_suite.py prints the costliest).
+# RLVR_TEST_CPU=PATH writes each test's CPU-seconds there: its process's, and those of the processes it started
+# (trainers, ranks, servers, sandboxed programs, the runs forked from a fork server), which a loaded machine does not
+# inflate as it does the durations (scripts/record_suite.py prints the costliest).
 _cpu_seen: dict[str, float] = {}
 _cpu_mark = [0.0]
 
 
 def _cpu_now() -> float:
+    """CPU-seconds of this process, of its children that have ended, and of those still running with what they have
+    reaped of theirs: a fork server's runs count when they end, for the test that ran them, not at the server's exit."""
     import resource
 
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + _running_children_cpu()
+
+
+def _running_children_cpu() -> float:
+    """utime + stime + cutime + cstime of each running child (``/proc/PID/stat``; 0 where /proc has no children lists)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for listing in Path("/proc/self/task").glob("*/children"):
+        try:
+            pids = listing.read_text().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # (it ended meanwhile: RUSAGE_CHILDREN has it once it is reaped)
+            total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime (fields 14-17)
+    return total / ticks
 
 
 @pytest.hookimpl(hookwrapper=True)
