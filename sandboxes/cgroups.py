@@ -21,6 +21,7 @@ import errno
 import os
 import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -235,19 +236,26 @@ class WorkerCgroups:
 
 def remove_stale(support: CgroupSupport) -> int:
     """Remove ``rlvr-sandbox-<pid>`` trees left by host processes that no longer exist."""
+    return remove_stale_trees(support.bases.values(), "rlvr-sandbox")
+
+
+def remove_stale_trees(bases: Iterable[Path], prefix: str) -> int:
+    """Remove the ``PREFIX-<pid>`` trees under each of ``bases`` whose process no longer exists; how many went."""
     removed = 0
-    for base in support.bases.values():
-        for top in base.glob("rlvr-sandbox-*"):
-            try:
-                pid = int(top.name.rsplit("-", 1)[1])
-            except ValueError:
+    for base in bases:
+        for top in base.glob(f"{prefix}-*"):
+            pid = top.name.rsplit("-", 1)[1]
+            if not pid.isdigit() or Path(f"/proc/{pid}").exists():
                 continue
-            if Path(f"/proc/{pid}").exists():
-                continue
-            for d in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True) + [top]:
-                try:
-                    d.rmdir()
-                except OSError:
-                    pass
+            remove_tree(top)
             removed += not top.exists()
     return removed
+
+
+def remove_tree(top: Path) -> None:
+    """``rmdir`` the cgroup ``top`` and every cgroup under it, deepest first (one that still holds a process stays)."""
+    for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True) + [top]:
+        try:
+            d.rmdir()
+        except OSError:
+            pass

@@ -10,7 +10,6 @@ Everything that cannot work here raises `EngineUnavailable` with the reason, for
 from __future__ import annotations
 
 import atexit
-import contextlib
 import io
 import os
 import shutil
@@ -22,6 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from sandboxes.cgroups import remove_stale_trees, remove_tree
 
 BASE_IMAGE = "rlvr-sandbox-rootfs:local"
 SKIP_DIRS = {"test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "__pycache__", "dist-packages", "site-packages"}
@@ -79,6 +80,7 @@ def rootfs_tar(python: str = "/usr/bin/python3") -> bytes:
 
 
 GUARD_PREFIX = "rlvr-docker-guard"
+CGROUPS = Path("/sys/fs/cgroup")
 
 
 class RootGuard:
@@ -112,26 +114,13 @@ class RootGuard:
         """Remove the guard in every v1 hierarchy: dockerd makes its containers' cgroups under the parent in each one
         (cpu, cpuacct, blkio, ...), not only in the two the guard limits."""
         if self.dirs:
-            _remove_cgroups(self.name)
+            for top in CGROUPS.glob(f"*/{self.name}"):
+                remove_tree(top)
 
     @staticmethod
     def remove_stale(prefix: str) -> None:
         """Remove the guards named ``PREFIX-PID`` of test processes that are gone (a killed run's leave them)."""
-        for d in Path("/sys/fs/cgroup").glob(f"*/{prefix}-*"):
-            pid = d.name.rsplit("-", 1)[1]
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-                _remove_cgroups(d.name)
-
-
-def _remove_cgroups(name: str) -> None:
-    """``rmdir`` the cgroup ``name`` and its children in every v1 hierarchy, deepest first (one that still holds a
-    process stays)."""
-    for d in Path("/sys/fs/cgroup").glob(f"*/{name}"):
-        for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-            with contextlib.suppress(OSError):
-                sub.rmdir()
-        with contextlib.suppress(OSError):
-            d.rmdir()
+        remove_stale_trees(CGROUPS.iterdir(), prefix)
 
 
 class Engine:
