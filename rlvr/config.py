@@ -219,6 +219,7 @@ def apply_overrides(cls: type, data: dict[str, Any], overrides: list[str]) -> di
     """``data`` with ``key=value`` overrides applied (values parsed as YAML). A field that
     ``belongs_to`` a sibling the overrides change, and is not overridden itself, is dropped (its
     default applies)."""
+    before = data
     data = copy.deepcopy(data)
     owners = {owner: _get_dotted(data, owner) for owner, _ in _belongs(cls)}
     keys = []
@@ -238,11 +239,25 @@ def apply_overrides(cls: type, data: dict[str, Any], overrides: list[str]) -> di
                 raise ConfigError(f"override {shown(item)!r}: value is not valid YAML ({problem}); quote it if it is text") from None
         _set_dotted(data, key.strip(), value)
         keys.append(key.strip())
+    for name, section_type in _rebasing_sections(cls):  # a section that re-reads what the file set when an override changes it
+        if name in data and data.get(name) != before.get(name):
+            data[name] = section_type.rebase_overridden(before.get(name), data[name],
+                                                        {k[len(name) + 1:] for k in keys if k.startswith(name + ".")} | ({""} if name in keys else set()))
     for owner, dependent in _belongs(cls):
         changed = _get_dotted(data, owner) != owners[owner]
         if changed and not any(k == dependent or k.startswith(dependent + ".") for k in keys):
             _drop_dotted(data, dependent)
     return data
+
+
+def _rebasing_sections(cls: type) -> list[tuple[str, type]]:
+    """(key, type) of the top-level sections of ``cls`` whose type has ``rebase_overridden(file_value, value, overridden)``:
+    given the section as the file had it, as the overrides left it, and the overridden keys within it ("" for the whole
+    section), it returns what is read (the algorithm: a new preset drops the file's restatements of the old one)."""
+    if not dataclasses.is_dataclass(cls):
+        return []
+    hints = get_type_hints(cls)
+    return [(config_key(f), hints[f.name]) for f in dataclasses.fields(cls) if hasattr(hints[f.name], "rebase_overridden")]
 
 
 def _field_type(cls: type, key: str) -> Any:

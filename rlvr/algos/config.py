@@ -52,7 +52,7 @@ from rlvr.algos.objective import POLICY_LOSSES
 from rlvr.algos.parts import Part, complete, part_parameters
 from rlvr.algos.preference import PREFERENCE_LOSSES
 from rlvr.algos.ratio import RATIOS
-from rlvr.config import ConfigError, from_dict, help_field
+from rlvr.config import ConfigError, from_dict, help_field, to_dict
 
 KLMode = Literal["loss", "reward", "monitor", "off"]
 PRMUpdate = Literal["before", "after", "off"]
@@ -67,6 +67,7 @@ PARTS: dict[str, tuple[Any, str, int]] = {
     "aggregation": (AGGREGATIONS, "loss aggregation", 3),  # (loss, mask, Normalizer, **arguments)
     "correction": (CORRECTIONS, "mismatch correction", 3),  # (trainer_logp, rollout_logp, mask, **arguments)
 }
+_MISSING = object()
 SECTIONS = ("kl", "prm", "critic", "preference")  # nested settings merged key by key over the preset's
 
 
@@ -183,6 +184,41 @@ class AlgoConfig:
             for new, typed in spelled.items():
                 message = message.replace(f"'{key}.{new}'", f"'{typed}' (now {key}.{new})")
             raise ConfigError(message) from None
+
+    @classmethod
+    def rebase_overridden(cls, file_value: Any, value: Any, overridden: set[str]) -> Any:
+        """The ``algo`` section to read when command-line overrides changed the preset of a config file's: the file's
+        settings that restate its old preset's resolved values are dropped, so the new preset's own apply; what the file
+        set otherwise, and every override, is kept (over the new preset, as always). A run's ``config.yaml`` records its
+        algorithm resolved, every setting spelled out: without this, ``rlvr train RUN/config.yaml algo.preset=ppo``
+        would run GRPO's settings under PPO's name. ``overridden``: the overridden keys within the section, dotted
+        (``kl.coef``; ``""``: the whole section)."""
+        if "" in overridden or "preset" not in overridden or not isinstance(file_value, dict) or not isinstance(value, dict):
+            return value
+        old_preset = file_value.get("preset") or "grpo"
+        if value.get("preset") == old_preset:
+            return value
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                old = to_dict(cls.from_config({"preset": old_preset}))
+        except ConfigError:
+            return value  # the file's own preset does not resolve: nothing to tell apart (the new one is read as given)
+        kept: dict[str, Any] = {}
+        for key, setting in value.items():
+            theirs = old.get(key, _MISSING)
+            if key == "preset" or key in overridden:
+                kept[key] = setting
+            elif isinstance(setting, dict) and isinstance(theirs, dict):
+                if key in PARTS and setting.get("name") != theirs.get("name"):
+                    kept[key] = setting  # another function than the old preset's: the file's choice, whole
+                    continue
+                inner = {k: v for k, v in setting.items() if f"{key}.{k}" in overridden or v != theirs.get(k, _MISSING)}
+                if inner:
+                    kept[key] = inner
+            elif setting != theirs:
+                kept[key] = setting
+        return kept
 
     @classmethod
     def _resolve(cls, user: dict[str, Any], spelled: dict[str, str], inherit: set[str], where: str, key: str) -> AlgoConfig:

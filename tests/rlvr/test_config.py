@@ -1,3 +1,4 @@
+import re
 from dataclasses import dataclass, field
 
 import pytest
@@ -208,6 +209,35 @@ def test_a_part_chosen_by_name_keeps_it_when_an_argument_is_set(overrides, name,
     assert part.name == name and all(part.params[k] == v for k, v in arguments.items())
     with pytest.raises(ConfigError, match="the rloo advantage estimator takes no argument 'eps'"):
         load_config(TrainConfig, "quickstart", ["algo.advantage=rloo", "algo.advantage.eps=0.01"])
+
+
+def test_a_new_preset_over_a_runs_resolved_config_trains_that_preset_keeping_what_the_run_changed(tmp_path):
+    """A run's config.yaml spells out its preset's resolved settings; `rlvr train RUN/config.yaml algo.preset=X` reads X's
+    own settings (it ran GRPO's under X's name), keeping what the run set apart from its preset and every override."""
+    import yaml
+
+    from rlvr.algos.config import preset_names
+    from rlvr.config import to_dict
+
+    run = load_config(TrainConfig, "quickstart", ["algo.entropy_coef=0.01"])  # a run that changed one setting of GRPO's
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(to_dict(run)))
+    for preset in preset_names():
+        if preset == "dpo":  # trains on a pairs file
+            extra = ["pairs.path=pairs.jsonl"]
+        else:
+            extra = []
+        try:
+            fresh = load_config(TrainConfig, "quickstart", [f"algo.preset={preset}", "algo.entropy_coef=0.01", *extra]).algo
+        except ConfigError as refused:  # what a built-in config refuses, the run's config refuses alike
+            with pytest.raises(ConfigError, match=re.escape(str(refused).split(": ", 1)[-1][:60])):
+                load_config(TrainConfig, str(config), [f"algo.preset={preset}", *extra])
+            continue
+        assert to_dict(load_config(TrainConfig, str(config), [f"algo.preset={preset}", *extra]).algo) == to_dict(fresh), preset
+    switched = load_config(TrainConfig, str(config), ["algo.preset=ppo", "algo.policy_loss.clip_high=0.3"]).algo
+    assert (switched.advantage.name, switched.critic.enabled, switched.kl.mode) == ("gae", True, "reward")  # PPO's, not GRPO's
+    assert switched.entropy_coef == 0.01 and switched.policy_loss.params["clip_high"] == 0.3
+    assert to_dict(load_config(TrainConfig, str(config), ["algo.preset=grpo"]).algo) == to_dict(run.algo)  # the same preset: as it was
 
 
 def test_a_null_algo_recipe_is_the_presets_and_another_is_refused():
