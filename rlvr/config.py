@@ -119,11 +119,12 @@ def build_with_overrides(cls: type[C], data: dict[str, Any], where: str, overrid
             named = {".".join(parts[i:j]) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)}
             if message.startswith(f"{where}: unknown key") and any(f"unknown key '{n}'" in message for n in named):
                 raise ConfigError(f"command-line override {shown(item)}: {message[len(where) + 2:]}") from None
-        setting = message.split(" ", 1)[0].rstrip(":")  # a section's own check names its setting first (algo.correction.cap must be ...)
+        body = message[len(where) + 2:] if message.startswith(f"{where}: ") else message
+        setting = body.split(" ", 1)[0].rstrip(":")  # a section's own check names its setting first (algo.correction.cap must be ...)
         for item in reversed(overrides):
             key = item.partition("=")[0].strip()
             if "." in setting and (setting == key or setting.startswith(key + ".") or key.startswith(setting + ".")):
-                raise ConfigError(f"command-line override {shown(item)}: {message}") from None
+                raise ConfigError(f"command-line override {shown(item)}: {body}") from None
         # a check across keys (__post_init__): the first override that breaks it, unless the file alone is refused (its error)
         if overrides and message.startswith(f"{where}: ") and not _fails(cls, data, where):
             for i, item in enumerate(overrides):
@@ -134,6 +135,14 @@ def build_with_overrides(cls: type[C], data: dict[str, Any], where: str, overrid
                 except ConfigError as first:
                     raise ConfigError(f"command-line override {shown(item)}: {str(first)[len(where) + 2:]}") from None
         raise
+
+
+def in_file(error: ConfigError, where: str) -> ConfigError:
+    """``error`` naming the file it is about (``where``), unless it does already or there is no file (``config``: a mapping)."""
+    message = str(error)
+    if where == "config" or message.startswith(f"{where}: "):
+        return error
+    return ConfigError(f"{where}: {message}")
 
 
 def override_named(message: str, overrides: Sequence[str]) -> str | None:
@@ -460,5 +469,5 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
     return rows
 
 
-__all__ = ["ConfigError", "apply_overrides", "broken_bound", "check_bounds", "config_key", "describe", "dump_yaml", "from_dict", "help_field", "load_config", "override_named",
+__all__ = ["ConfigError", "apply_overrides", "broken_bound", "check_bounds", "config_key", "describe", "dump_yaml", "from_dict", "help_field", "in_file", "load_config", "override_named",
            "read_config", "renamed_keys", "resolve_config_path", "to_dict"]

@@ -52,7 +52,7 @@ from rlvr.algos.objective import POLICY_LOSSES
 from rlvr.algos.parts import Part, complete, part_parameters
 from rlvr.algos.preference import PREFERENCE_LOSSES
 from rlvr.algos.ratio import RATIOS
-from rlvr.config import ConfigError, from_dict, help_field, to_dict
+from rlvr.config import ConfigError, from_dict, help_field, in_file, to_dict
 
 KLMode = Literal["loss", "reward", "monitor", "off"]
 PRMUpdate = Literal["before", "after", "off"]
@@ -179,11 +179,11 @@ class AlgoConfig:
         user, spelled, inherit = _translate_legacy(value)
         try:
             return cls._resolve(user, spelled, inherit, where, key)
-        except ConfigError as e:  # name an old spelling as the user typed it, and where it moved
+        except ConfigError as e:  # name an old spelling as the user typed it, and where it moved; and the file
             message = str(e)
             for new, typed in spelled.items():
                 message = message.replace(f"'{key}.{new}'", f"'{typed}' (now {key}.{new})")
-            raise ConfigError(message) from None
+            raise in_file(ConfigError(message), where) from None
 
     @classmethod
     def rebase_overridden(cls, file_value: Any, value: Any, overridden: set[str]) -> Any:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envs.registry import Registry
-from rlvr.config import CONFIG_DIR, ConfigError, apply_overrides, build_with_overrides, override_named, read_config, shown
+from rlvr.config import CONFIG_DIR, ConfigError, apply_overrides, build_with_overrides, in_file, override_named, read_config, shown
 from rlvr.rollout.server_health import require_servers
 from rlvr.train.config import RunConfig
 
@@ -93,7 +93,7 @@ def _build(data: dict[str, Any], where: str, overrides: list[str]) -> RunConfig:
     except ConfigError as e:  # an unknown recipe or preset: named as the override that set it, as the config's own errors are
         item = override_named(str(e), overrides)
         if item is None:
-            raise
+            raise in_file(e, where) from None
         raise ConfigError(f"command-line override {shown(item)}: {e}") from None
     return build_with_overrides(cls, data, where, overrides)
 

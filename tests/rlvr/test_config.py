@@ -240,6 +240,29 @@ def test_a_new_preset_over_a_runs_resolved_config_trains_that_preset_keeping_wha
     assert to_dict(load_config(TrainConfig, str(config), ["algo.preset=grpo"]).algo) == to_dict(run.algo)  # the same preset: as it was
 
 
+@pytest.mark.parametrize("algo, message", [
+    ("{preset: kto, recipe: policy_gradient}", "algo.recipe cannot be 'policy_gradient'"),
+    ("{preset: grpo, preference: {beta: 0.3}}", "algo.preference.beta is set but algo.preset=grpo"),
+    ("{preset: kto, entropy_coef: 0.1}", "algo.entropy_coef has no effect with algo.preset=kto"),
+    ("{policy_loss: {clip_low: -1}}", "algo.policy_loss.clip_low must be >= 0"),
+    ("{preset: nosuch}", "algo.preset 'nosuch' is unknown"),
+    ("{advantage: nosuch}", "algo.advantage 'nosuch' is not registered"),
+])
+def test_an_algorithm_a_file_sets_wrong_is_refused_naming_the_file(tmp_path, algo, message):
+    """The algorithm's own checks (its recipe, family, part registries and ranges) name the file, as every other key's do;
+    the same setting given on the command line names the override instead."""
+    from rlvr.train.recipes import load_run_config
+
+    config = tmp_path / "mine.yaml"
+    config.write_text(f"algo: {algo}\n")
+    with pytest.raises(ConfigError) as refused:
+        load_run_config(str(config), [])
+    assert str(refused.value).startswith(f"{config}: {message}")
+    with pytest.raises(ConfigError) as refused:
+        load_run_config("quickstart", [f"algo={algo}"])
+    assert str(refused.value).startswith(f"command-line override algo={algo}: ") and message in str(refused.value)
+
+
 def test_a_null_algo_recipe_is_the_presets_and_another_is_refused():
     assert load_config(TrainConfig, "quickstart", ["algo.preset=kto", "algo={recipe: null, preset: kto}"]).algo.recipe == "preference"
     with pytest.raises(ConfigError, match=r"algo.recipe cannot be 'policy_gradient': algo.preset=kto runs the preference recipe"):
