@@ -38,6 +38,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import threading
 import time
 import weakref
@@ -477,7 +478,8 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
                 raise KeyboardInterrupt
             self._signalled = self.stop_requested = True
             every = f" (process {self.rank} of {self.num_processes}: every process stops with it)" if self.num_processes > 1 else ""
-            tqdm.write(f"\n{signal.Signals(signum).name}: stopping after this step and saving a checkpoint{every} (again to abort)")
+            fresh_line = "\n" if sys.stdout.isatty() else ""  # after the terminal's ^C and a bar's partial line; a log has neither
+            tqdm.write(f"{fresh_line}{signal.Signals(signum).name}: stopping after this step and saving a checkpoint{every} (again to abort)")
 
         for s in previous:
             signal.signal(s, handler)

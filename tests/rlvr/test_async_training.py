@@ -272,6 +272,7 @@ def test_a_signal_to_the_whole_process_group_checkpoints_and_leaves_the_worker_a
             proc.wait()
     assert proc.returncode == 1 and "interrupted:" in said, said[-3000:]  # an interrupted run exits 1, as a synchronous one does
     assert f"{sig.name}: stopping after this step" in said and "Traceback" not in said and "died" not in said, said[-3000:]
+    assert f"\n\n{sig.name}: stopping" not in said, said[-3000:]  # into a log (no terminal): no blank line before it
     assert "starting it again" not in said and "KeyboardInterrupt" not in said, said[-3000:]
     state = json.loads((run / "run_state.json").read_text())
     steps = len(_rows(run))
