@@ -127,7 +127,9 @@ def _verify_in_thread(env: Environment, payload: tuple) -> list[Verdict]:
 
 def _process_main(conn: Any, env_bytes: bytes | None, load_error: str | None) -> None:
     """A worker process: load the environment, then answer jobs until told to stop."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and a terminal's hangup are the parent's to handle
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     env: Environment | None = None
     if env_bytes is not None:
         try:

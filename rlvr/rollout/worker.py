@@ -167,8 +167,8 @@ def _die_with_parent() -> None:
         pass  # elsewhere the closed pipe ends the worker at its next command
 
 
-SHUTDOWN_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-"""What a terminal (Ctrl-C), ``timeout`` or SLURM send to the whole process group: the trainer
+SHUTDOWN_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+"""What a terminal (Ctrl-C, a hangup), ``timeout`` or SLURM send to the whole process group: the trainer
 handles them (it finishes the step, checkpoints and closes the worker), so the worker ignores them."""
 
 

@@ -467,23 +467,63 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
         return agreed
 
     def _install_signal_handlers(self) -> Callable[[], None]:
-        """SIGINT/SIGTERM finish the current step, checkpoint and stop (a second signal aborts)."""
+        """SIGINT/SIGTERM finish the current step, checkpoint and stop (a second signal aborts). So does SIGHUP, the
+        terminal's hangup (an ssh connection that drops), unless the run ignores it (``nohup``): its output, where it
+        went to that terminal, goes nowhere from then on (writing there would fail and end the run), and a repeated
+        hangup (the kernel's and the shell's) is not a second signal."""
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
-        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        handled = [signal.SIGINT, signal.SIGTERM]
+        if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+            handled.append(signal.SIGHUP)
+        previous = {s: signal.getsignal(s) for s in handled}
         self._signalled = False
+        terminal = _terminal_fds()  # known now: once the terminal hangs up, it no longer says it is one (isatty fails too)
 
         def handler(signum, frame):
-            if self._signalled:  # this process's second signal (a stop agreed with the others is not one)
+            hangup = signum == getattr(signal, "SIGHUP", None)
+            if hangup:
+                _leave(terminal)
+                if self.stop_requested:
+                    return
+            elif self._signalled:  # this process's second signal (a stop agreed with the others is not one)
                 raise KeyboardInterrupt
             self._signalled = self.stop_requested = True
             every = f" (process {self.rank} of {self.num_processes}: every process stops with it)" if self.num_processes > 1 else ""
             fresh_line = "\n" if sys.stdout.isatty() else ""  # after the terminal's ^C and a bar's partial line; a log has neither
-            tqdm.write(f"{fresh_line}{signal.Signals(signum).name}: stopping after this step and saving a checkpoint{every} (again to abort)")
+            why = " (the terminal hung up)" if hangup else ""
+            tqdm.write(f"{fresh_line}{signal.Signals(signum).name}{why}: stopping after this step and saving a checkpoint{every} (again to abort)")
 
         for s in previous:
             signal.signal(s, handler)
         return lambda: [signal.signal(s, h) for s, h in previous.items()]
+
+
+def _terminal_fds() -> list[int]:
+    """The standard streams' file descriptors that are a terminal."""
+    fds = []
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        try:
+            if os.isatty(stream.fileno()):
+                fds.append(stream.fileno())
+        except (AttributeError, OSError, ValueError):
+            pass  # no file descriptor (replaced in-process), or closed
+    return fds
+
+
+def _leave(terminal: list[int]) -> None:
+    """Point the file descriptors ``terminal`` at /dev/null: after a hangup a write there fails (EIO) wherever it happens,
+    which would end the run before its checkpoint; a stream redirected to a file keeps it."""
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+    except OSError:
+        return
+    for fd in terminal:
+        try:
+            os.dup2(null, fd)
+        except OSError:
+            pass
+    os.close(null)
 
 
 def _failed_streak(recipe: Recipe) -> int:

@@ -8,11 +8,15 @@ test_fault_injection.py."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import json
 import os
+import select
 import signal
 import subprocess
+import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -278,6 +282,44 @@ def test_a_signal_to_the_whole_process_group_checkpoints_and_leaves_the_worker_a
     steps = len(_rows(run))
     assert state["status"] == "interrupted" and 1 <= steps < 40, state
     assert (run / "checkpoints" / f"step-{steps}").is_dir() and not list((run / "checkpoints").glob("*.tmp"))
+
+
+def test_a_terminal_that_hangs_up_stops_the_run_with_a_checkpoint(sft_base, tmp_path, rl_overrides):
+    """An ssh connection that drops hangs up the run's terminal: the kernel sends SIGHUP to the terminal's process
+    group and every later write there fails. The trainer finishes its step, saves a checkpoint (here the only one:
+    no periodic checkpoints) and stops, as on SIGTERM; the worker and the verifiers ignore the hangup."""
+    run = tmp_path / "run"
+    argv = rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=1", "update.steps=40", "log.checkpoint_every=0",
+                        "rollout.hf.decode=kv", "verify.kind=process", *SMALL)
+    controller, terminal = os.openpty()
+
+    def take_the_terminal():  # a session whose controlling terminal is the pty, as a job of a login shell has one
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("RLVR_KILL_AT", "RLVR_WORKER_", "RLVR_STALL_AT"))}
+    proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "train", "quickstart", *argv], stdin=terminal, stdout=terminal,
+                            stderr=terminal, cwd=REPO, env={**environ, "OMP_NUM_THREADS": "1"}, preexec_fn=take_the_terminal)
+    os.close(terminal)
+    said = b""
+    try:
+        while len(_rows(run)) < 1 and proc.poll() is None:  # a step logged: the worker is generating ahead
+            if select.select([controller], [], [], 0.1)[0]:
+                said += os.read(controller, 65536)  # (read, so the run never waits on a full terminal)
+        assert proc.poll() is None, said.decode(errors="replace")[-3000:]
+    finally:
+        os.close(controller)  # the hangup
+    try:
+        code = proc.wait(timeout=900)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    state = json.loads((run / "run_state.json").read_text())
+    steps = len(_rows(run))
+    assert code == 1 and state["status"] == "interrupted" and 1 <= steps < 40, (code, state)
+    assert (run / "checkpoints" / f"step-{steps}").is_dir() and not list((run / "checkpoints").glob("*.tmp"))
+    assert all(r.get("verify/errors", 0) == 0 for r in _rows(run)), _rows(run)  # no verifier process died of it
 
 
 def test_a_resume_that_switches_to_synchronous_names_both_settings(sft_base, tmp_path, rl_overrides):
