@@ -187,13 +187,17 @@ class AlgoConfig:
 
     @classmethod
     def rebase_overridden(cls, file_value: Any, value: Any, overridden: set[str]) -> Any:
-        """The ``algo`` section to read when command-line overrides changed the preset of a config file's: the file's
-        settings that restate its old preset's resolved values are dropped, so the new preset's own apply; what the file
-        set otherwise, and every override, is kept (over the new preset, as always). A run's ``config.yaml`` records its
-        algorithm resolved, every setting spelled out: without this, ``rlvr train RUN/config.yaml algo.preset=ppo``
-        would run GRPO's settings under PPO's name. ``overridden``: the overridden keys within the section, dotted
-        (``kl.coef``; ``""``: the whole section)."""
+        """The ``algo`` section to read when command-line overrides change the preset of a run's ``config.yaml``, which
+        records its algorithm resolved, every setting spelled out (without this, ``rlvr train RUN/config.yaml
+        algo.preset=ppo`` would run GRPO's settings under PPO's name): the file's settings that restate its old preset's
+        values, or a part function's own defaults, are dropped, and so are those the new preset's recipe does not read
+        (a policy-gradient run's advantage for dpo, a preference run's beta for grpo), so the new preset's own apply;
+        what the run set apart from them, and every override, is kept (over the new preset, as always). A section a
+        person wrote, which spells out only some settings, is read as written: every setting in it is theirs.
+        ``overridden``: the overridden keys within the section, dotted (``kl.coef``; ``""``: the whole section)."""
         if "" in overridden or "preset" not in overridden or not isinstance(file_value, dict) or not isinstance(value, dict):
+            return value
+        if not set(cls.__dataclass_fields__) <= set(file_value):  # not a run's resolved section
             return value
         old_preset = file_value.get("preset") or "grpo"
         if value.get("preset") == old_preset:
@@ -202,18 +206,25 @@ class AlgoConfig:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 old = to_dict(cls.from_config({"preset": old_preset}))
+                new_recipe = preset_settings(value.get("preset") or "grpo").get("recipe", _default(None, "recipe"))
         except ConfigError:
-            return value  # the file's own preset does not resolve: nothing to tell apart (the new one is read as given)
+            return value  # a preset that does not resolve: nothing to tell apart (resolution names it)
+        family_change = new_recipe != old.get("recipe")
         kept: dict[str, Any] = {}
         for key, setting in value.items():
             theirs = old.get(key, _MISSING)
             if key == "preset" or key in overridden:
                 kept[key] = setting
-            elif isinstance(setting, dict) and isinstance(theirs, dict):
+                continue
+            if family_change and not any(k.startswith(key + ".") for k in overridden) and (
+                    key not in _PREFERENCE_KEYS if new_recipe == "preference" else key == "preference"):
+                continue  # the old recipe's setting, which the new one does not read
+            if isinstance(setting, dict) and isinstance(theirs, dict):
                 if key in PARTS and setting.get("name") != theirs.get("name"):
-                    kept[key] = setting  # another function than the old preset's: the file's choice, whole
-                    continue
-                inner = {k: v for k, v in setting.items() if f"{key}.{k}" in overridden or v != theirs.get(k, _MISSING)}
+                    theirs = _completed(key, {"name": setting["name"]})  # another function: its own defaults are restatements
+                    inner = {k: v for k, v in setting.items() if k == "name" or f"{key}.{k}" in overridden or v != theirs.get(k, _MISSING)}
+                else:
+                    inner = {k: v for k, v in setting.items() if f"{key}.{k}" in overridden or v != theirs.get(k, _MISSING)}
                 if inner:
                     kept[key] = inner
             elif setting != theirs:
@@ -224,6 +235,8 @@ class AlgoConfig:
     def _resolve(cls, user: dict[str, Any], spelled: dict[str, str], inherit: set[str], where: str, key: str) -> AlgoConfig:
         if "recipe" in user and user["recipe"] is None:  # null: the preset's, as when the key is left out
             user = {k: v for k, v in user.items() if k != "recipe"}
+        if "preset" in user and user["preset"] is None:  # null: the default, as when the key is left out
+            user = {k: v for k, v in user.items() if k != "preset"}
         name = user.get("preset", "grpo")
         preset = preset_settings(name)
         merged, supplied = _merge(preset, user, inherit)
@@ -378,9 +391,11 @@ class AlgoConfig:
         if adv.name == "prime" and adv.get("implicit_coef") and not self.prm.enabled:
             raise ConfigError("algo.advantage=prime weights implicit process rewards (implicit_coef != 0) but the implicit PRM is off (algo.prm.enabled=false): "
                               "turn the PRM on, or set algo.advantage={name: prime, implicit_coef: 0} to use the verifier's process rewards instead")
-        if (adv.name == "gae") != self.critic.enabled:
-            raise ConfigError("algo.advantage=gae needs a critic and a critic is only used by gae: "
-                              + ("set algo.critic.enabled=true" if adv.name == "gae" else "set algo.advantage=gae (or algo.critic.enabled=false)"))
+        if adv.name == "gae" and not self.critic.enabled:
+            raise ConfigError("algo.advantage=gae needs a critic: set algo.critic.enabled=true (or choose another advantage)")
+        if self.critic.enabled and adv.name != "gae":
+            raise ConfigError(f"algo.critic.enabled=true but only algo.advantage=gae uses a critic, and the advantage here is "
+                              f"{adv.name}: set algo.advantage=gae, or algo.critic.enabled=false")
 
     def _check_preference(self) -> None:
         pref = self.preference
@@ -571,11 +586,14 @@ def _check_family(name: str, preset: dict[str, Any], user: dict[str, Any], spell
     equal to the preset's, as in a run directory's resolved config, is not a change)."""
     recipe = preset.get("recipe", _default(None, "recipe"))
     if user.get("recipe") is not None and user["recipe"] != recipe:  # the recipe that runs a preset is the preset's (null: it)
-        others = ", ".join(n for n in preset_names() if preset_settings(n).get("recipe", _default(None, "recipe")) != recipe)
+        recipes = {n: preset_settings(n).get("recipe", _default(None, "recipe")) for n in preset_names()}
+        theirs = [n for n, r in recipes.items() if r == user["recipe"]]
+        choose = (f", or choose a preset of the {user['recipe']} recipe ({', '.join(theirs)})" if theirs else
+                  f" (an algorithm runs the {' or the '.join(sorted(set(recipes.values())))} recipe)")
         raise ConfigError(f"{spelled.get('recipe', 'algo.recipe')} cannot be {user['recipe']!r}: algo.preset={name} runs the "
-                          f"{recipe} recipe, which is part of the preset; leave algo.recipe out, or choose a preset of another "
-                          f"recipe ({others}). A run's config.yaml records its preset's recipe and settings: to train another "
-                          f"algorithm, start from a built-in config (e.g. rlvr train quickstart algo.preset={name})")
+                          f"{recipe} recipe, which is part of the preset; leave algo.recipe out{choose}. A run's config.yaml "
+                          f"records its preset's recipe and settings: to train another algorithm from it, give the preset on the "
+                          f"command line (rlvr train RUN/config.yaml algo.preset={theirs[0] if theirs else 'NAME'}), not in the file")
     if recipe != "preference":
         pref = {k: v for k, v in (user.get("preference") or {}).items() if v != getattr(PreferenceConfig(), k, object())}
         if pref:

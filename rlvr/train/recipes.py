@@ -40,7 +40,9 @@ def recipe_name(data: dict[str, Any]) -> str:
     if data.get("recipe"):
         return str(data["recipe"])
     algo = data.get("algo") or {}
-    preset = algo.get("preset", "grpo") if isinstance(algo, dict) else "grpo"
+    preset = algo.get("preset") if isinstance(algo, dict) else None
+    if preset is None:  # left out or null: the default
+        preset = "grpo"
     return preset_settings(preset).get("recipe", AlgoConfig.recipe)
 
 

@@ -213,31 +213,37 @@ def test_a_part_chosen_by_name_keeps_it_when_an_argument_is_set(overrides, name,
 
 def test_a_new_preset_over_a_runs_resolved_config_trains_that_preset_keeping_what_the_run_changed(tmp_path):
     """A run's config.yaml spells out its preset's resolved settings; `rlvr train RUN/config.yaml algo.preset=X` reads X's
-    own settings (it ran GRPO's under X's name), keeping what the run set apart from its preset and every override."""
+    own settings (it ran GRPO's under X's name), keeping what the run set apart from its preset and every override, and
+    dropping what X's recipe does not read (the policy-gradient run's settings for a preference preset)."""
     import yaml
 
-    from rlvr.algos.config import preset_names
+    from rlvr.algos.config import preset_names, preset_settings
     from rlvr.config import to_dict
 
-    run = load_config(TrainConfig, "quickstart", ["algo.entropy_coef=0.01"])  # a run that changed one setting of GRPO's
+    changed = ["algo.entropy_coef=0.01", "algo.advantage=grpo_process", "algo.policy_loss.clip_high=0.3"]
+    run = load_config(TrainConfig, "quickstart", changed)  # a run that changed settings of GRPO's, one a part another preset sets too
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(to_dict(run)))
     for preset in preset_names():
-        if preset == "dpo":  # trains on a pairs file
-            extra = ["pairs.path=pairs.jsonl"]
-        else:
-            extra = []
+        extra = ["pairs.path=pairs.jsonl"] if preset == "dpo" else []  # (trains on a pairs file)
+        kept = [] if preset_settings(preset).get("recipe") == "preference" else changed
         try:
-            fresh = load_config(TrainConfig, "quickstart", [f"algo.preset={preset}", "algo.entropy_coef=0.01", *extra]).algo
-        except ConfigError as refused:  # what a built-in config refuses, the run's config refuses alike
-            with pytest.raises(ConfigError, match=re.escape(str(refused).split(": ", 1)[-1][:60])):
+            fresh = load_config(TrainConfig, "quickstart", [f"algo.preset={preset}", *kept, *extra]).algo
+        except ConfigError as refused:  # (ppo with grpo_process's advantage: no critic) what the built-in refuses, the run's config refuses alike
+            with pytest.raises(ConfigError, match=re.escape(str(refused).split(": ", 1)[1])):
                 load_config(TrainConfig, str(config), [f"algo.preset={preset}", *extra])
             continue
         assert to_dict(load_config(TrainConfig, str(config), [f"algo.preset={preset}", *extra]).algo) == to_dict(fresh), preset
-    switched = load_config(TrainConfig, str(config), ["algo.preset=ppo", "algo.policy_loss.clip_high=0.3"]).algo
-    assert (switched.advantage.name, switched.critic.enabled, switched.kl.mode) == ("gae", True, "reward")  # PPO's, not GRPO's
-    assert switched.entropy_coef == 0.01 and switched.policy_loss.params["clip_high"] == 0.3
+    switched = load_config(TrainConfig, str(config), ["algo.preset=grpo_process", "algo.policy_loss.clip_high=0.25"]).algo
+    assert switched.advantage.params["outcome_step"] is True  # grpo_process's own setting, not the function's default the file restates
+    assert switched.entropy_coef == 0.01 and switched.policy_loss.params["clip_high"] == 0.25
     assert to_dict(load_config(TrainConfig, str(config), ["algo.preset=grpo"]).algo) == to_dict(run.algo)  # the same preset: as it was
+    # a section a person wrote, which spells out some settings only, is read as written: each of them is theirs
+    mine = tmp_path / "mine.yaml"
+    for algo in ("{kl: {mode: loss, coef: 0.04}}", "{kl_mode: loss, kl_coef: 0.04}", "{preset: grpo, kl: {mode: loss, coef: 0.04}}"):
+        mine.write_text(f"algo: {algo}\n")
+        written = load_config(TrainConfig, str(mine), ["algo.preset=dapo"]).algo
+        assert (written.kl.mode, written.kl.coef) == ("loss", 0.04), algo
 
 
 @pytest.mark.parametrize("algo, message", [
