@@ -359,17 +359,19 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
                 raise instead from e
             raise
         finally:
-            bar.close()
-            restore_signals()
-            recipe.close()
-            try:  # on a full disk these fail too: the error that stopped the run is the one to report
-                self.rundir.write_state(status=status, step=step, spent=self.spent.state_dict(), stopped_by=spent_by)
-                self.rundir.write_json("resources.json", self.resources())
-                if cfg.log.plot:
-                    self.rundir.plot(title=recipe.title)
-            except OSError as e:
-                self.print(f"could not write the run's summary files: {e}")
-            self.trackers.finish(status)
+            try:  # the signals stay handled until the run's state is written: a hangup repeated meanwhile must not kill it
+                bar.close()
+                recipe.close()
+                try:  # on a full disk these fail too: the error that stopped the run is the one to report
+                    self.rundir.write_state(status=status, step=step, spent=self.spent.state_dict(), stopped_by=spent_by)
+                    self.rundir.write_json("resources.json", self.resources())
+                    if cfg.log.plot:
+                        self.rundir.plot(title=recipe.title)
+                except OSError as e:
+                    self.print(f"could not write the run's summary files: {e}")
+                self.trackers.finish(status)
+            finally:
+                restore_signals()
 
     # -- what the run spends ---------------------------------------------------------------------
 

@@ -309,6 +309,8 @@ def test_a_terminal_that_hangs_up_stops_the_run_with_a_checkpoint(sft_base, tmp_
         assert proc.poll() is None, said.decode(errors="replace")[-3000:]
     finally:
         os.close(controller)  # the hangup
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGHUP)  # and the shell's, to its jobs: a repeated hangup, not a second signal
     try:
         code = proc.wait(timeout=900)
     finally:
