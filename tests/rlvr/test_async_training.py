@@ -296,6 +296,7 @@ def test_a_terminal_that_hangs_up_stops_the_run_with_a_checkpoint(sft_base, tmp_
     def take_the_terminal():  # a session whose controlling terminal is the pty, as a job of a login shell has one
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # not ignored, as under a test session started with nohup (the run would ignore it too)
 
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("RLVR_KILL_AT", "RLVR_WORKER_", "RLVR_STALL_AT"))}
     proc = subprocess.Popen([sys.executable, "-m", "rlvr.cli", "train", "quickstart", *argv], stdin=terminal, stdout=terminal,
