@@ -220,11 +220,10 @@ class AlgoConfig:
                     key not in _PREFERENCE_KEYS if new_recipe == "preference" else key == "preference"):
                 continue  # the old recipe's setting, which the new one does not read
             if isinstance(setting, dict) and isinstance(theirs, dict):
-                if key in PARTS and setting.get("name") != theirs.get("name"):
-                    theirs = _completed(key, {"name": setting["name"]})  # another function: its own defaults are restatements
-                    inner = {k: v for k, v in setting.items() if k == "name" or f"{key}.{k}" in overridden or v != theirs.get(k, _MISSING)}
-                else:
-                    inner = {k: v for k, v in setting.items() if f"{key}.{k}" in overridden or v != theirs.get(k, _MISSING)}
+                another = key in PARTS and setting.get("name") != theirs.get("name")
+                if another:  # another function than the old preset's: the file's choice, its own defaults restatements
+                    theirs = {**_completed(key, {"name": setting["name"]}), "name": _MISSING}
+                inner = {k: v for k, v in setting.items() if f"{key}.{k}" in overridden or v != theirs.get(k, _MISSING)}
                 if inner:
                     kept[key] = inner
             elif setting != theirs:

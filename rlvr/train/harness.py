@@ -493,8 +493,8 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
             self._signalled = self.stop_requested = True
             every = f" (process {self.rank} of {self.num_processes}: every process stops with it)" if self.num_processes > 1 else ""
             fresh_line = "\n" if sys.stdout.isatty() else ""  # after the terminal's ^C and a bar's partial line; a log has neither
-            why = " (the terminal hung up)" if hangup else ""
-            tqdm.write(f"{fresh_line}{signal.Signals(signum).name}{why}: stopping after this step and saving a checkpoint{every} (again to abort)")
+            why, again = (" (the terminal hung up)", "") if hangup else ("", " (again to abort)")  # a repeated hangup aborts nothing
+            tqdm.write(f"{fresh_line}{signal.Signals(signum).name}{why}: stopping after this step and saving a checkpoint{every}{again}")
 
         for s in previous:
             signal.signal(s, handler)
