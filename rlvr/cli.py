@@ -8,7 +8,9 @@ no module of the user's hides them (a ``tasks.py`` in the working directory)."""
 from __future__ import annotations
 
 import argparse
+import atexit
 import faulthandler
+import gc
 import importlib
 import pkgutil
 import sys
@@ -25,6 +27,16 @@ def user_errors() -> tuple[type[Exception], ...]:
     import tasks
 
     return (rlvr.UserError, envs.RegistryError, tasks.TaskError)
+
+
+def _collect_then_freeze() -> None:
+    """At the interpreter's exit, after the handlers the command registered (atexit runs the last
+    registered first): finalize what is garbage now, then freeze what is still alive. The teardown that
+    follows frees the modules' objects by reference counts as always, but its own garbage collections
+    no longer walk the hundreds of thousands of objects torch and transformers made, which took
+    about 1 s of CPU after every command that trained or evaluated a model (measured on 2 cores)."""
+    gc.collect()
+    gc.freeze()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +61,8 @@ def parse_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> ar
 
 
 def main(argv: list[str] | None = None) -> int:
+    atexit.unregister(_collect_then_freeze)  # (once per process, however often main runs in it)
+    atexit.register(_collect_then_freeze)
     if not faulthandler.is_enabled():
         try:
             faulthandler.enable()  # a crash in native code (SIGSEGV...) prints the Python stacks of every thread

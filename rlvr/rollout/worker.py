@@ -194,7 +194,8 @@ def worker_context(*modules: str) -> Any:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return torch.multiprocessing.get_context("spawn")
     ctx = torch.multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(list(dict.fromkeys((*PRELOADED, *modules))))  # no effect once the server runs
+    # (no effect once the server runs; `rlvr.rollout.frozen_imports` last: it freezes what the others made)
+    ctx.set_forkserver_preload([*dict.fromkeys((*PRELOADED, *modules)), "rlvr.rollout.frozen_imports"])
     return ctx
 
 

@@ -201,3 +201,31 @@ def test_a_module_of_the_users_named_like_an_rlvr_package_is_named_not_imported(
     (tmp_path / f"{name}.py").rename(tmp_path / f"my_{name}.py")  # named differently: rlvr runs
     proc = subprocess.run([sys.executable, "-m", "rlvr.cli", "envs", "list"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "math-v1" in proc.stdout, proc.stdout + proc.stderr
+
+
+
+def test_at_exit_the_command_still_finalizes_its_garbage_and_freezes_the_rest(tmp_path):
+    """The exit handler `main` registers finalizes the garbage of the moment, cycles included, then
+    freezes what is alive, so that the interpreter's teardown does not walk it again."""
+    import subprocess
+    import sys
+
+    code = f"""
+import atexit, gc
+from rlvr.cli import main
+
+def report():  # registered before main's handler, so it runs after it
+    open({str(tmp_path / "frozen")!r}, "w").write(str(gc.get_freeze_count()))
+atexit.register(report)
+assert main(["algos", "list"]) == 0 and main(["envs", "list"]) == 0
+
+class Cycle:
+    def __del__(self):
+        open({str(tmp_path / "finalized")!r}, "w").close()
+c = Cycle(); c.me = c; del c
+gc.disable()  # (only the exit handler can find the cycle now)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "finalized").exists()
+    assert int((tmp_path / "frozen").read_text()) > 10_000
