@@ -229,3 +229,18 @@ gc.disable()  # (only the exit handler can find the cycle now)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "finalized").exists()
     assert int((tmp_path / "frozen").read_text()) > 10_000
+
+
+def test_a_warning_prints_as_one_line_like_an_error_and_names_another_librarys_file():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "rlvr.cli", "train", "quickstart", "algo.kl.mode=off", "algo.kl.coef=0.1", "--show-config"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "warning: kl.coef=0.1 has no effect with kl.mode=off\n"
+    import numpy
+
+    from rlvr.cli import one_line_warning
+    line = one_line_warning(FutureWarning(" a is deprecated \n"), FutureWarning, numpy.__file__, 12)
+    assert line == "warning: a is deprecated (FutureWarning, numpy/__init__.py:12)\n"
