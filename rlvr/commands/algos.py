@@ -15,7 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=list_algos)
     show = s.add_parser("show", help="print one preset resolved (every part with all its arguments), with optional overrides")
     show.add_argument("preset", help="preset name (rlvr algos list)")
-    show.add_argument("overrides", nargs="*", help="algo.KEY=VALUE overrides applied over the preset, as rlvr train takes them")
+    show.add_argument("overrides", nargs="*", default=[], help="algo.KEY=VALUE overrides applied over the preset, as rlvr train takes them")
     show.set_defaults(func=show_algo)
 
 
@@ -47,11 +47,21 @@ def show_algo(args: argparse.Namespace) -> int:
     import yaml
 
     from rlvr.algos.config import AlgoConfig
-    from rlvr.config import apply_overrides
+    from rlvr.config import ConfigError, apply_overrides, override_named, shown
 
+    where = "rlvr algos show"
     overrides = [o[len("algo."):] if o.startswith("algo.") else o for o in args.overrides]
-    data = apply_overrides(AlgoConfig, {"preset": args.preset}, overrides)
-    algo = AlgoConfig.from_config(data, where="rlvr algos show")
+    try:
+        algo = AlgoConfig.from_config(apply_overrides(AlgoConfig, {"preset": args.preset}, overrides), where=where)
+    except ConfigError as e:  # one about a key an override set names the override, as `rlvr train` does
+        body = str(e).removeprefix(f"{where}: ")
+        spelled = [f"algo.{o}" for o in overrides]
+        named = body.lstrip("'")  # (a range check quotes the key: 'algo.kl.coef' must be >= 0)
+        item = override_named(named, spelled) or override_named(named, overrides)
+        if item is None:
+            raise
+        typed = args.overrides[(spelled if item in spelled else overrides).index(item)]
+        raise ConfigError(f"command-line override {shown(typed)}: {body}") from None
     print(f"# algo.preset={args.preset}" + (" with " + " ".join(args.overrides) if args.overrides else "") + ", resolved")
     print(yaml.safe_dump({"algo": dataclasses.asdict(algo)}, sort_keys=False), end="")
     return 0

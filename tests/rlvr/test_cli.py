@@ -244,3 +244,22 @@ def test_a_warning_prints_as_one_line_like_an_error_and_names_another_librarys_f
     from rlvr.cli import one_line_warning
     line = one_line_warning(FutureWarning(" a is deprecated \n"), FutureWarning, numpy.__file__, 12)
     assert line == "warning: a is deprecated (FutureWarning, numpy/__init__.py:12)\n"
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["grpo", "policy_loss.clip_hgh=0.3"], "error: command-line override policy_loss.clip_hgh=0.3: algo.policy_loss.clip_hgh: the clipped policy "
+                                          "loss takes no argument 'clip_hgh'"),
+    (["grpo", "algo.kl.coef=0.1", "algo.kl.coef=-1"], "error: command-line override algo.kl.coef=-1: 'algo.kl.coef' must be >= 0, got -1.0"),
+    (["grpo", "kl.mode=bad"], "error: command-line override kl.mode=bad: 'algo.kl.mode' must be one of"),
+    (["grpo", "advantage=nope"], "error: command-line override advantage=nope: algo.advantage 'nope' is not registered"),
+    (["ppo2"], "error: rlvr algos show: algo.preset 'ppo2' is unknown; presets: grpo,"),
+])
+def test_algos_show_names_the_override_it_refuses(argv, line, capsys):
+    assert main(["algos", "show", *argv]) == 2
+    assert capsys.readouterr().err.startswith(line)
+
+
+def test_algos_show_without_a_preset_says_only_the_preset_is_required(capsys):
+    with pytest.raises(SystemExit):
+        main(["algos", "show"])
+    assert capsys.readouterr().err.splitlines()[-1] == "rlvr algos show: error: the following arguments are required: preset"
