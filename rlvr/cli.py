@@ -12,15 +12,14 @@ import atexit
 import faulthandler
 import gc
 import importlib
-import os
 import pkgutil
 import sys
-import warnings
 
 import rlvr
 import rlvr.commands
 from rlvr.own_packages import shadowed
 from rlvr.progress import quiet_library_bars
+from rlvr.warning_lines import one_line_warnings
 
 
 def user_errors() -> tuple[type[Exception], ...]:
@@ -37,24 +36,9 @@ def _collect_then_freeze() -> None:
     follows frees the modules' objects by reference counts as always, but its own garbage collections
     no longer walk the hundreds of thousands of objects torch and transformers made, which took
     about 1 s of CPU after every command that trained or evaluated a model (measured on 2 cores)."""
-    gc.collect()
+    with one_line_warnings():  # (the collection may warn: an unclosed file found now)
+        gc.collect()
     gc.freeze()
-
-
-OWN_PACKAGES = ("rlvr", "envs", "tasks", "sandboxes")
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(rlvr.__file__)))  # the folder rlvr's packages are in
-
-
-def one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None) -> str:
-    """A warning as the command prints it (`warnings.formatwarning`'s signature): ``warning: MESSAGE``,
-    as an error is printed, rather than Python's file, line and source line; one raised in another
-    library also names where it came from, for a report to that library."""
-    text = str(message).strip()
-    path = os.path.abspath(filename)
-    if any(path.startswith(os.path.join(_ROOT, package) + os.sep) for package in OWN_PACKAGES):
-        return f"warning: {text}\n"
-    where = path.split(f"site-packages{os.sep}", 1)[-1]
-    return f"warning: {text} ({category.__name__}, {where}:{lineno})\n"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,17 +82,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     errors = user_errors()
-    formatwarning, warnings.formatwarning = warnings.formatwarning, one_line_warning
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except errors as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    finally:
-        warnings.formatwarning = formatwarning
+    with one_line_warnings():
+        try:
+            return int(args.func(args) or 0)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
+        except errors as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":

@@ -229,6 +229,9 @@ def _worker_main(conn: Any, settings: WorkerSettings, first_start: bool, decoder
     engine, then serve commands until ``close`` or the trainer is gone."""
     _take_the_trainers_context(environ, cwd)
     from envs import faults
+    from rlvr import warning_lines
+
+    warning_lines.install()  # its warnings print as the trainer's do
 
     faults.configure_worker(first_start)
     _die_with_parent()

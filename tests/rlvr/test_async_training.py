@@ -287,10 +287,11 @@ def test_a_signal_to_the_whole_process_group_checkpoints_and_leaves_the_worker_a
 def test_a_terminal_that_hangs_up_stops_the_run_with_a_checkpoint(sft_base, tmp_path, rl_overrides):
     """An ssh connection that drops hangs up the run's terminal: the kernel sends SIGHUP to the terminal's process
     group and every later write there fails. The trainer finishes its step, saves a checkpoint (here the only one:
-    no periodic checkpoints) and stops, as on SIGTERM; the worker and the verifiers ignore the hangup."""
+    no periodic checkpoints) and stops, as on SIGTERM; the worker and the verifiers ignore the hangup. (A GPU's
+    decoder, named on a CPU, makes the worker warn before the hangup: its warning is one line, as the trainer's.)"""
     run = tmp_path / "run"
     argv = rl_overrides(tmp_path, sft_base, "rollout.async.max_staleness=1", "update.steps=40", "log.checkpoint_every=0",
-                        "rollout.hf.decode=kv", "verify.kind=process", *SMALL)
+                        "rollout.hf.decode=cuda_graph", "verify.kind=process", *SMALL)
     controller, terminal = os.openpty()
 
     def take_the_terminal():  # a session whose controlling terminal is the pty, as a job of a login shell has one
@@ -308,6 +309,9 @@ def test_a_terminal_that_hangs_up_stops_the_run_with_a_checkpoint(sft_base, tmp_
             if select.select([controller], [], [], 0.1)[0]:
                 said += os.read(controller, 65536)  # (read, so the run never waits on a full terminal)
         assert proc.poll() is None, said.decode(errors="replace")[-3000:]
+        lines = said.decode(errors="replace").splitlines()
+        assert len([line for line in lines if line.startswith("warning: rollout.hf.decode=cuda_graph cannot run here")]) == 1, lines  # (the worker's: the trainer does not generate)
+        assert not [line for line in lines if "Warning" in line or line.startswith(" ")], lines  # nothing in Python's own format
     finally:
         os.close(controller)  # the hangup
     with contextlib.suppress(ProcessLookupError):
