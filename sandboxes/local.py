@@ -367,6 +367,7 @@ def _stop_workers(workers: list[_Worker]) -> None:
             w.stop()
         except Exception:  # at interpreter exit: do what can be done
             pass
+        w.log.close()  # (the backend is closed: no worker starts again)
 
 
 def bwrap_availability() -> Availability:

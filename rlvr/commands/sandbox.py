@@ -6,6 +6,7 @@ import argparse
 import functools
 import json
 import sys
+from pathlib import Path
 
 
 def _user_errors(func):
@@ -81,7 +82,7 @@ def run_file(args: argparse.Namespace) -> int:
     import sandboxes
 
     code = _read_program(args.file)
-    stdin = open(args.stdin, "rb").read() if args.stdin else None
+    stdin = Path(args.stdin).read_bytes() if args.stdin else None
     backend = sandboxes.make_backend(args.backend)
     try:
         ex = sandboxes.run(code, stdin=stdin, limits=sandboxes.Limits(wall_s=args.wall, cpu_s=args.wall, memory_mb=args.memory), backend=backend)
@@ -116,7 +117,7 @@ def _read_program(path: str) -> str:
     """The program's text ('-': standard input); a file that is not UTF-8 text is a user error."""
     import rlvr
 
-    data = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
+    data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -357,9 +357,11 @@ def _sandbox_available() -> bool:
 def test_sandbox_run_exit_code_says_how_the_program_ended(program, code, status, tmp_path):
     path = tmp_path / "prog.py"
     path.write_text(program)
-    out = rlvr("sandbox", "run", str(path), "--wall", "1", "--memory", "256", cwd=tmp_path, timeout=120)
+    out = rlvr("sandbox", "run", str(path), "--wall", "1", "--memory", "256", cwd=tmp_path, timeout=120,
+               env={"PYTHONWARNINGS": "always::ResourceWarning"})
     assert out.returncode == code, out.stderr
     assert status in out.stderr
+    assert "unclosed" not in out.stderr  # the program's file and the sandbox's own files are closed, not left to the exit
 
 
 def test_sandbox_run_refuses_a_binary_file_in_one_line(tiny_model, tmp_path):
