@@ -138,9 +138,10 @@ def build_with_overrides(cls: type[C], data: dict[str, Any], where: str, overrid
 
 
 def in_file(error: ConfigError, where: str) -> ConfigError:
-    """``error`` naming the file it is about (``where``), unless it does already or there is no file (``config``: a mapping)."""
+    """``error`` naming the file it is about (``where``), unless it does already, is about an override, or there is no
+    file (``config``: a mapping)."""
     message = str(error)
-    if where == "config" or message.startswith(f"{where}: "):
+    if where == "config" or message.startswith((f"{where}: ", "command-line override ")):
         return error
     return ConfigError(f"{where}: {message}")
 
@@ -235,7 +236,7 @@ def apply_overrides(cls: type, data: dict[str, Any], overrides: list[str]) -> di
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise ConfigError(f"override {item!r} must look like key=value (e.g. optim.lr=1e-4)")
+            raise ConfigError(f"command-line override {shown(item)!r} must look like key=value (e.g. optim.lr=1e-4)")
         text = _text_kind(_field_type(cls, key.strip()))
         if text and not raw.strip().startswith(("'", '"', "[", "{")):
             # a text setting takes the text as written: name=- is no list, name=0042 no number, 'name=run #1' no comment
@@ -245,7 +246,7 @@ def apply_overrides(cls: type, data: dict[str, Any], overrides: list[str]) -> di
                 value = yaml.safe_load(raw) if raw.strip() else ""
             except yaml.YAMLError as e:
                 problem = " ".join(str(getattr(e, "problem", "") or "").split()) or "cannot be read"
-                raise ConfigError(f"override {shown(item)!r}: value is not valid YAML ({problem}); quote it if it is text") from None
+                raise ConfigError(f"command-line override {shown(item)!r}: value is not valid YAML ({problem}); quote it if it is text") from None
         _set_dotted(data, key.strip(), value)
         keys.append(key.strip())
     for name, section_type in _rebasing_sections(cls):  # a section that re-reads what the file set when an override changes it

@@ -47,24 +47,34 @@ def show_algo(args: argparse.Namespace) -> int:
     import yaml
 
     from rlvr.algos.config import AlgoConfig
-    from rlvr.config import ConfigError, apply_overrides, override_named, shown
+    from rlvr.config import ConfigError, build_with_overrides, shown
 
-    where = "rlvr algos show"
-    overrides = [o[len("algo."):] if o.startswith("algo.") else o for o in args.overrides]
+    # what the overrides apply to: a config with only its algo section, read as rlvr train reads that section
+    Shown = dataclasses.make_dataclass("Shown", [("algo", AlgoConfig)])
+    spelled = [_in_algo(o) for o in args.overrides]
     try:
-        algo = AlgoConfig.from_config(apply_overrides(AlgoConfig, {"preset": args.preset}, overrides), where=where)
-    except ConfigError as e:  # one about a key an override set names the override, as `rlvr train` does
-        body = str(e).removeprefix(f"{where}: ")
-        spelled = [f"algo.{o}" for o in overrides]
-        named = body.lstrip("'")  # (a range check quotes the key: 'algo.kl.coef' must be >= 0)
-        item = override_named(named, spelled) or override_named(named, overrides)
-        if item is None:
-            raise
-        typed = args.overrides[(spelled if item in spelled else overrides).index(item)]
-        raise ConfigError(f"command-line override {shown(typed)}: {body}") from None
+        algo = build_with_overrides(Shown, {"algo": {"preset": args.preset}}, "rlvr algos show", spelled).algo
+    except ConfigError as e:  # the override as the user typed it (KEY for algo.KEY)
+        message = str(e)
+        for typed, written in zip(args.overrides, spelled):
+            for form in (f"command-line override {shown(written)!r}", f"command-line override {shown(written)}:"):
+                if message.startswith(form):
+                    message = form.replace(shown(written), shown(typed), 1) + message[len(form):]
+                    raise ConfigError(message) from None
+        raise
     print(f"# algo.preset={args.preset}" + (" with " + " ".join(args.overrides) if args.overrides else "") + ", resolved")
     print(yaml.safe_dump({"algo": dataclasses.asdict(algo)}, sort_keys=False), end="")
     return 0
+
+
+def _in_algo(override: str) -> str:
+    """``KEY=VALUE`` as an override of the algo section (``algo.KEY=VALUE``); one that names it already, or is no
+    ``KEY=VALUE``, as it is."""
+    key, sep, _ = override.partition("=")
+    key = key.strip()
+    if not sep or not key or key == "algo" or key.startswith("algo."):
+        return override
+    return f"algo.{override.lstrip()}"
 
 
 def _flatten(settings: dict[str, Any]) -> dict[str, Any]:

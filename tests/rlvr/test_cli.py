@@ -131,6 +131,9 @@ def test_group_size_one_with_a_group_relative_advantage_is_refused_saying_why(tm
 @pytest.mark.parametrize("override, message", [
     ("optim.lr=abc", "error: command-line override optim.lr=abc: 'optim.lr' must be float, got str 'abc'"),
     ("optim.lrr=1", "error: command-line override optim.lrr=1: unknown key 'optim.lrr' (did you mean 'optim.lr'?)"),
+    ("=", "error: command-line override '=' must look like key=value (e.g. optim.lr=1e-4)"),
+    ("optim.lr=[1", "error: command-line override 'optim.lr=[1': value is not valid YAML (expected ',' or ']', but got '<stream end>'); "
+                    "quote it if it is text"),
 ])
 def test_a_bad_override_is_blamed_on_the_command_line_not_the_file(override, message, capsys):
     assert main(["train", "quickstart", override]) == 2
@@ -241,9 +244,12 @@ def test_a_warning_prints_as_one_line_like_an_error_and_names_another_librarys_f
     assert done.stderr == "warning: kl.coef=0.1 has no effect with kl.mode=off\n"
     import numpy
 
-    from rlvr.cli import one_line_warning
+    from rlvr.warning_lines import one_line_warning
     line = one_line_warning(FutureWarning(" a is deprecated \n"), FutureWarning, numpy.__file__, 12)
     assert line == "warning: a is deprecated (FutureWarning, numpy/__init__.py:12)\n"
+    # a message of several lines (a file name with a newline in it) is one line; a place that is no file is named as Python names it
+    assert one_line_warning("rows/two\nlines.jsonl: 2 repeated\n", UserWarning, "<frozen importlib._bootstrap>", 241) == (
+        "warning: rows/two lines.jsonl: 2 repeated (UserWarning, <frozen importlib._bootstrap>:241)\n")
 
 
 @pytest.mark.parametrize("argv,line", [
@@ -253,6 +259,11 @@ def test_a_warning_prints_as_one_line_like_an_error_and_names_another_librarys_f
     (["grpo", "kl.mode=bad"], "error: command-line override kl.mode=bad: 'algo.kl.mode' must be one of"),
     (["grpo", "advantage=nope"], "error: command-line override advantage=nope: algo.advantage 'nope' is not registered"),
     (["ppo2"], "error: rlvr algos show: algo.preset 'ppo2' is unknown; presets: grpo,"),
+    (["grpo", "nosuch=1"], "error: command-line override nosuch=1: unknown key 'algo.nosuch' (known keys: preset,"),
+    (["grpo", "algo.preset=ppo", "algo.critic.nosuch=1"], "error: command-line override algo.critic.nosuch=1: unknown key 'algo.critic.nosuch'"),
+    (["grpo", "kl.coef=[1"], "error: command-line override 'kl.coef=[1': value is not valid YAML"),
+    (["grpo", "="], "error: command-line override '=' must look like key=value"),
+    (["grpo", "algo=5"], "error: command-line override algo=5: 'algo' must be a mapping, got int 5"),
 ])
 def test_algos_show_names_the_override_it_refuses(argv, line, capsys):
     assert main(["algos", "show", *argv]) == 2
