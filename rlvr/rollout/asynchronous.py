@@ -417,6 +417,8 @@ class AsyncRollouts:
             self.engine.close()  # a worker stuck in a call is killed, which ends the producer's call
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if self.engine is not None:
+            self.engine.close()  # one the producer was still starting above (a run stopped while it waited for its first batch)
 
     # -- the producer thread ----------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ worker also exits when the trainer's process dies (the pipe closes; on Linux it 
 
 from __future__ import annotations
 
+import atexit
 import copy
 import ctypes
 import os
@@ -339,6 +340,7 @@ class ProcessEngine(RolloutEngine):
         self._process = ctx.Process(target=_worker_main, name="rlvr-generation-worker", daemon=False,
                                     args=(child_conn, self.settings, self.starts == 0, self._choice_dict(), dict(os.environ), os.getcwd()))
         start_holding_shutdown_signals(self._process)
+        atexit.register(self._stop_at_exit)  # (once: a bound method of the same engine is the same handler to unregister)
         child_conn.close()
         self.starts += 1
         try:
@@ -426,6 +428,12 @@ class ProcessEngine(RolloutEngine):
     def close(self) -> None:
         self._stop(wait_s=10)
 
+    def _stop_at_exit(self) -> None:
+        """Registered while a worker runs: at the interpreter's exit, before multiprocessing waits for its
+        children (its handler was registered first, so it runs after this one), a worker nobody closed is
+        stopped; it would otherwise wait for a command forever, and the exit for it."""
+        self._stop(wait_s=5)
+
     def _stop(self, wait_s: float) -> None:
         # a command in flight holds the lock (a worker hung in a decoder never answers): then it is killed
         if self._process.is_alive() and self._lock.acquire(timeout=1.0):
@@ -440,6 +448,7 @@ class ProcessEngine(RolloutEngine):
             self._process.kill()
             self._process.join(timeout=wait_s)
         self._conn.close()
+        atexit.unregister(self._stop_at_exit)
 
 
 def _context_length(model: torch.nn.Module) -> int | None:

@@ -376,6 +376,25 @@ def test_the_worker_process_generates_like_the_engine_takes_pushed_weights_and_i
     assert not worker.alive
 
 
+def test_a_worker_nobody_closed_does_not_hold_up_the_exit(sft_base, tmp_path):
+    """A run stopped while its producer was still starting the worker left it unclosed: the worker waited for a
+    command and the trainer's exit for the worker, forever. Such a worker is stopped at the exit now."""
+    script = tmp_path / "unclosed.py"
+    script.write_text(f"""
+from rlvr.models.loading import load_model
+from rlvr.rollout.worker import ProcessEngine, WeightSlots, WorkerSettings
+
+if __name__ == "__main__":
+    model, tok = load_model({str(sft_base)!r})
+    worker = ProcessEngine(model, tok, WeightSlots(model, 1), WorkerSettings(decode="kv", threads=1))
+    print(worker.pid, flush=True)  # and exit without closing it
+""")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    pid = int(done.stdout.split()[0])
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
 # -- refusals ----------------------------------------------------------------------------------------
 
 def _refused(sft_base, tmp_path, rl_overrides, *extra, config="quickstart"):
