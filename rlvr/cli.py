@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     with one_line_warnings():
         try:
             return int(args.func(args) or 0)
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
+        except KeyboardInterrupt as e:  # (a run's second stop signal says which: RunAborted)
+            print(f"aborted: {e}" if str(e) else "interrupted", file=sys.stderr)
             return 130
         except errors as e:
             print(f"error: {e}", file=sys.stderr)

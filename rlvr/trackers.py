@@ -74,7 +74,8 @@ class Tracker:
         raise NotImplementedError
 
     def finish(self, status: str) -> None:
-        """``status``: "completed", "interrupted" or "failed: ..." (`rlvr.train.harness.TrainResult`)."""
+        """``status``: "completed", "interrupted" (stopped after a step), "aborted: ..." (stopped within one: a second
+        signal) or "failed: ..." (`rlvr.train.harness.TrainResult`)."""
         raise NotImplementedError
 
     def where(self) -> str:
@@ -234,7 +235,7 @@ class MlflowTracker(Tracker):
         self.client.log_artifact(self.run_id, str(path), artifact_path="reports")
 
     def finish(self, status: str) -> None:
-        state = "FINISHED" if status == "completed" else "KILLED" if status == "interrupted" else "FAILED"
+        state = "FINISHED" if status == "completed" else "KILLED" if status.startswith(("interrupted", "aborted")) else "FAILED"
         self.client.set_terminated(self.run_id, status=state)
 
     def where(self) -> str:

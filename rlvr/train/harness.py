@@ -73,6 +73,11 @@ class TrainResult:
     status: str
 
 
+class RunAborted(KeyboardInterrupt):
+    """A second stop signal (SIGINT, SIGTERM) while the run finishes its step after the first: it stops where it is.
+    A KeyboardInterrupt, as Ctrl-C's is, so that no handler of errors on the way out takes it for a failure."""
+
+
 class Recipe(Protocol):
     """A training procedure run by `Harness.run`. ``step(n)`` trains step ``n`` (1-based) and
     returns its metrics; ``state_dict``/``load_state_dict`` carry what a resume needs beyond the
@@ -489,7 +494,7 @@ class Harness(HarnessDevice, HarnessModels, HarnessAccumulation, HarnessCheckpoi
                 if self.stop_requested:
                     return
             elif self._signalled:  # this process's second signal (a stop agreed with the others is not one)
-                raise KeyboardInterrupt
+                raise RunAborted(f"a second {signal.Signals(signum).name} (the first had asked it to stop after its step)")
             self._signalled = self.stop_requested = True
             every = f" (process {self.rank} of {self.num_processes}: every process stops with it)" if self.num_processes > 1 else ""
             fresh_line = "\n" if sys.stdout.isatty() else ""  # after the terminal's ^C and a bar's partial line; a log has neither

@@ -105,6 +105,8 @@ class HarnessDevice:
                 self.print(f"could not save a checkpoint after the failure: {save_error}")
         if is_out_of_memory(error):
             return f"failed: {OOM_HINT}", TrainingError(f"step {step + 1}: {OOM_HINT}")
+        if isinstance(error, KeyboardInterrupt):  # stopped from outside, not failed: a second signal, or Ctrl-C before the handlers
+            return f"aborted: {error or 'interrupted'}", None
         return f"failed: {type(error).__name__}: {error}", None
 
     def _lost_process_error(self, error: BaseException, step: int) -> TrainingError:

@@ -74,6 +74,22 @@ def test_sigterm_checkpoints_and_stops(sft_base, tmp_path, rl_overrides):
     state = json.loads((tmp_path / "run" / "run_state.json").read_text())
     assert state["status"] == "interrupted"
     assert (tmp_path / "run" / "checkpoints" / f"step-{state['step']}").is_dir()
+    # resumed, then stopped twice: the second signal stops it within its step, and says so
+    proc = _train_process(rl_overrides, tmp_path, sft_base, "update.steps=50", "resume=true")
+    _wait_for_rows(tmp_path / "run", state["step"] + 1, proc)
+    proc.send_signal(signal.SIGTERM)
+    said = ""
+    while "SIGTERM: stopping after this step" not in said:  # taken (two at once would be one signal)
+        line = proc.stdout.readline()
+        assert line, said[-2000:]
+        said += line
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=300)
+    out = said + out
+    assert proc.returncode == 130, out
+    second = "aborted: a second SIGTERM (the first had asked it to stop after its step)"
+    assert out.strip().splitlines()[-1] == second, out[-2000:]
+    assert json.loads((tmp_path / "run" / "run_state.json").read_text())["status"] == second
 
 
 @pytest.fixture
