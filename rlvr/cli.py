@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         except errors as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        except Warning as e:  # a warning made an error (python -W error, PYTHONWARNINGS=error): refused as the error it now is
+            print(f"error: {' '.join(str(e).split())} (a {type(e).__name__} made an error by -W or PYTHONWARNINGS)", file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":

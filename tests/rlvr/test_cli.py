@@ -242,6 +242,10 @@ def test_a_warning_prints_as_one_line_like_an_error_and_names_another_librarys_f
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stderr == "warning: kl.coef=0.1 has no effect with kl.mode=off\n"
+    strict = subprocess.run([sys.executable, "-W", "error", "-m", "rlvr.cli", "train", "quickstart", "algo.kl.mode=off", "algo.kl.coef=0.1",
+                             "--show-config"], capture_output=True, text=True, timeout=120)
+    assert strict.returncode == 2 and strict.stdout == ""
+    assert strict.stderr == "error: kl.coef=0.1 has no effect with kl.mode=off (a UserWarning made an error by -W or PYTHONWARNINGS)\n"
     import numpy
 
     from rlvr.warning_lines import one_line_warning
