@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal
 
+from envs.code import parsing
 from envs.code.programs import CANDIDATE_PARAMETER, split_test_program
 from envs.code.testcases import TestSuite, UnconvertibleTests, parse_asserts
 from envs.types import Problem
@@ -127,7 +128,7 @@ _NOT_ENTRY = {"set", "sorted", "abs", "tuple", "list", "round", "len", "str", "i
 
 def mbpp_entry_point(test: str) -> str:
     """The function an MBPP assert calls (``assert f(...) == ...`` -> ``f``)."""
-    for node in ast.walk(ast.parse(test)):
+    for node in ast.walk(parsing.parse(test)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in _NOT_ENTRY:
             return node.func.id
     raise ValueError(f"no function call in test {test[:80]!r}")
@@ -143,7 +144,7 @@ def top_level_imports(code: str) -> str:
     try:
         with warnings.catch_warnings():  # the dataset's own style ('\d' in plain strings) is not ours to report
             warnings.simplefilter("ignore", (SyntaxWarning, DeprecationWarning))
-            tree = ast.parse(code)
+            tree = parsing.parse(code)
     except SyntaxError:
         return ""
     return ast.unparse(ast.Module([s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))], []))

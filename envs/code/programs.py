@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 
+from envs.code import parsing
 from envs.code.testcases import ProgramTest, UnconvertibleTests
 
 CANDIDATE_PARAMETER = "candidate"
@@ -44,7 +45,7 @@ def split_test_program(source: str) -> tuple[str, tuple[ProgramTest, ...]]:
     body (which cannot run at module level).
     """
     try:
-        tree = ast.parse(source)
+        tree = parsing.parse(source)
     except SyntaxError as e:
         raise UnconvertibleTests(f"test code does not parse: {e}") from e
     checks = [s for s in tree.body if _is_check(s)]

@@ -26,7 +26,7 @@ import ast
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from envs.code import values
+from envs.code import parsing, values
 
 TRANSFORMS = ("set", "sorted", "tuple", "list", "bool")
 """Trusted-side conversions applied to a returned value before comparison (``set(f(x)) == {...}``)."""
@@ -64,9 +64,9 @@ class FunctionTest:
         source = "(" + self.args + ",)"
         try:  # the sandbox reads literal arguments with ast.literal_eval: refuse anything else now
             if self.evaluated:
-                ast.parse(source, mode="eval")
+                parsing.parse(source, mode="eval")
             elif self.args.strip():
-                ast.literal_eval(source)
+                parsing.literal_eval(source)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as e:
             what = "an expression list" if self.evaluated else "Python literals separated by commas"
             raise ValueError(f"FunctionTest.args must be {what}, got {self.args[:80]!r}: {e}") from e
@@ -134,7 +134,7 @@ class ProgramTest:
 
     def label(self, entry_point: str) -> str:
         """The first line of the block's last statement (its assert or loop)."""
-        last = ast.parse(self.code).body[-1]
+        last = parsing.parse(self.code).body[-1]
         text = ast.unparse(last).splitlines()[0]
         return text if len(text) <= 80 else text[:77] + "..."
 
@@ -250,7 +250,7 @@ def _source_of(node: ast.AST) -> str:
         value = _literal(node, "argument")
         text = repr(value)
         try:
-            if ast.literal_eval(text) != value and value == value:
+            if parsing.literal_eval(text) != value and value == value:
                 raise ValueError
         except (ValueError, SyntaxError) as e:
             raise UnconvertibleTests(f"argument has no literal form: {ast.unparse(node)[:80]}") from e
@@ -341,7 +341,7 @@ def parse_asserts(source: str, names: set[str] | str, *, evaluated_args: bool = 
     """
     names = {names} if isinstance(names, str) else set(names)
     try:
-        tree = ast.parse(source)
+        tree = parsing.parse(source)
     except SyntaxError as e:
         raise UnconvertibleTests(f"test code does not parse: {e}") from e
     tests: list[FunctionTest] = []

@@ -125,3 +125,49 @@ def test_test_programs_are_cut_into_one_test_per_assert():
 def test_test_programs_that_cannot_run_in_the_tester_are_refused(src, reason):
     with pytest.raises(UnconvertibleTests, match=reason):
         split_test_program(src)
+
+
+def test_test_cases_parse_safely_while_other_threads_parse():
+    """Building test cases in one thread while another parses programs (a training run's trainer and its verifier
+    threads) must not trip CPython 3.11/3.12's interpreter-wide AST depth counter; a garbage collection that switches
+    threads mid-parse (here on every collection, through a callback) made ``ast.parse`` fail with SystemError."""
+    import gc
+    import threading
+    import time
+
+    from envs.code import parsing
+    from envs.code.programs import split_test_program
+
+    errors: list[BaseException] = []
+
+    def switch(phase, info):
+        time.sleep(0)  # another thread runs now, as a finalizer's Python code lets it
+
+    def build_cases():
+        try:
+            for i in range(150):
+                FunctionTest("(" * 20 + f"{i}" + ",)" * 20, i)
+                parsing.literal_eval("[" * 20 + "1" + "]" * 20)
+        except BaseException as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    def parse_programs():
+        try:
+            for i in range(150):
+                split_test_program(f"def check(candidate):\n    assert candidate({'(' * 20}{i}{')' * 20}) == {i}\n")
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(switch)
+    gc.set_threshold(50)
+    try:
+        threads = [threading.Thread(target=build_cases), threading.Thread(target=parse_programs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        gc.callbacks.remove(switch)
+        gc.set_threshold(*threshold)
+    assert not errors, errors[:3]
