@@ -106,7 +106,7 @@ class HarnessDevice:
         if is_out_of_memory(error):
             return f"failed: {OOM_HINT}", TrainingError(f"step {step + 1}: {OOM_HINT}")
         if isinstance(error, KeyboardInterrupt):  # stopped from outside, not failed: a second signal, or Ctrl-C before the handlers
-            return f"aborted: {error or 'interrupted'}", None
+            return f"aborted: {str(error) or 'interrupted'}", None
         return f"failed: {type(error).__name__}: {error}", None
 
     def _lost_process_error(self, error: BaseException, step: int) -> TrainingError:
