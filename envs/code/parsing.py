@@ -13,7 +13,7 @@ import ast
 import threading
 from typing import Any
 
-_PARSING = threading.Lock()
+_PARSING = threading.RLock()  # (reentrant: a finalizer run by a collection mid-parse may parse too)
 
 
 def parse(source: str, mode: str = "exec") -> ast.AST:
