@@ -310,7 +310,9 @@ def test_a_terminal_that_hangs_up_stops_the_run_with_a_checkpoint(sft_base, tmp_
                 said += os.read(controller, 65536)  # (read, so the run never waits on a full terminal)
         assert proc.poll() is None, said.decode(errors="replace")[-3000:]
         lines = said.decode(errors="replace").splitlines()
-        assert len([line for line in lines if line.startswith("warning: rollout.hf.decode=cuda_graph cannot run here")]) == 1, lines  # (the worker's: the trainer does not generate)
+        if not torch.cuda.is_available():  # (where CUDA runs, so does the decoder, and nothing is warned)
+            warned = [line for line in lines if line.startswith("warning: rollout.hf.decode=cuda_graph cannot run here")]
+            assert len(warned) == 1, lines  # the worker's: the trainer does not generate
         assert not [line for line in lines if "Warning" in line or line.startswith(" ")], lines  # nothing in Python's own format
     finally:
         os.close(controller)  # the hangup
